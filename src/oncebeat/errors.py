@@ -1,0 +1,104 @@
+"""One error tree for oncebeat.
+
+Every error the library raises on purpose derives from :class:`OncebeatError`.
+Driver errors (sqlite3, psycopg, smtplib) are translated at the boundary of the
+module that talks to them, so callers catch these classes only.
+
+Control-flow signals raised *by handlers* to steer the queue (``Retry``,
+``Discard``) are a separate group under :class:`JobSignal`.
+"""
+
+from __future__ import annotations
+
+
+class OncebeatError(Exception):
+    """Base class of every error oncebeat raises on purpose."""
+
+
+class ConfigError(OncebeatError):
+    """Bad configuration: the message names the field (or variable) and the fix."""
+
+
+class ScheduleError(OncebeatError):
+    """A schedule cannot be built: bad cron field, unknown zone, bad DST option."""
+
+
+class StoreError(OncebeatError):
+    """The database could not be reached or a statement failed."""
+
+
+class TransientStoreError(StoreError):
+    """A store failure that may pass on retry (lock timeout, dropped connection)."""
+
+
+class MigrationError(StoreError):
+    """The schema could not be brought to the current version."""
+
+
+class EffectError(OncebeatError):
+    """Base of effect-ledger errors."""
+
+
+class EffectKeyConflict(EffectError):
+    """An effect key was reused with a different payload (a programming error)."""
+
+
+class EffectBusy(EffectError):
+    """The effect key is held by another live attempt; try again later."""
+
+
+class EffectInDoubt(EffectError):
+    """A previous attempt started the effect and died before recording its outcome.
+
+    The effect is never re-run blindly: an operator (or a reconcile hook) must
+    decide whether it happened.
+    """
+
+    def __init__(self, key: str, detail: str = "") -> None:
+        super().__init__(f"effect {key!r} is in doubt: {detail}" if detail else f"effect {key!r} is in doubt")
+        self.key = key
+
+
+class MailError(OncebeatError):
+    """Base of mail delivery errors."""
+
+
+class TransientMailError(MailError):
+    """The SMTP server or network failed in a way that may pass (4xx, reset, timeout)."""
+
+
+class PermanentMailError(MailError):
+    """The SMTP server rejected the message for good (5xx); retrying cannot help."""
+
+
+class ImportRejected(OncebeatError):
+    """An import file has invalid rows; nothing was applied.
+
+    ``problems`` is a list of human-readable lines, each naming the file line,
+    the column and the reason.
+    """
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+class JobSignal(Exception):
+    """Base of signals a task handler raises to steer its job (not failures of oncebeat)."""
+
+
+class Retry(JobSignal):
+    """Retry the job after ``delay`` seconds (or the backoff) without counting it as a failure reason."""
+
+    def __init__(self, reason: str = "", delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
+
+
+class Discard(JobSignal):
+    """Give up on the job at once: it ends ``discarded`` with ``reason`` kept."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
