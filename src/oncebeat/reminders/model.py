@@ -1,0 +1,48 @@
+"""Values of the overdue-invoice domain: customers, invoices, payments.
+
+Money is an integer in minor units (cents for USD, yen for JPY) plus an ISO
+4217 code; never a float. Dates are calendar dates (no time, no zone): an
+invoice is due on a date, and "days past due" is counted in the schedule's
+business zone (DESIGN.md §6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+__all__ = ["Customer", "Invoice", "Payment", "INVOICE_STATUSES"]
+
+INVOICE_STATUSES = ("open", "paid", "void", "uncollectible")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Customer:
+    """A customer, identified by ``email`` (unique, case-insensitive)."""
+
+    email: str
+    name: str
+    locale: str = "en_US"  # a Babel/CLDR locale id such as "de_DE"
+    tz: str = "UTC"  # IANA zone of the customer (informational; business dates use the schedule zone)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Invoice:
+    """An invoice, identified by ``number`` (unique)."""
+
+    number: str
+    customer_email: str
+    currency: str  # ISO 4217 code, upper case
+    amount_due: int  # minor units of ``currency``
+    issued_on: date
+    due_on: date
+    status: str = "open"  # one of INVOICE_STATUSES
+    paid_on: date | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Payment:
+    """A payment that settles invoice ``number`` on ``paid_on``."""
+
+    number: str
+    paid_on: date
