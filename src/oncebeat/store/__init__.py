@@ -1,0 +1,34 @@
+"""The database layer: every SQL statement oncebeat runs lives under ``store/sql``.
+
+``open_store(url)`` picks the backend from the URL scheme:
+
+- ``sqlite:///oncebeat.db`` (embedded default, one host, several processes)
+- ``postgresql://user@host:5432/db`` (many hosts; ``?schema=NAME`` to isolate)
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from .base import Json, Store, Tx, redact_url
+
+__all__ = ["Json", "Store", "Tx", "open_store", "redact_url"]
+
+
+def open_store(url: str) -> Store:
+    """Open the store for ``url``.
+
+    Raises:
+        ConfigError: unknown scheme.
+        StoreError: the database cannot be opened or reached (message names the URL, password masked).
+    """
+    if url.startswith("sqlite:"):
+        from .sqlite import SqliteStore
+
+        return SqliteStore(url)
+    if url.startswith(("postgresql:", "postgres:")):
+        from .postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise ConfigError(
+        f"DATABASE_URL {redact_url(url)!r} has an unknown scheme; use sqlite:///oncebeat.db or postgresql://user@host/db"
+    )

@@ -1,0 +1,114 @@
+"""The store contract: transactions that run named queries, and migrations.
+
+A :class:`Store` is opened from a URL (``sqlite:///path.db`` or
+``postgresql://…``) by :func:`oncebeat.store.open_store`. Work happens inside
+``with store.transaction() as tx:``; ``tx.run(name, **params)`` executes one
+named query from the backend's ``.sql`` files and returns rows as dicts with
+Python values: instants are aware UTC datetimes, dates are ``date``, JSON
+columns are decoded. Wrap JSON parameters in :class:`Json`; pass lists for
+``ids``/``queues``-style parameters.
+
+``tx.execute(sql, params)`` runs caller-written SQL in the same transaction,
+so a library user's business writes and the jobs they enqueue commit together.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Json", "Store", "Tx", "redact_url"]
+
+
+@dataclass(frozen=True, slots=True)
+class Json:
+    """Marks a parameter to be stored as JSON (any json-serialisable value)."""
+
+    value: Any
+
+
+def redact_url(url: str) -> str:
+    """Mask the password in a URL: ``postgresql://u:***@h/db``."""
+    return re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", url)
+
+
+class Tx(ABC):
+    """One open transaction. Not thread-safe; use it from the thread that opened it."""
+
+    backend: str
+
+    @abstractmethod
+    def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        """Execute named query ``name``; return its rows (empty list when it returns none)."""
+
+    def one(self, name: str, /, **params: Any) -> dict[str, Any] | None:
+        """Execute ``name``; return its first row or None."""
+        rows = self.run(name, **params)
+        return rows[0] if rows else None
+
+    @abstractmethod
+    def many(self, name: str, rows: Iterable[Mapping[str, Any]], /) -> None:
+        """Execute ``name`` once per parameter mapping in ``rows`` (executemany)."""
+
+    @abstractmethod
+    def execute(self, sql: str, params: Mapping[str, Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Run caller-written SQL (in the backend's own parameter style) in this transaction."""
+
+
+class Store(ABC):
+    """A database holding schedules, the occurrence ledger, jobs, effects and the domain tables.
+
+    Attributes:
+        backend: "sqlite" or "postgres".
+        url: the URL with any password masked (safe to log).
+        before_statement: optional hook called with each query name before it
+            runs; the simulator uses it to inject ``TransientStoreError``.
+    """
+
+    backend: str
+    url: str
+    before_statement: Callable[[str], None] | None = None
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Tx]:
+        """Open a write transaction (SQLite: ``BEGIN IMMEDIATE``); commit on success, roll back on error.
+
+        Raises:
+            TransientStoreError: lock timeout, dropped connection (safe to retry).
+            StoreError: any other database failure.
+        """
+
+    @abstractmethod
+    def migrate(self) -> list[int]:
+        """Apply missing migrations; return the versions applied. Safe when many processes start at once."""
+
+    @abstractmethod
+    def applied_migrations(self) -> list[int]:
+        """Versions recorded in ``schema_migrations``."""
+
+    @abstractmethod
+    def table_columns(self) -> dict[str, list[tuple[str, str]]]:
+        """Introspected schema: table → [(column, type)], for migration tests and the doctor."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        """Run one named query in its own transaction and return its rows."""
+        with self.transaction() as tx:
+            return tx.run(name, **params)
+
+    def iter_chunks(self, items: list[Any], size: int) -> Iterator[list[Any]]:
+        for start in range(0, len(items), size):
+            yield items[start : start + size]

@@ -1,0 +1,176 @@
+"""PostgreSQL backend: psycopg 3 with a connection pool, claims with ``FOR UPDATE SKIP LOCKED``.
+
+URL: ``postgresql://user:pass@host:port/db``; the extra query option
+``schema=NAME`` puts every table in that schema (created on migrate), which
+is how tests keep runs apart. ``pool_size`` sets the pool's maximum (default 10).
+Migrations run under a transaction-scoped advisory lock, so any number of
+processes may start at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from ..errors import MigrationError, StoreError, TransientStoreError
+from .base import Json, Store, Tx, redact_url
+from .sqlfiles import load_migrations, load_queries, split_statements
+
+__all__ = ["PostgresStore"]
+
+_MIGRATION_LOCK = 0x0CE_BEA7  # advisory lock key for migrations
+
+
+def _adapt(value: Any) -> Any:
+    if isinstance(value, Json):
+        return Jsonb(value.value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _params(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _adapt(v) for k, v in params.items()}
+
+
+def _translate(exc: psycopg.Error, what: str, url: str) -> StoreError:
+    if isinstance(exc, (psycopg.OperationalError, psycopg.errors.SerializationFailure,
+                        psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable)):
+        return TransientStoreError(f"{what} on {redact_url(url)}: {type(exc).__name__}: {exc}")
+    return StoreError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+class _PgTx(Tx):
+    backend = "postgres"
+
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        self._store = store
+        self._conn = conn
+
+    def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        sql = self._store.queries[name]
+        if self._store.before_statement is not None:
+            self._store.before_statement(name)
+        try:
+            cur = self._conn.execute(sql, _params(params))
+            return cur.fetchall() if cur.description else []
+        except psycopg.Error as exc:
+            raise _translate(exc, f"query {name}", self._store.url) from exc
+
+    def many(self, name: str, rows: Iterable[Mapping[str, Any]], /) -> None:
+        sql = self._store.queries[name]
+        if self._store.before_statement is not None:
+            self._store.before_statement(name)
+        try:
+            with self._conn.cursor() as cur:
+                cur.executemany(sql, [_params(r) for r in rows])
+        except psycopg.Error as exc:
+            raise _translate(exc, f"query {name}", self._store.url) from exc
+
+    def execute(self, sql: str, params: Mapping[str, Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        try:
+            adapted = _params(params) if isinstance(params, Mapping) else tuple(_adapt(v) for v in params)
+            cur = self._conn.execute(sql, adapted)
+            return cur.fetchall() if cur.description else []
+        except psycopg.Error as exc:
+            raise _translate(exc, "statement", self._store.url) from exc
+
+
+class PostgresStore(Store):
+    """PostgreSQL store (see module docstring for the URL options)."""
+
+    backend = "postgres"
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        options = dict(parse_qsl(parts.query))
+        self.schema = options.pop("schema", None)
+        if self.schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", self.schema):
+            raise StoreError(f"{redact_url(url)}: schema must be a lower-case SQL identifier")
+        pool_size = int(options.pop("pool_size", "10"))
+        self.url = redact_url(url)
+        conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(options), parts.fragment))
+        kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
+        if self.schema:
+            kwargs["options"] = f"-c search_path={self.schema}"
+        self.queries = load_queries("postgres")
+        self._conninfo = conninfo
+        self._kwargs = kwargs
+        self._pool = ConnectionPool(conninfo, min_size=1, max_size=pool_size, kwargs=kwargs, open=False,
+                                    name="oncebeat")
+        try:
+            self._pool.open(wait=True, timeout=10)
+        except Exception as exc:  # psycopg_pool raises PoolTimeout with the connect error chained
+            self._pool.close()
+            raise StoreError(
+                f"cannot connect to {self.url}: {exc}. Is the PostgreSQL server running and DATABASE_URL right?"
+            ) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield _PgTx(self, conn)
+        except psycopg.Error as exc:
+            raise _translate(exc, "transaction", self.url) from exc
+
+    def migrate(self) -> list[int]:
+        applied: list[int] = []
+        try:
+            with psycopg.connect(self._conninfo, **self._kwargs) as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                if self.schema:
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                )
+                done = {r["version"] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+                for version, name, sql in load_migrations("postgres"):
+                    if version in done:
+                        continue
+                    for statement in split_statements(sql):
+                        conn.execute(statement.replace("%", "%%"))
+                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
+                    applied.append(version)
+        except psycopg.Error as exc:
+            raise MigrationError(f"migrating {self.url}: {exc}") from exc
+        return applied
+
+    def applied_migrations(self) -> list[int]:
+        with self.transaction() as tx:
+            try:
+                return [r["version"] for r in tx.execute("SELECT version FROM schema_migrations ORDER BY version")]
+            except StoreError:
+                return []
+
+    def table_columns(self) -> dict[str, list[tuple[str, str]]]:
+        with self.transaction() as tx:
+            rows = tx.execute(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns "
+                "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
+            )
+        out: dict[str, list[tuple[str, str]]] = {}
+        for r in rows:
+            out.setdefault(r["table_name"], []).append((r["column_name"], r["data_type"]))
+        return out
+
+    def drop_schema(self) -> None:
+        """Drop this store's schema and everything in it (tests only)."""
+        if not self.schema:
+            raise StoreError("drop_schema needs a URL with ?schema=NAME")
+        with psycopg.connect(self._conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+    def close(self) -> None:
+        self._pool.close()
+
+

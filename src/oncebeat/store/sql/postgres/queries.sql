@@ -1,0 +1,196 @@
+-- Engine queries for PostgreSQL. One named block per query ("-- name: x"); the
+-- SQLite file defines exactly the same names. Parameters are :name (rewritten
+-- to psycopg's %(name)s by the loader). Lists arrive as arrays.
+
+-- name: register_process
+INSERT INTO processes (role, host, pid, name, version, tz_env, info, started_at, heartbeat_at)
+VALUES (:role, :host, :pid, :name, :version, :tz_env, :info, :now, :now)
+RETURNING id;
+
+-- name: heartbeat_process
+UPDATE processes SET heartbeat_at = :now WHERE id = :id;
+
+-- name: stop_process
+UPDATE processes SET stopped_at = :now, heartbeat_at = :now WHERE id = :id;
+
+-- name: list_processes
+SELECT * FROM processes ORDER BY id;
+
+-- name: list_schedules
+SELECT * FROM schedules ORDER BY key;
+
+-- name: get_schedule
+SELECT * FROM schedules WHERE key = :key;
+
+-- name: insert_schedule
+INSERT INTO schedules (key, expression, tz, dst_gap, dst_fold, catchup, catchup_window, task, args, queue,
+                       definition_hash, version, state, active_since, created_at, updated_at)
+VALUES (:key, :expression, :tz, :dst_gap, :dst_fold, :catchup, :catchup_window, :task, :args, :queue,
+        :definition_hash, 1, 'active', :now, :now, :now)
+ON CONFLICT DO NOTHING
+RETURNING key;
+
+-- name: update_schedule
+UPDATE schedules
+SET expression = :expression, tz = :tz, dst_gap = :dst_gap, dst_fold = :dst_fold, catchup = :catchup,
+    catchup_window = :catchup_window, task = :task, args = :args, queue = :queue,
+    definition_hash = :definition_hash, version = version + 1, active_since = :now, updated_at = :now
+WHERE key = :key AND definition_hash <> :definition_hash AND state <> 'retired'
+RETURNING version;
+
+-- name: set_schedule_state
+UPDATE schedules SET state = :state, updated_at = :now,
+    active_since = CASE WHEN CAST(:state AS text) = 'active' THEN :now ELSE active_since END
+WHERE key = :key AND state <> :state
+RETURNING key;
+
+-- name: last_fire_at
+SELECT MAX(fire_at) AS last_fire_at FROM occurrences
+WHERE schedule_key = :key AND outcome <> 'manual';
+
+-- name: insert_occurrence
+INSERT INTO occurrences (schedule_key, fire_at, local_fire_at, tz, business_date, tzdata_version, outcome,
+                         source_kind, source_host, source_pid, source_name, source_version, created_at)
+VALUES (:schedule_key, :fire_at, :local_fire_at, :tz, :business_date, :tzdata_version, :outcome,
+        :src_kind, :src_host, :src_pid, :src_name, :src_version, :now)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: get_occurrence_by_instant
+SELECT * FROM occurrences WHERE schedule_key = :schedule_key AND fire_at = :fire_at;
+
+-- name: set_occurrence_job
+UPDATE occurrences SET job_id = :job_id WHERE id = :id;
+
+-- name: get_occurrence
+SELECT * FROM occurrences WHERE id = :id;
+
+-- name: list_occurrences
+SELECT * FROM occurrences WHERE (CAST(:schedule_key AS text) IS NULL OR schedule_key = :schedule_key) ORDER BY fire_at, id;
+
+-- name: insert_job
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+VALUES (:queue, :task, :args, :state, :priority, :max_attempts, :run_at, :unique_key, :occurrence_id,
+        :src_kind, :src_host, :src_pid, :src_name, :src_version, :now)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: get_job
+SELECT * FROM jobs WHERE id = :id;
+
+-- name: get_job_by_unique_key
+SELECT * FROM jobs WHERE unique_key = :unique_key ORDER BY id DESC LIMIT 1;
+
+-- name: list_jobs
+SELECT * FROM jobs
+WHERE (CAST(:state AS text) IS NULL OR state = :state) AND (CAST(:task AS text) IS NULL OR task = :task)
+ORDER BY id DESC LIMIT :limit;
+
+-- name: count_jobs_by_state
+SELECT state, COUNT(*) AS n FROM jobs GROUP BY state ORDER BY state;
+
+-- name: claim_jobs
+UPDATE jobs
+SET state = 'running', attempt = attempt + 1, worker_id = :worker_id, lease_expires_at = :lease_expires_at,
+    started_at = :now
+WHERE id IN (
+    SELECT id FROM jobs
+    WHERE queue IN (SELECT unnest(CAST(:queues AS text[])))
+      AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
+    ORDER BY queue, priority, run_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED)
+RETURNING *;
+
+-- name: extend_leases
+UPDATE jobs SET lease_expires_at = :lease_expires_at
+WHERE worker_id = :worker_id AND state = 'running' AND id = ANY(CAST(:ids AS bigint[]));
+
+-- name: complete_jobs
+UPDATE jobs SET state = 'completed', finished_at = :now, lease_expires_at = NULL
+WHERE worker_id = :worker_id AND state = 'running' AND id = ANY(CAST(:ids AS bigint[]));
+
+-- name: fail_job
+UPDATE jobs
+SET state = :state, run_at = :run_at, finished_at = :finished_at, lease_expires_at = NULL,
+    errors = errors || jsonb_build_array(CAST(:error AS jsonb))
+WHERE id = :id AND worker_id = :worker_id AND state = 'running' AND attempt = :attempt
+RETURNING id, state, attempt, max_attempts;
+
+-- name: return_jobs
+UPDATE jobs SET state = 'available', attempt = attempt - 1, worker_id = NULL, lease_expires_at = NULL,
+    started_at = NULL
+WHERE worker_id = :worker_id AND state = 'running' AND id = ANY(CAST(:ids AS bigint[]))
+RETURNING id;
+
+-- name: rescue_jobs
+UPDATE jobs
+SET state = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'available' END,
+    finished_at = CASE WHEN attempt >= max_attempts THEN :now ELSE NULL END,
+    run_at = :now, lease_expires_at = NULL,
+    errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'at', CAST(:now AS timestamptz),
+        'error', 'lease expired: worker ' || COALESCE(worker_id::text, '?') || ' stopped heartbeating', 'kind', 'rescue'))
+WHERE id IN (SELECT id FROM jobs
+             WHERE state = 'running' AND lease_expires_at < :now LIMIT :limit FOR UPDATE SKIP LOCKED)
+RETURNING id, state, attempt, worker_id, task;
+
+-- name: cancel_job
+UPDATE jobs SET state = 'cancelled', finished_at = :now, lease_expires_at = NULL
+WHERE id = :id AND state IN ('available', 'scheduled', 'retryable')
+RETURNING id;
+
+-- name: next_run_at
+SELECT MIN(run_at) AS run_at FROM jobs
+WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT unnest(CAST(:queues AS text[])));
+
+-- name: job_holder_alive
+SELECT 1 AS alive FROM jobs
+WHERE id = :job_id AND attempt = :attempt AND state = 'running' AND lease_expires_at >= :now;
+
+-- name: effect_claim
+INSERT INTO effects (key, state, payload_hash, job_id, attempt, process_id, source_kind, source_host, source_pid,
+                     source_name, source_version, started_at)
+VALUES (:key, 'started', :payload_hash, :job_id, :attempt, :process_id, :src_kind, :src_host, :src_pid,
+        :src_name, :src_version, :now)
+ON CONFLICT DO NOTHING
+RETURNING key;
+
+-- name: effect_get
+SELECT * FROM effects WHERE key = :key;
+
+-- name: effect_finish
+UPDATE effects SET state = :state, result = :result, detail = :detail, finished_at = :now
+WHERE key = :key AND state = :from_state AND COALESCE(job_id, -1) = COALESCE(CAST(:job_id AS bigint), -1)
+  AND COALESCE(attempt, -1) = COALESCE(CAST(:attempt AS integer), -1)
+RETURNING key;
+
+-- name: effect_take_over
+UPDATE effects SET state = 'started', job_id = :job_id, attempt = :attempt, process_id = :process_id,
+    started_at = :now, finished_at = NULL, detail = :detail
+WHERE key = :key AND state = :from_state
+RETURNING key;
+
+-- name: effect_mark_in_doubt
+UPDATE effects SET state = 'in_doubt', detail = :detail, finished_at = :now
+WHERE key = :key AND state = 'started'
+RETURNING key;
+
+-- name: list_effects
+SELECT * FROM effects WHERE (CAST(:state AS text) IS NULL OR state = :state) ORDER BY started_at, key;
+
+-- name: insert_event
+INSERT INTO events (at, kind, subject, process_id, source_kind, source_host, source_pid, source_name,
+                    source_version, detail)
+VALUES (:now, :kind, :subject, :process_id, :src_kind, :src_host, :src_pid, :src_name, :src_version, :detail);
+
+-- name: list_events
+SELECT * FROM events
+WHERE (CAST(:subject AS text) IS NULL OR subject = :subject) AND (CAST(:kind AS text) IS NULL OR kind = :kind) AND at >= :since
+ORDER BY id;
+
+-- name: prune_events
+DELETE FROM events WHERE at < :before;
+
+-- name: prune_jobs
+DELETE FROM jobs WHERE state IN ('completed', 'discarded', 'cancelled') AND finished_at < :before;

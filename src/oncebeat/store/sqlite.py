@@ -1,0 +1,231 @@
+"""SQLite backend: one file, WAL journal, several processes.
+
+Every transaction starts with ``BEGIN IMMEDIATE`` so that writers queue on
+the database lock (with ``busy_timeout``) instead of failing on upgrade from a
+read lock; that is what makes claims and ledger inserts correct across
+processes sharing one file. ``synchronous=FULL`` by default: a committed job
+survives power loss (``?synchronous=normal`` trades that for speed).
+
+Instants are stored as fixed-width UTC text (``2026-03-08T14:00:00.000000Z``)
+so text order is time order; columns declared ``TIMESTAMPTZ``, ``DATE`` and
+``JSON`` are converted back to Python values on read.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+
+from ..timebase import SystemClock
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ..errors import MigrationError, StoreError, TransientStoreError
+from .base import Json, Store, Tx
+from .sqlfiles import load_migrations, load_queries, split_statements
+
+__all__ = ["SqliteStore"]
+
+_TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def _ts_to_text(value: datetime) -> str:
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value.isoformat()} passed to the store; use an aware UTC instant")
+    return value.astimezone(UTC).strftime(_TS_FORMAT)
+
+
+def _convert_ts(raw: bytes) -> datetime:
+    return datetime.fromisoformat(raw.decode()).astimezone(UTC)
+
+
+sqlite3.register_converter("TIMESTAMPTZ", _convert_ts)
+sqlite3.register_converter("DATE", lambda raw: date.fromisoformat(raw.decode()))
+sqlite3.register_converter("JSON", lambda raw: json.loads(raw))
+
+
+def _adapt(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return _ts_to_text(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Json):
+        return json.dumps(value.value, separators=(",", ":"), default=str)
+    if isinstance(value, (list, tuple)):
+        return json.dumps(list(value), default=str)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _params(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _adapt(v) for k, v in params.items()}
+
+
+def _translate(exc: sqlite3.Error, what: str) -> StoreError:
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return TransientStoreError(f"{what}: database is locked (another process holds the write lock): {text}")
+    return StoreError(f"{what}: {type(exc).__name__}: {text}")
+
+
+class _SqliteTx(Tx):
+    backend = "sqlite"
+
+    def __init__(self, store: SqliteStore, conn: sqlite3.Connection) -> None:
+        self._store = store
+        self._conn = conn
+
+    def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        sql = self._store.queries[name]
+        if self._store.before_statement is not None:
+            self._store.before_statement(name)
+        try:
+            cur = self._conn.execute(sql, _params(params))
+            return cur.fetchall()
+        except sqlite3.Error as exc:
+            raise _translate(exc, f"query {name}") from exc
+
+    def many(self, name: str, rows: Iterable[Mapping[str, Any]], /) -> None:
+        sql = self._store.queries[name]
+        if self._store.before_statement is not None:
+            self._store.before_statement(name)
+        try:
+            self._conn.executemany(sql, (_params(r) for r in rows))
+        except sqlite3.Error as exc:
+            raise _translate(exc, f"query {name}") from exc
+
+    def execute(self, sql: str, params: Mapping[str, Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        try:
+            adapted = _params(params) if isinstance(params, Mapping) else tuple(_adapt(v) for v in params)
+            return self._conn.execute(sql, adapted).fetchall()
+        except sqlite3.Error as exc:
+            raise _translate(exc, "statement") from exc
+
+
+def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {col[0]: value for col, value in zip(cursor.description, row, strict=True)}
+
+
+class SqliteStore(Store):
+    """SQLite store for ``sqlite:///relative/path.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``.
+
+    Query options: ``busy_timeout`` (seconds, default 30), ``synchronous``
+    (``full`` default, or ``normal``).
+    """
+
+    backend = "sqlite"
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        if not path:
+            raise StoreError(f"{url}: no database file in the URL; use sqlite:///oncebeat.db")
+        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        self.url = url
+        self.path = path
+        self.busy_timeout = float(options.get("busy_timeout", 30))
+        self.synchronous = options.get("synchronous", "full").upper()
+        if self.synchronous not in ("FULL", "NORMAL", "EXTRA"):
+            raise StoreError(f"{url}: synchronous must be full, normal or extra")
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.queries = load_queries("sqlite")
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                detect_types=sqlite3.PARSE_DECLTYPES | sqlite3.PARSE_COLNAMES,
+                check_same_thread=False,
+            )
+            conn.row_factory = _dict_row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}. Check the path in DATABASE_URL.") from exc
+        self._local.conn = conn
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _translate(exc, "begin transaction") from exc
+        try:
+            yield _SqliteTx(self, conn)
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise _translate(exc, "commit") from exc
+
+    def migrate(self) -> list[int]:
+        applied: list[int] = []
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
+            )
+            done = {r["version"] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+            for version, name, sql in load_migrations("sqlite"):
+                if version in done:
+                    continue
+                for statement in split_statements(sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, _ts_to_text(SystemClock().now())),
+                )
+                applied.append(version)
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise MigrationError(f"migrating {self.path}: {exc}") from exc
+        return applied
+
+    def applied_migrations(self) -> list[int]:
+        conn = self._connect()
+        try:
+            return [r["version"] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+        except sqlite3.OperationalError:
+            return []
+
+    def table_columns(self) -> dict[str, list[tuple[str, str]]]:
+        conn = self._connect()
+        tables = [r["name"] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        return {t: [(c["name"], c["type"]) for c in conn.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
