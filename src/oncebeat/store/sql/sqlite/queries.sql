@@ -44,6 +44,24 @@ UPDATE schedules SET state = :state, updated_at = :now,
 WHERE key = :key AND state <> :state
 RETURNING key;
 
+-- name: insert_schedule_set
+INSERT INTO schedule_sets (hash, keys, first_seen_at, source_host, source_name, source_version)
+VALUES (:hash, :keys, :now, :src_host, :src_name, :src_version)
+ON CONFLICT DO NOTHING;
+
+-- name: newest_schedule_set
+SELECT * FROM schedule_sets ORDER BY first_seen_at DESC, hash DESC LIMIT 1;
+
+-- name: get_schedule_set
+SELECT * FROM schedule_sets WHERE hash = :hash;
+
+-- name: promote_schedule_set
+UPDATE schedule_sets SET first_seen_at = :now WHERE hash = :hash;
+
+-- name: last_fires
+SELECT schedule_key, MAX(fire_at) AS "last_fire_at [TIMESTAMPTZ]" FROM occurrences
+WHERE outcome <> 'manual' GROUP BY schedule_key;
+
 -- name: last_fire_at
 SELECT MAX(fire_at) AS "last_fire_at [TIMESTAMPTZ]" FROM occurrences
 WHERE schedule_key = :key AND outcome <> 'manual';
@@ -145,7 +163,8 @@ WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT valu
 
 -- name: job_holder_alive
 SELECT 1 AS alive FROM jobs
-WHERE id = :job_id AND attempt = :attempt AND state = 'running' AND lease_expires_at >= :now;
+WHERE id = :job_id AND attempt = :attempt AND worker_id = :worker_id AND state = 'running'
+  AND lease_expires_at >= :now;
 
 -- name: effect_claim
 INSERT INTO effects (key, state, payload_hash, job_id, attempt, process_id, source_kind, source_host, source_pid,

@@ -20,6 +20,18 @@ CREATE TABLE schedules (
     updated_at      TIMESTAMPTZ NOT NULL
 );
 
+-- Each distinct set of schedule definitions a clock brought, and when it was first seen.
+-- A clock whose set is older than the newest one is stale (an old version still running):
+-- it changes no definitions and fires only schedules whose definition it shares.
+CREATE TABLE schedule_sets (
+    hash           TEXT PRIMARY KEY,
+    keys           JSON NOT NULL,
+    first_seen_at  TIMESTAMPTZ NOT NULL,
+    source_host    TEXT NOT NULL,
+    source_name    TEXT NOT NULL,
+    source_version TEXT NOT NULL
+);
+
 CREATE TABLE occurrences (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     schedule_key    TEXT NOT NULL,

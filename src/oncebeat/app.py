@@ -1,0 +1,114 @@
+"""Define tasks and schedules in code: the registry workers and clocks run from.
+
+Example::
+
+    from oncebeat import App
+
+    app = App()
+
+    @app.task(max_attempts=5)
+    def send_digest(ctx, team_id: int) -> None:
+        ctx.effect(f"digest:{team_id}:{ctx.business_date()}", lambda: mail_digest(team_id),
+                   payload={"team_id": team_id})
+
+    app.schedule("daily-digest", "0 8 * * *", tz="America/Chicago", task="send_digest", args={"team_id": 1})
+
+Task handlers are called as ``fn(ctx, **args)`` where ``ctx`` is a
+:class:`oncebeat.worker.JobContext`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+from .schedules import Schedule
+
+__all__ = ["App", "TaskDef", "ScheduleDef", "CATCHUP_POLICIES"]
+
+CATCHUP_POLICIES = ("none", "latest", "all")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskDef:
+    name: str
+    fn: Callable[..., Any]
+    queue: str = "default"
+    max_attempts: int = 20
+    priority: int = 0
+    permanent_errors: tuple[type[BaseException], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScheduleDef:
+    """A schedule as defined in code or config; synced to the ``schedules`` table by the clock.
+
+    ``catchup_window`` is in seconds.
+    """
+
+    key: str
+    expression: str
+    tz: str
+    task: str
+    args: dict[str, Any] = field(default_factory=dict)
+    queue: str = "default"
+    catchup: str = "latest"
+    catchup_window: float = 86400.0
+    dst_gap: str = "shift"
+    dst_fold: str = "first"
+
+    def __post_init__(self) -> None:
+        if self.catchup not in CATCHUP_POLICIES:
+            raise ConfigError(f"schedule {self.key!r}: catchup must be one of {', '.join(CATCHUP_POLICIES)}, "
+                              f"not {self.catchup!r}")
+        if self.catchup_window < 0:
+            raise ConfigError(f"schedule {self.key!r}: catchup_window must be >= 0 seconds")
+        self.schedule()  # validates expression, zone and DST options (raises ScheduleError)
+
+    def schedule(self) -> Schedule:
+        return Schedule(expression=self.expression, tz=self.tz, dst_gap=self.dst_gap, dst_fold=self.dst_fold)
+
+    def definition_hash(self) -> str:
+        body = {k: getattr(self, k) for k in ("key", "expression", "tz", "task", "args", "queue", "catchup",
+                                              "catchup_window", "dst_gap", "dst_fold")}
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ScheduleDef:
+        return cls(key=row["key"], expression=row["expression"], tz=row["tz"], task=row["task"],
+                   args=dict(row["args"] or {}), queue=row["queue"], catchup=row["catchup"],
+                   catchup_window=float(row["catchup_window"]), dst_gap=row["dst_gap"], dst_fold=row["dst_fold"])
+
+
+class App:
+    """A registry of tasks and schedules."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, TaskDef] = {}
+        self.schedules: dict[str, ScheduleDef] = {}
+
+    def task(self, name: str | None = None, *, queue: str = "default", max_attempts: int = 20, priority: int = 0,
+             permanent_errors: tuple[type[BaseException], ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator registering ``fn(ctx, **args)`` as a task (name defaults to the function's name)."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            task_name = name or fn.__name__
+            self.tasks[task_name] = TaskDef(name=task_name, fn=fn, queue=queue, max_attempts=max_attempts,
+                                            priority=priority, permanent_errors=permanent_errors)
+            return fn
+
+        return register
+
+    def schedule(self, key: str, expression: str, *, tz: str, task: str, args: dict[str, Any] | None = None,
+                 queue: str | None = None, catchup: str = "latest", catchup_window: float = 86400.0,
+                 dst_gap: str = "shift", dst_fold: str = "first") -> ScheduleDef:
+        """Define a schedule that enqueues ``task`` with ``args`` at each occurrence of ``expression`` in ``tz``."""
+        definition = ScheduleDef(key=key, expression=expression, tz=tz, task=task, args=args or {},
+                                 queue=queue or (self.tasks[task].queue if task in self.tasks else "default"),
+                                 catchup=catchup, catchup_window=catchup_window, dst_gap=dst_gap, dst_fold=dst_fold)
+        self.schedules[key] = definition
+        return definition

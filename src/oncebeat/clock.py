@@ -1,0 +1,450 @@
+"""The clock process: turns schedules into occurrences and jobs, exactly once each (G1, G2).
+
+On each tick, for every schedule whose next fire instant has come, one
+transaction:
+
+1. reads the schedule's cursor from the **occurrence ledger** — the newest
+   recorded (non-manual) fire instant, or the instant the schedule was
+   added / changed / resumed if later — never from process memory;
+2. lists the fire instants in ``(cursor, now]``;
+3. decides each one: on time (within ``misfire_grace`` seconds) → enqueued;
+   late (the clock was down) → the catch-up policy: ``none`` records them
+   ``missed``, ``latest`` enqueues the newest and records the rest
+   ``coalesced``, ``all`` enqueues each oldest first — only inside
+   ``catchup_window``; instants older than the window are ``missed``;
+   a paused schedule records ``paused``;
+4. inserts each occurrence with ``INSERT … ON CONFLICT DO NOTHING`` and, only
+   when the row was inserted, enqueues its job in the same transaction.
+
+So any number of clocks, restarts and catch-ups give at most one job per
+occurrence: a second clock's insert conflicts and enqueues nothing (the
+rejected duplicate is recorded in the audit trail). A clock never fires
+because it started: a new schedule's first instant is strictly after the
+moment it was first synced.
+
+Definitions are synced at start (added / changed / retired). A retired
+schedule never fires. A clock whose definition set is older than the newest
+one another clock synced (an old version still running) changes nothing and
+fires only schedules whose stored definition equals its own.
+
+Every fire is logged with local time, zone and UTC.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from importlib import metadata
+from typing import Any
+
+from . import audit
+from .app import App, ScheduleDef
+from .errors import ConfigError, OncebeatError
+from .provenance import Source, current_source
+from .queue import Queue
+from .schedules import Schedule
+from .store import Json, Store, Tx
+from .timebase import Clock, SystemClock, require_aware
+from .worker import register_process
+
+__all__ = ["ClockProcess", "Fire", "SyncReport", "fire_occurrence"]
+
+log = logging.getLogger("oncebeat.clock")
+
+MAX_LEDGER_ROWS_PER_TICK = 1000  # older late instants are summarised in one audit event
+
+try:
+    TZDATA_VERSION: str | None = metadata.version("tzdata")
+except metadata.PackageNotFoundError:  # system zone data only
+    TZDATA_VERSION = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fire:
+    """One decision about one occurrence. ``inserted`` is False when another process recorded it first."""
+
+    schedule_key: str
+    fire_at: datetime
+    local: datetime
+    outcome: str
+    inserted: bool
+    occurrence_id: int | None = None
+    job_id: int | None = None
+
+    def describe(self) -> str:
+        return (f"{self.schedule_key} {self.local.strftime('%Y-%m-%d %H:%M:%S %Z')} ({self.local.tzinfo}) "
+                f"= {self.fire_at.strftime('%Y-%m-%d %H:%M:%S')} UTC: {self.outcome}"
+                + (f", job {self.job_id}" if self.job_id else "")
+                + ("" if self.inserted else " (already recorded by another process)"))
+
+
+@dataclass(kw_only=True, slots=True)
+class SyncReport:
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+    stale: bool = False
+    ignored_retired: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.stale:
+            out.append("this clock's schedule definitions are older than the newest synced set: it changes nothing "
+                       "and fires only schedules whose stored definition equals its own (old version still running?)")
+        for label, keys in (("added", self.added), ("changed", self.changed), ("retired", self.retired),
+                            ("retired in the database, not fired", self.ignored_retired)):
+            if keys:
+                out.append(f"schedules {label}: {', '.join(keys)}")
+        return out
+
+
+def _enqueue_for(tx: Tx, queue: Queue, definition: ScheduleDef, occurrence_id: int, source: Source) -> int | None:
+    return queue.enqueue(definition.task, definition.args, tx=tx, queue=definition.queue,
+                         occurrence_id=occurrence_id, source=source)
+
+
+def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: Schedule, instant: datetime,
+                    outcome: str, source: Source, now: datetime, process_id: int | None = None) -> Fire:
+    """Record one occurrence (and enqueue its job when ``outcome`` enqueues) inside ``tx``.
+
+    ``outcome`` is one of enqueued, missed, coalesced, paused, manual, backfilled;
+    enqueued/manual/backfilled get a job. The unique (schedule_key, fire_at)
+    constraint makes a second call for the same instant a no-op (recorded as
+    a rejected duplicate in the audit trail).
+    """
+    local = schedule.local(instant)
+    row = tx.one("insert_occurrence", schedule_key=definition.key, fire_at=instant,
+                 local_fire_at=local.isoformat(), tz=schedule.tz, business_date=local.date(),
+                 tzdata_version=TZDATA_VERSION, outcome=outcome, now=now, **source.params())
+    if row is None:
+        audit.record(tx, now=now, kind="occurrence.duplicate_rejected", subject=f"schedule:{definition.key}",
+                     source=source, process_id=process_id,
+                     detail={"fire_at": instant.isoformat(), "local": local.isoformat(), "attempted": outcome})
+        return Fire(schedule_key=definition.key, fire_at=instant, local=local, outcome=outcome, inserted=False)
+    occ_id = int(row["id"])
+    job_id = None
+    if outcome in ("enqueued", "manual", "backfilled"):
+        job_id = _enqueue_for(tx, queue, definition, occ_id, source)
+        tx.run("set_occurrence_job", id=occ_id, job_id=job_id)
+    if outcome != "enqueued":
+        audit.record(tx, now=now, kind=f"occurrence.{outcome}", subject=f"schedule:{definition.key}",
+                     source=source, process_id=process_id,
+                     detail={"occurrence_id": occ_id, "fire_at": instant.isoformat(), "local": local.isoformat(),
+                             "job_id": job_id})
+    return Fire(schedule_key=definition.key, fire_at=instant, local=local, outcome=outcome, inserted=True,
+                occurrence_id=occ_id, job_id=job_id)
+
+
+def _set_hash(definitions: Iterable[ScheduleDef]) -> str:
+    body = sorted((d.key, d.definition_hash()) for d in definitions)
+    return hashlib.sha256(json.dumps(body).encode()).hexdigest()[:24]
+
+
+class ClockProcess:
+    """Fires the schedules of ``app`` (or a list of definitions) into ``store``.
+
+    Args:
+        misfire_grace: seconds after a fire instant within which it counts as on time;
+            later instants are catch-up decisions.
+        tick_interval: seconds between ticks in :meth:`run`.
+        resync_interval: seconds between re-reads of the schedules table (to see
+            pauses, retirements and changes made by other processes).
+        echo: called with each human-readable line worth printing (start-up decisions, fires).
+    """
+
+    def __init__(self, definitions: App | Iterable[ScheduleDef], store: Store, *, clock: Clock | None = None,
+                 source: Source | None = None, misfire_grace: float = 60.0, tick_interval: float = 1.0,
+                 resync_interval: float = 30.0, echo: Callable[[str], None] | None = None) -> None:
+        defs = list(definitions.schedules.values()) if isinstance(definitions, App) else list(definitions)
+        keys = [d.key for d in defs]
+        if len(set(keys)) != len(keys):
+            raise ConfigError("two schedules share a key; schedule keys must be unique")
+        self.definitions = {d.key: d for d in defs}
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.source = source or current_source("clock")
+        self.misfire_grace = misfire_grace
+        self.tick_interval = tick_interval
+        self.resync_interval = resync_interval
+        self.echo = echo or (lambda line: None)
+        self.queue = Queue(store, clock=self.clock, source=self.source)
+        self.process_id: int | None = None
+        self.stale = False
+        self._rows: dict[str, dict[str, Any]] = {}
+        self._parsed: dict[str, Schedule] = {}
+        self._next: dict[str, datetime] = {}
+        self._last_load: datetime | None = None
+        self.stop_requested = threading.Event()
+        self.fires = 0
+
+    # --- definitions ---------------------------------------------------------------------------
+    def sync(self) -> SyncReport:
+        """Bring the schedules table in line with this clock's definitions (unless they are stale)."""
+        now = self.clock.now()
+        report = SyncReport()
+        set_hash = _set_hash(self.definitions.values())
+        with self.store.transaction() as tx:
+            tx.run("insert_schedule_set", hash=set_hash, keys=Json(sorted(self.definitions)), now=now,
+                   **self.source.params())
+            mine = tx.one("get_schedule_set", hash=set_hash)
+            newest = tx.one("newest_schedule_set")
+            assert mine is not None and newest is not None
+            report.stale = newest["hash"] != set_hash and newest["first_seen_at"] > mine["first_seen_at"]
+            existing = {r["key"]: r for r in tx.run("list_schedules")}
+            if not report.stale:
+                for key, d in self.definitions.items():
+                    params = self._params(d, now)
+                    row = existing.get(key)
+                    if row is None:
+                        if tx.one("insert_schedule", **params):
+                            report.added.append(key)
+                            audit.record(tx, now=now, kind="schedule.added", subject=f"schedule:{key}",
+                                         source=self.source, process_id=self.process_id,
+                                         detail={"expression": d.expression, "tz": d.tz, "task": d.task})
+                    elif row["state"] == "retired":
+                        report.ignored_retired.append(key)
+                    elif row["definition_hash"] != params["definition_hash"]:
+                        if tx.one("update_schedule", **params):
+                            report.changed.append(key)
+                            audit.record(tx, now=now, kind="schedule.changed", subject=f"schedule:{key}",
+                                         source=self.source, process_id=self.process_id,
+                                         detail={"old": {"expression": row["expression"], "tz": row["tz"]},
+                                                 "new": {"expression": d.expression, "tz": d.tz}})
+                for key, row in existing.items():
+                    if key not in self.definitions and row["state"] != "retired":
+                        tx.run("set_schedule_state", key=key, state="retired", now=now)
+                        report.retired.append(key)
+                        audit.record(tx, now=now, kind="schedule.retired", subject=f"schedule:{key}",
+                                     source=self.source, process_id=self.process_id,
+                                     detail={"expression": row["expression"], "tz": row["tz"]})
+            else:
+                report.ignored_retired = [k for k in self.definitions
+                                          if k in existing and existing[k]["state"] == "retired"]
+                audit.record(tx, now=now, kind="clock.stale_definitions", subject=f"process:{self.process_id}",
+                             source=self.source, process_id=self.process_id,
+                             detail={"set": set_hash, "newest": newest["hash"]})
+        self.stale = report.stale
+        self._load(now)
+        for line in report.lines():
+            log.info(line, extra={"event": "clock.sync"})
+            self.echo(line)
+        return report
+
+    @staticmethod
+    def _params(d: ScheduleDef, now: datetime) -> dict[str, Any]:
+        return {"key": d.key, "expression": d.expression, "tz": d.tz, "dst_gap": d.dst_gap, "dst_fold": d.dst_fold,
+                "catchup": d.catchup, "catchup_window": d.catchup_window, "task": d.task, "args": Json(d.args),
+                "queue": d.queue, "definition_hash": d.definition_hash(), "now": now}
+
+    def _load(self, now: datetime) -> None:
+        """Re-read schedule rows; keep those this clock may fire (ours, not retired, same definition)."""
+        rows = self.store.read("list_schedules")
+        last = {r["schedule_key"]: r["last_fire_at"] for r in self.store.read("last_fires")}
+        keep: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            d = self.definitions.get(r["key"])
+            if d is None or r["state"] == "retired" or r["definition_hash"] != d.definition_hash():
+                continue
+            keep[r["key"]] = r
+            if r["key"] not in self._parsed or self._rows.get(r["key"], {}).get("version") != r["version"]:
+                self._parsed[r["key"]] = ScheduleDef.from_row(r).schedule()
+                self._next.pop(r["key"], None)
+            if r["key"] not in self._next:
+                cursor = max(x for x in (last.get(r["key"]), r["active_since"]) if x is not None)
+                self._next[r["key"]] = self._parsed[r["key"]].next_after(cursor)
+        for key in set(self._next) - set(keep):
+            self._next.pop(key, None)
+        self._rows = keep
+        self._last_load = now
+
+    # --- firing --------------------------------------------------------------------------------
+    def start(self) -> list[Fire]:
+        """Register, migrate-free sync, then the first tick with its catch-up decisions printed."""
+        if self.process_id is None:
+            self.process_id = register_process(self.store, role="clock", source=self.source, clock=self.clock,
+                                               info={"schedules": sorted(self.definitions)})
+        self.sync()
+        fires = self.tick(startup=True)
+        for key in sorted(self._rows):
+            if not any(f.schedule_key == key for f in fires):
+                nxt = self._next.get(key)
+                if nxt is not None:
+                    local = self._parsed[key].local(nxt)
+                    self.echo(f"{key}: no occurrence missed; next fire {local.strftime('%Y-%m-%d %H:%M %Z')} "
+                              f"({self._parsed[key].tz}) = {nxt.strftime('%Y-%m-%d %H:%M')} UTC")
+        return fires
+
+    def tick(self, *, startup: bool = False) -> list[Fire]:
+        """Fire every schedule whose next instant has come; return the decisions made by this clock."""
+        now = self.clock.now()
+        if self._last_load is None or (now - self._last_load).total_seconds() >= self.resync_interval:
+            self._load(now)
+        fires: list[Fire] = []
+        for key in [k for k, t in self._next.items() if t <= now]:
+            fires.extend(self._fire_schedule(key, now, startup=startup))
+        return fires
+
+    def _fire_schedule(self, key: str, now: datetime, *, startup: bool) -> list[Fire]:
+        row = self._rows[key]
+        definition = self.definitions[key]
+        sched = self._parsed[key]
+        fires: list[Fire] = []
+        with self.store.transaction() as tx:
+            last = tx.one("last_fire_at", key=key)
+            cursor = max(x for x in ((last or {}).get("last_fire_at"), row["active_since"]) if x is not None)
+            window_start = now - timedelta(seconds=definition.catchup_window)
+            outside = 0
+            if cursor < window_start:
+                for _ in sched.between(cursor, window_start):
+                    outside += 1
+                    if outside >= 100_000:
+                        break
+                cursor = window_start
+            instants = list(sched.between(cursor, now))
+            if len(instants) > MAX_LEDGER_ROWS_PER_TICK:
+                outside += len(instants) - MAX_LEDGER_ROWS_PER_TICK
+                instants = instants[-MAX_LEDGER_ROWS_PER_TICK:]
+            decisions = self._decide(row, definition, instants, now)
+            for instant, outcome in decisions:
+                fires.append(fire_occurrence(tx, queue=self.queue, definition=definition, schedule=sched,
+                                             instant=instant, outcome=outcome, source=self.source, now=now,
+                                             process_id=self.process_id))
+            late = [f for f in fires if f.outcome != "enqueued" or (now - f.fire_at).total_seconds() > self.misfire_grace]
+            if outside or late:
+                summary = self._summary(key, definition, fires, outside, now, startup)
+                audit.record(tx, now=now, kind="clock.catchup", subject=f"schedule:{key}", source=self.source,
+                             process_id=self.process_id,
+                             detail={"summary": summary, "missed_outside_window": outside,
+                                     "outcomes": {o: sum(1 for f in fires if f.outcome == o and f.inserted)
+                                                  for o in {f.outcome for f in fires}},
+                                     "cursor": cursor.isoformat(), "at_startup": startup})
+        if outside or late:
+            log.info(summary, extra={"event": "clock.catchup", "schedule": key})
+            self.echo(summary)
+        for f in fires:
+            if f.inserted and f.outcome in ("enqueued",):
+                self.fires += 1
+                log.info("fired %s", f.describe(), extra={"event": "clock.fired", "schedule": key})
+                self.echo(f"fired {f.describe()}")
+        self._next[key] = sched.next_after(now)
+        return fires
+
+    def _decide(self, row: dict[str, Any], d: ScheduleDef, instants: list[datetime], now: datetime) -> list[tuple[datetime, str]]:
+        if row["state"] == "paused":
+            return [(t, "paused") for t in instants]
+        on_time = [t for t in instants if (now - t).total_seconds() <= self.misfire_grace]
+        late = [t for t in instants if (now - t).total_seconds() > self.misfire_grace]
+        out: list[tuple[datetime, str]] = []
+        if d.catchup == "none":
+            out += [(t, "missed") for t in late]
+        elif d.catchup == "latest":
+            keep = None if on_time else (late[-1] if late else None)
+            out += [(t, "enqueued" if t == keep else "coalesced") for t in late]
+        else:
+            out += [(t, "enqueued") for t in late]
+        out += [(t, "enqueued") for t in on_time]
+        return out
+
+    def _summary(self, key: str, d: ScheduleDef, fires: list[Fire], outside: int, now: datetime, startup: bool) -> str:
+        late = [f for f in fires if (now - f.fire_at).total_seconds() > self.misfire_grace]
+        counts: dict[str, int] = {}
+        for f in late:
+            counts[f.outcome] = counts.get(f.outcome, 0) + 1
+        parts = [f"{n} {o}" for o, n in sorted(counts.items())]
+        if outside:
+            parts.append(f"{outside} missed outside the catch-up window ({d.catchup_window:.0f} s)")
+        total = len(late) + outside
+        when = "during downtime" if startup else "since the last tick"
+        return f"{key}: {total} occurrence(s) missed {when}, policy {d.catchup}: " + (", ".join(parts) or "nothing to do")
+
+    # --- operator actions ----------------------------------------------------------------------
+    def trigger(self, key: str, *, kind: str = "manual") -> Fire:
+        """Fire ``key`` now, outside its schedule (recorded ``manual`` with this process's provenance)."""
+        definition, sched = self._definition_for(key)
+        now = self.clock.now().replace(microsecond=0)
+        with self.store.transaction() as tx:
+            fire = fire_occurrence(tx, queue=self.queue, definition=definition, schedule=sched, instant=now,
+                                   outcome="manual", source=self.source.with_kind(kind), now=self.clock.now())
+        log.info("manual trigger %s", fire.describe(), extra={"event": "clock.manual"})
+        return fire
+
+    def backfill(self, key: str, start: datetime, end: datetime) -> list[Fire]:
+        """Enqueue every occurrence of ``key`` in ``[start, end]`` not already in the ledger (``backfilled``)."""
+        start, end = require_aware(start, "start"), require_aware(end, "end")
+        if end < start:
+            raise OncebeatError("backfill: end is before start")
+        if end > self.clock.now():
+            raise OncebeatError("backfill: end is in the future; backfill only covers past occurrences")
+        definition, sched = self._definition_for(key)
+        fires: list[Fire] = []
+        with self.store.transaction() as tx:
+            for instant in sched.between(start - timedelta(microseconds=1), end):
+                fires.append(fire_occurrence(tx, queue=self.queue, definition=definition, schedule=sched,
+                                             instant=instant, outcome="backfilled",
+                                             source=self.source.with_kind("cli"), now=self.clock.now()))
+        return fires
+
+    def _definition_for(self, key: str) -> tuple[ScheduleDef, Schedule]:
+        rows = self.store.read("get_schedule", key=key)
+        if not rows:
+            known = ", ".join(r["key"] for r in self.store.read("list_schedules")) or "none"
+            raise OncebeatError(f"no schedule {key!r} in the database (known: {known}); start the clock once to sync")
+        if rows[0]["state"] == "retired":
+            raise OncebeatError(f"schedule {key!r} is retired; it never fires")
+        definition = ScheduleDef.from_row(rows[0])
+        return definition, definition.schedule()
+
+    def set_state(self, key: str, state: str) -> bool:
+        """Pause (``paused``) or resume (``active``) a schedule. Resuming never bursts: it counts from now."""
+        if state not in ("paused", "active"):
+            raise ValueError("state must be 'paused' or 'active'")
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            changed = tx.one("set_schedule_state", key=key, state=state, now=now) is not None
+            if changed:
+                audit.record(tx, now=now, kind=f"schedule.{'paused' if state == 'paused' else 'resumed'}",
+                             subject=f"schedule:{key}", source=self.source.with_kind("cli"))
+        self._last_load = None
+        return changed
+
+    # --- real process --------------------------------------------------------------------------
+    def request_stop(self, *_: Any) -> None:
+        self.stop_requested.set()
+
+    def run(self, *, install_signals: bool = True, stop_after: float | None = None) -> None:
+        """Tick every ``tick_interval`` seconds until SIGTERM/SIGINT (or ``stop_after`` seconds)."""
+        if install_signals:
+            signal.signal(signal.SIGTERM, self.request_stop)
+            signal.signal(signal.SIGINT, self.request_stop)
+        self.start()
+        started = time.monotonic()
+        last_hb = time.monotonic()
+        while not self.stop_requested.is_set():
+            if stop_after is not None and time.monotonic() - started >= stop_after:
+                break
+            try:
+                self.tick()
+                if time.monotonic() - last_hb >= 5:
+                    last_hb = time.monotonic()
+                    with self.store.transaction() as tx:
+                        tx.run("heartbeat_process", id=self.process_id, now=self.clock.now())
+            except OncebeatError as exc:  # a blip: the ledger makes the next tick safe to repeat
+                log.warning("tick failed: %s", exc, extra={"event": "clock.tick_failed"})
+            nxt = min(self._next.values(), default=None)
+            wait = self.tick_interval
+            if nxt is not None:
+                wait = max(0.01, min(wait, (nxt - self.clock.now()).total_seconds()))
+            self.stop_requested.wait(wait)
+        if self.process_id is not None:
+            now = self.clock.now()
+            with self.store.transaction() as tx:
+                tx.run("stop_process", id=self.process_id, now=now)
+                audit.record(tx, now=now, kind="process.stopped", subject=f"process:{self.process_id}",
+                             source=self.source, process_id=self.process_id, detail={"fires": self.fires})

@@ -1,0 +1,192 @@
+"""The effect ledger: run a side effect at most once per key (G4).
+
+Use it inside a task handler::
+
+    @app.task()
+    def send_receipt(ctx, order_id):
+        ctx.effect(f"receipt:{order_id}", lambda: mailer.send(build(order_id)),
+                   payload={"order_id": order_id})
+
+Rules, in order, for ``run(key, fn)``:
+
+1. The key is claimed atomically (``INSERT … ON CONFLICT DO NOTHING``, never
+   select-then-insert). Whoever inserts runs ``fn`` and records ``done`` with
+   its (JSON-serialisable) result.
+2. A ``done`` key is never run again: its recorded result is returned.
+3. A key held (``started``) by a live attempt — same job, same attempt, same
+   worker, lease not expired — raises :class:`EffectBusy` (retry later).
+4. A ``started`` key whose holder is dead (lease expired, job re-claimed) is
+   **in doubt**: the effect may or may not have happened. It is marked
+   ``in_doubt`` and never re-run blindly. If a ``reconcile`` hook is given it
+   decides: return ``("done", result)`` to record it done, ``("not_done",
+   None)`` to run ``fn`` now, or None to leave it in doubt. Otherwise
+   :class:`EffectInDoubt` is raised for the handler (and operator) to handle.
+5. An ``in_doubt`` key stays in doubt (``EffectInDoubt``) until reconciled.
+6. Reusing a key with a different payload raises :class:`EffectKeyConflict`.
+
+If ``fn`` raises, the attempt is recorded ``failed`` with the error and the
+key may be claimed again by a later attempt (the effect did not happen —
+that is ``fn``'s contract: raise only when the effect certainly did not happen,
+e.g. a refused SMTP connection).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import audit
+from .errors import EffectBusy, EffectInDoubt, EffectKeyConflict
+from .faults import crashpoints
+from .provenance import Source
+from .store import Json, Store
+from .timebase import Clock
+
+__all__ = ["EffectLedger", "Holder", "Reconcile", "payload_hash"]
+
+Reconcile = Callable[[str, Any], "tuple[str, Any] | None"]
+
+
+def payload_hash(payload: Any) -> str:
+    """Stable hash of a JSON-serialisable payload (sorted keys)."""
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Holder:
+    """The attempt that runs an effect: job id, attempt number and worker (process) id."""
+
+    job_id: int | None
+    attempt: int | None
+    process_id: int | None
+
+
+class EffectLedger:
+    def __init__(self, store: Store, *, clock: Clock, source: Source) -> None:
+        self.store = store
+        self.clock = clock
+        self.source = source
+
+    def run(self, key: str, fn: Callable[[], Any], *, holder: Holder, payload: Any = None,
+            reconcile: Reconcile | None = None) -> Any:
+        """Run ``fn`` once for ``key`` (see module docstring); return its result or the recorded one.
+
+        Raises:
+            EffectBusy: another live attempt holds the key.
+            EffectInDoubt: a dead attempt may have run it; not re-run.
+            EffectKeyConflict: same key, different payload.
+            Exception: whatever ``fn`` raised (the key is then recorded ``failed``).
+        """
+        digest = payload_hash(payload)
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            claimed = tx.one("effect_claim", key=key, payload_hash=digest, job_id=holder.job_id,
+                             attempt=holder.attempt, process_id=holder.process_id, now=now, **self.source.params())
+            row = None if claimed else tx.one("effect_get", key=key)
+            if row is not None:
+                decision = self._decide_existing(tx, key, digest, row, holder, now)
+                if decision == "take_over":
+                    claimed = {"key": key}
+        if row is not None and not claimed:
+            if row["state"] == "done":
+                return row["result"]
+            return self._in_doubt(key, fn, holder, payload, reconcile, row)
+        return self._execute(key, fn, holder)
+
+    def _decide_existing(self, tx: Any, key: str, digest: str, row: dict[str, Any], holder: Holder, now: Any) -> str:
+        if row["payload_hash"] != digest:
+            raise EffectKeyConflict(
+                f"effect key {key!r} was first used with a different payload; a key must name one effect")
+        state = row["state"]
+        if state == "done":
+            return "done"
+        if state == "failed":
+            # The earlier attempt recorded that the effect did not happen: this attempt may run it.
+            tx.run("effect_take_over", key=key, from_state="failed", job_id=holder.job_id, attempt=holder.attempt,
+                   process_id=holder.process_id, now=now, detail=None)
+            return "take_over"
+        if state == "started":
+            alive = row["job_id"] is not None and tx.one(
+                "job_holder_alive", job_id=row["job_id"], attempt=row["attempt"], worker_id=row["process_id"],
+                now=now) is not None
+            if alive:
+                raise EffectBusy(f"effect {key!r} is being run by job {row['job_id']} attempt {row['attempt']}")
+            detail = (f"attempt {row['attempt']} of job {row['job_id']} (worker {row['process_id']}) started it at "
+                      f"{row['started_at'].isoformat()} and died before recording the outcome")
+            tx.run("effect_mark_in_doubt", key=key, detail=detail, now=now)
+            audit.record(tx, now=now, kind="effect.in_doubt", subject=f"effect:{key}", source=self.source,
+                         process_id=holder.process_id, detail={"detail": detail, "job_id": row["job_id"]})
+            row["state"] = "in_doubt"
+            row["detail"] = detail
+        return "in_doubt"
+
+    def _execute(self, key: str, fn: Callable[[], Any], holder: Holder) -> Any:
+        crashpoints.hit("before_effect")
+        try:
+            result = fn()
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                with self.store.transaction() as tx:
+                    tx.run("effect_finish", key=key, from_state="started", state="failed", result=Json(None),
+                           detail=f"{type(exc).__name__}: {exc}"[:2000], now=self.clock.now(),
+                           job_id=holder.job_id, attempt=holder.attempt)
+            raise
+        crashpoints.hit("effect_before_record")
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            tx.run("effect_finish", key=key, from_state="started", state="done", result=Json(result), detail=None,
+                   now=now, job_id=holder.job_id, attempt=holder.attempt)
+        crashpoints.hit("after_effect_record")
+        return result
+
+    def _in_doubt(self, key: str, fn: Callable[[], Any], holder: Holder, payload: Any,
+                  reconcile: Reconcile | None, row: dict[str, Any]) -> Any:
+        if reconcile is not None:
+            verdict = reconcile(key, payload)
+            if verdict is not None:
+                outcome, result = verdict
+                now = self.clock.now()
+                with self.store.transaction() as tx:
+                    if outcome == "done":
+                        tx.run("effect_finish", key=key, from_state="in_doubt", state="done", result=Json(result),
+                               detail="reconciled: it had happened", now=now, job_id=row["job_id"],
+                               attempt=row["attempt"])
+                    elif outcome == "not_done":
+                        tx.run("effect_take_over", key=key, from_state="in_doubt", job_id=holder.job_id,
+                               attempt=holder.attempt, process_id=holder.process_id, now=now,
+                               detail="reconciled: it had not happened; running again")
+                    else:
+                        raise ValueError(f"reconcile hook returned {outcome!r}; use 'done' or 'not_done'")
+                    audit.record(tx, now=now, kind="effect.reconciled", subject=f"effect:{key}", source=self.source,
+                                 process_id=holder.process_id, detail={"outcome": outcome})
+                if outcome == "done":
+                    return result
+                return self._execute(key, fn, holder)
+        raise EffectInDoubt(key, str(row.get("detail") or ""))
+
+    def resolve(self, key: str, outcome: str, result: Any = None) -> bool:
+        """Operator decision on an in-doubt key: ``done`` (it happened) or ``not_done`` (allow a re-run).
+
+        Returns True if the key was in doubt and is now resolved.
+        """
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            row = tx.one("effect_get", key=key)
+            if row is None or row["state"] != "in_doubt":
+                return False
+            if outcome == "done":
+                tx.run("effect_finish", key=key, from_state="in_doubt", state="done", result=Json(result),
+                       detail="resolved by operator: it had happened", now=now, job_id=row["job_id"],
+                       attempt=row["attempt"])
+            elif outcome == "not_done":
+                tx.run("effect_finish", key=key, from_state="in_doubt", state="failed", result=Json(None),
+                       detail="resolved by operator: it had not happened", now=now, job_id=row["job_id"],
+                       attempt=row["attempt"])
+            else:
+                raise ValueError("outcome must be 'done' or 'not_done'")
+            audit.record(tx, now=now, kind="effect.reconciled", subject=f"effect:{key}", source=self.source,
+                         detail={"outcome": outcome, "by": "operator"})
+        return True

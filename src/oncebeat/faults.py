@@ -1,0 +1,74 @@
+"""Crash points for fault-injection tests and the simulator.
+
+Engine code calls ``crashpoints.hit("name")`` at each step where a real
+process could die (after claiming a job, after an effect ran but before it
+was recorded, ...). Unarmed, it does nothing. Armed in-process, it raises
+:class:`SimulatedCrash` — a ``BaseException`` that the worker treats as its
+own death: it abandons its jobs without completing, failing or returning
+them, exactly as ``kill -9`` would. Armed through the environment
+(``ONCEBEAT_CRASH_AT=name`` or ``name:N`` for the N-th hit) it kills the real
+process with SIGKILL.
+
+Points: ``after_claim``, ``before_effect``, ``effect_before_record``,
+``after_effect_record``, ``before_complete``, ``mid_batch``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+__all__ = ["SimulatedCrash", "Crashpoints", "crashpoints", "CRASH_POINTS"]
+
+CRASH_POINTS = ("after_claim", "before_effect", "effect_before_record", "after_effect_record",
+                "before_complete", "mid_batch")
+
+
+class SimulatedCrash(BaseException):
+    """The process 'died' at a crash point (in-process simulation of SIGKILL)."""
+
+
+class Crashpoints:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._armed: dict[str, int] = {}
+        self.hook: Callable[[str], bool] | None = None  # simulator: return True to crash here
+        env = os.environ.get("ONCEBEAT_CRASH_AT", "")
+        self._env_point, _, n = env.partition(":")
+        self._env_left = int(n or "1")
+
+    def arm(self, point: str, after: int = 1) -> None:
+        """Crash at the ``after``-th next hit of ``point`` (in-process)."""
+        if point not in CRASH_POINTS:
+            raise ValueError(f"unknown crash point {point!r}; use one of {', '.join(CRASH_POINTS)}")
+        with self._lock:
+            self._armed[point] = after
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed.clear()
+        self.hook = None
+
+    def hit(self, point: str) -> None:
+        if self._env_point == point:
+            self._env_left -= 1
+            if self._env_left <= 0:
+                os.kill(os.getpid(), signal.SIGKILL)
+        if self.hook is not None and self.hook(point):
+            raise SimulatedCrash(point)
+        if not self._armed:
+            return
+        with self._lock:
+            left = self._armed.get(point)
+            if left is None:
+                return
+            if left > 1:
+                self._armed[point] = left - 1
+                return
+            del self._armed[point]
+        raise SimulatedCrash(point)
+
+
+crashpoints = Crashpoints()

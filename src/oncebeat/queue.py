@@ -1,0 +1,249 @@
+"""The durable job queue: enqueue, claim with a lease, heartbeat, complete, retry, rescue, cancel.
+
+Job states (the field's usual names):
+
+- ``available`` — runnable now; ``scheduled`` — runnable at ``run_at``;
+- ``running`` — claimed by a worker holding a lease until ``lease_expires_at``;
+- ``retryable`` — failed, waits for its backoff (``run_at``);
+- ``completed``, ``discarded`` (permanent error or attempts exhausted, error
+  kept), ``cancelled`` (by a person) — final.
+
+Guarantees: a job is never silently dropped (G3). A worker that dies stops
+renewing its lease; :meth:`Queue.rescue` puts the job back (``available``)
+with the lease error recorded, or discards it when attempts are exhausted.
+Every attempt's error is kept in ``errors`` (a JSON list).
+
+Example::
+
+    q = Queue(store, clock=SystemClock(), source=current_source("api"))
+    with store.transaction() as tx:
+        tx.execute("UPDATE invoices SET status = 'void' WHERE id = :id", {"id": 7})
+        q.enqueue("notify_void", {"invoice_id": 7}, tx=tx)   # commits with the update
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from . import audit
+from .provenance import Source
+from .store import Json, Store, Tx
+from .timebase import Clock, require_aware
+
+__all__ = ["Job", "Queue", "backoff_seconds", "JOB_STATES", "UNFINISHED_STATES"]
+
+JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled")
+UNFINISHED_STATES = ("available", "scheduled", "running", "retryable")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Job:
+    """One job row. Instants are aware UTC datetimes."""
+
+    id: int
+    queue: str
+    task: str
+    args: dict[str, Any]
+    state: str
+    priority: int
+    attempt: int
+    max_attempts: int
+    run_at: datetime
+    lease_expires_at: datetime | None
+    worker_id: int | None
+    unique_key: str | None
+    occurrence_id: int | None
+    source_kind: str
+    source_host: str
+    source_pid: int
+    source_name: str
+    source_version: str
+    errors: list[dict[str, Any]]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Job:
+        return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+
+
+def backoff_seconds(attempt: int, *, base: float = 2.0, cap: float = 3600.0, rng: random.Random | None = None) -> float:
+    """Exponential backoff with jitter: ``base * 2**(attempt-1)`` capped at ``cap``, times 0.8–1.2.
+
+    Args:
+        attempt: the attempt that just failed (1 for the first).
+    Returns:
+        Seconds to wait before the next attempt.
+    """
+    raw = min(cap, base * (2 ** max(0, attempt - 1)))
+    return raw * (rng or random).uniform(0.8, 1.2)
+
+
+class Queue:
+    """Queue operations on a store. Thread-safe (each call opens its own transaction unless given ``tx``)."""
+
+    def __init__(self, store: Store, *, clock: Clock, source: Source, rng: random.Random | None = None) -> None:
+        self.store = store
+        self.clock = clock
+        self.source = source
+        self.rng = rng or random.Random()
+
+    def enqueue(self, task: str, args: dict[str, Any] | None = None, *, tx: Tx | None = None,
+                queue: str = "default", priority: int = 0, run_at: datetime | None = None,
+                max_attempts: int = 20, unique_key: str | None = None, occurrence_id: int | None = None,
+                source: Source | None = None) -> int | None:
+        """Insert a job; return its id, or None when ``unique_key`` is held by an unfinished job.
+
+        Args:
+            task: registered task name.
+            args: JSON-serialisable keyword arguments for the handler.
+            tx: enqueue inside the caller's transaction (commits or rolls back with it).
+            run_at: aware instant; default now. A future instant makes the job ``scheduled``.
+            max_attempts: attempts before the job is ``discarded`` (>= 1).
+            unique_key: at most one unfinished job per key (partial unique index).
+        """
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        now = self.clock.now()
+        when = require_aware(run_at, "run_at") if run_at is not None else now
+        row = {
+            "queue": queue, "task": task, "args": Json(args or {}), "priority": priority,
+            "state": "scheduled" if when > now else "available", "max_attempts": max_attempts,
+            "run_at": when, "unique_key": unique_key, "occurrence_id": occurrence_id, "now": now,
+            **(source or self.source).params(),
+        }
+        if tx is not None:
+            got = tx.one("insert_job", **row)
+        else:
+            with self.store.transaction() as own:
+                got = own.one("insert_job", **row)
+        return int(got["id"]) if got else None
+
+    def enqueue_many(self, jobs: Sequence[dict[str, Any]], *, tx: Tx | None = None) -> int:
+        """Insert many jobs in one transaction (``executemany``); each dict takes :meth:`enqueue`'s keywords.
+
+        Returns the number of jobs submitted (unique-key conflicts are skipped silently).
+        """
+        now = self.clock.now()
+        rows = []
+        for j in jobs:
+            when = j.get("run_at") or now
+            rows.append({
+                "queue": j.get("queue", "default"), "task": j["task"], "args": Json(j.get("args") or {}),
+                "priority": j.get("priority", 0), "state": "scheduled" if when > now else "available",
+                "max_attempts": j.get("max_attempts", 20), "run_at": when, "unique_key": j.get("unique_key"),
+                "occurrence_id": j.get("occurrence_id"), "now": now, **self.source.params(),
+            })
+        if tx is not None:
+            tx.many("insert_job", rows)
+        else:
+            with self.store.transaction() as own:
+                own.many("insert_job", rows)
+        return len(rows)
+
+    def claim(self, worker_id: int, *, queues: Sequence[str] = ("default",), limit: int = 10,
+              lease_seconds: float = 30.0) -> list[Job]:
+        """Claim up to ``limit`` due jobs (priority, then run_at, then id) with a lease of ``lease_seconds``."""
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            rows = tx.run("claim_jobs", worker_id=worker_id, queues=list(queues), limit=limit, now=now,
+                          lease_expires_at=now + timedelta(seconds=lease_seconds))
+        jobs = [Job.from_row(r) for r in rows]
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return jobs
+
+    def extend_leases(self, worker_id: int, ids: Sequence[int], *, lease_seconds: float = 30.0) -> None:
+        """Heartbeat: push the leases of ``ids`` (held by ``worker_id``) to now + ``lease_seconds``."""
+        if not ids:
+            return
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            tx.run("extend_leases", worker_id=worker_id, ids=list(ids),
+                   lease_expires_at=now + timedelta(seconds=lease_seconds))
+
+    def complete(self, worker_id: int, ids: Sequence[int]) -> None:
+        """Mark jobs ``completed`` in one statement (only those still running under ``worker_id``)."""
+        if not ids:
+            return
+        with self.store.transaction() as tx:
+            tx.run("complete_jobs", worker_id=worker_id, ids=list(ids), now=self.clock.now())
+
+    def fail(self, job: Job, worker_id: int, error: str, *, permanent: bool = False,
+             delay: float | None = None, kind: str = "error") -> str:
+        """Record a failed attempt; return the new state (``retryable`` or ``discarded``).
+
+        Args:
+            error: what went wrong (kept in ``errors`` with the attempt number and instant).
+            permanent: discard at once (no retry can help).
+            delay: seconds until the retry; default :func:`backoff_seconds`.
+        """
+        now = self.clock.now()
+        give_up = permanent or job.attempt >= job.max_attempts
+        state = "discarded" if give_up else "retryable"
+        wait = delay if delay is not None else backoff_seconds(job.attempt, rng=self.rng)
+        entry = {"attempt": job.attempt, "at": now.isoformat(), "error": error[:2000], "kind": kind}
+        with self.store.transaction() as tx:
+            row = tx.one("fail_job", id=job.id, worker_id=worker_id, attempt=job.attempt, state=state,
+                         run_at=now if give_up else now + timedelta(seconds=wait),
+                         finished_at=now if give_up else None, error=Json(entry))
+            if row is None:
+                return "lost-lease"
+            audit.record(tx, now=now, kind="job.discarded" if give_up else "job.retried", subject=f"job:{job.id}",
+                         source=self.source, process_id=worker_id,
+                         detail={"task": job.task, "attempt": job.attempt, "error": error[:500],
+                                 "permanent": permanent, "retry_in": None if give_up else round(wait, 3)})
+        return state
+
+    def return_jobs(self, worker_id: int, ids: Sequence[int]) -> list[int]:
+        """Give running jobs back to the queue without burning an attempt (graceful shutdown)."""
+        if not ids:
+            return []
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            rows = tx.run("return_jobs", worker_id=worker_id, ids=list(ids))
+            if rows:
+                audit.record(tx, now=now, kind="job.returned", subject=f"worker:{worker_id}", source=self.source,
+                             process_id=worker_id, detail={"jobs": [r["id"] for r in rows]})
+        return [int(r["id"]) for r in rows]
+
+    def rescue(self, *, limit: int = 1000) -> list[dict[str, Any]]:
+        """Put back jobs whose lease expired (their worker died); discard those out of attempts.
+
+        Returns rows ``{id, state, attempt, worker_id, task}`` of the rescued jobs.
+        """
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            rows = tx.run("rescue_jobs", now=now, limit=limit)
+            for r in rows:
+                audit.record(tx, now=now, kind="job.rescued", subject=f"job:{r['id']}",
+                             source=self.source.with_kind("rescue"),
+                             detail={"task": r["task"], "attempt": r["attempt"], "dead_worker": r["worker_id"],
+                                     "new_state": r["state"]})
+        return rows
+
+    def cancel(self, job_id: int) -> bool:
+        """Cancel a job that is not running or finished; True if it was cancelled."""
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            ok = tx.one("cancel_job", id=job_id, now=now) is not None
+            if ok:
+                audit.record(tx, now=now, kind="job.cancelled", subject=f"job:{job_id}", source=self.source)
+        return ok
+
+    def get(self, job_id: int) -> Job | None:
+        rows = self.store.read("get_job", id=job_id)
+        return Job.from_row(rows[0]) if rows else None
+
+    def next_run_at(self, queues: Sequence[str] = ("default",)) -> datetime | None:
+        """Earliest ``run_at`` of unfinished, unclaimed jobs in ``queues`` (None if none)."""
+        rows = self.store.read("next_run_at", queues=list(queues))
+        return rows[0]["run_at"] if rows else None
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state."""
+        return {r["state"]: int(r["n"]) for r in self.store.read("count_jobs_by_state")}

@@ -1,0 +1,327 @@
+"""The worker: claims jobs in batches, runs their handlers in N slots, completes them in one statement.
+
+Lifecycle:
+
+- registers itself in ``processes`` (host, pid, process name, version, ``TZ``)
+  and heartbeats: every ``lease_seconds / 3`` it renews the leases of the jobs
+  it holds and its own ``heartbeat_at``;
+- rescues jobs whose lease expired (their worker died) every ``rescue_interval``;
+- on SIGTERM/SIGINT it stops claiming, lets running jobs finish within
+  ``grace_seconds`` (default 25 s, inside a PaaS's 30 s before SIGKILL), and
+  returns unfinished jobs to the queue without burning an attempt.
+
+Outcomes of a handler: return → ``completed``; :class:`~oncebeat.errors.Retry`
+→ retried after its delay; :class:`~oncebeat.errors.Discard`, a task's
+``permanent_errors`` or :class:`~oncebeat.errors.EffectInDoubt` → ``discarded``
+at once; any other exception → retried with exponential backoff and jitter
+until ``max_attempts``, then ``discarded``; every error is kept on the job.
+
+Tests and the simulator call :meth:`Worker.drain` (serial, deterministic);
+processes call :meth:`Worker.run`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue as _queue
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import date
+from typing import Any
+
+from . import audit
+from .app import App
+from .effects import EffectLedger, Holder, Reconcile
+from .errors import Discard, EffectBusy, EffectInDoubt, Retry
+from .faults import SimulatedCrash, crashpoints
+from .provenance import Source, current_source
+from .queue import Job, Queue
+from .store import Json, Store, Tx
+from .timebase import Clock, SystemClock
+
+__all__ = ["Worker", "JobContext", "register_process"]
+
+log = logging.getLogger("oncebeat.worker")
+
+
+def register_process(store: Store, *, role: str, source: Source, clock: Clock, info: dict[str, Any] | None = None) -> int:
+    """Insert this process into the registry; return its id (used as ``worker_id`` on jobs)."""
+    now = clock.now()
+    with store.transaction() as tx:
+        row = tx.one("register_process", role=role, host=source.host, pid=source.pid, name=source.name,
+                     version=source.version, tz_env=os.environ.get("TZ"), info=Json(info or {}), now=now)
+        assert row is not None
+        pid = int(row["id"])
+        audit.record(tx, now=now, kind="process.started", subject=f"process:{pid}", source=source, process_id=pid,
+                     detail={"role": role, **(info or {})})
+    return pid
+
+
+class JobContext:
+    """What a handler gets as ``ctx``: the job, the store, the clock, and :meth:`effect`."""
+
+    def __init__(self, worker: Worker, job: Job) -> None:
+        self.job = job
+        self.worker = worker
+        self.store = worker.store
+        self.clock = worker.clock
+        self.queue = worker.queue
+        self._occurrence: dict[str, Any] | None = None
+
+    def effect(self, key: str, fn: Callable[[], Any], *, payload: Any = None, reconcile: Reconcile | None = None) -> Any:
+        """Run side effect ``fn`` at most once for ``key`` (see :mod:`oncebeat.effects`)."""
+        holder = Holder(job_id=self.job.id, attempt=self.job.attempt, process_id=self.worker.process_id)
+        return self.worker.effects.run(key, fn, holder=holder, payload=payload, reconcile=reconcile)
+
+    def occurrence(self) -> dict[str, Any] | None:
+        """The occurrence-ledger row that caused this job (None for jobs not enqueued by a schedule)."""
+        if self._occurrence is None and self.job.occurrence_id is not None:
+            rows = self.store.read("get_occurrence", id=self.job.occurrence_id)
+            self._occurrence = rows[0] if rows else None
+        return self._occurrence
+
+    def business_date(self) -> date | None:
+        """Local date of the job's occurrence in its schedule's zone (G7); None without an occurrence."""
+        occ = self.occurrence()
+        return occ["business_date"] if occ else None
+
+    def enqueue(self, task: str, args: dict[str, Any] | None = None, *, tx: Tx | None = None, **options: Any) -> int | None:
+        return self.queue.enqueue(task, args, tx=tx, **options)
+
+
+class Worker:
+    """Runs jobs of ``app``'s tasks from ``store``.
+
+    Args:
+        concurrency: handler slots (threads) in :meth:`run`.
+        batch_size: jobs claimed per statement (default 10 per slot).
+        lease_seconds: lease taken at claim and renewed by heartbeat.
+        poll_interval: seconds to wait when the queue is empty.
+        grace_seconds: how long running jobs may take to finish after SIGTERM.
+    """
+
+    def __init__(self, app: App, store: Store, *, clock: Clock | None = None, queues: Sequence[str] = ("default",),
+                 concurrency: int = 1, batch_size: int | None = None, lease_seconds: float = 30.0,
+                 poll_interval: float = 1.0, grace_seconds: float = 25.0, rescue_interval: float = 15.0,
+                 source: Source | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.app = app
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.queues = tuple(queues)
+        self.concurrency = concurrency
+        self.batch_size = batch_size or 10 * concurrency
+        self.lease_seconds = lease_seconds
+        self.poll_interval = poll_interval
+        self.grace_seconds = grace_seconds
+        self.rescue_interval = rescue_interval
+        self.source = source or current_source("worker")
+        self.queue = Queue(store, clock=self.clock, source=self.source)
+        self.effects = EffectLedger(store, clock=self.clock, source=self.source)
+        self.process_id: int | None = None
+        self.stop_requested = threading.Event()
+        self.processed = 0
+        self._holding: set[int] = set()
+        self._holding_lock = threading.Lock()
+
+    # --- registration -------------------------------------------------------------------------
+    def register(self) -> int:
+        if self.process_id is None:
+            self.process_id = register_process(self.store, role="worker", source=self.source, clock=self.clock,
+                                               info={"queues": list(self.queues), "concurrency": self.concurrency})
+        return self.process_id
+
+    def stop_process(self) -> None:
+        if self.process_id is not None:
+            now = self.clock.now()
+            with self.store.transaction() as tx:
+                tx.run("stop_process", id=self.process_id, now=now)
+                audit.record(tx, now=now, kind="process.stopped", subject=f"process:{self.process_id}",
+                             source=self.source, process_id=self.process_id, detail={"processed": self.processed})
+
+    # --- one job ------------------------------------------------------------------------------
+    def execute(self, job: Job) -> bool:
+        """Run one claimed job's handler and record failures. Returns True if it should be completed.
+
+        :class:`SimulatedCrash` propagates (the 'process' died: nothing is recorded).
+        """
+        task = self.app.tasks.get(job.task)
+        wid = self.register()
+        if task is None:
+            self.queue.fail(job, wid, f"no handler registered for task {job.task!r} in this worker", permanent=True,
+                            kind="unknown_task")
+            return False
+        ctx = JobContext(self, job)
+        try:
+            task.fn(ctx, **job.args)
+            return True
+        except SimulatedCrash:
+            raise
+        except Retry as sig:
+            self.queue.fail(job, wid, sig.reason or "retry requested", delay=sig.delay, kind="retry")
+        except Discard as sig:
+            self.queue.fail(job, wid, sig.reason, permanent=True, kind="discard")
+        except EffectInDoubt as exc:
+            self.queue.fail(job, wid, str(exc), permanent=True, kind="in_doubt")
+        except EffectBusy as exc:
+            self.queue.fail(job, wid, str(exc), delay=self.lease_seconds, kind="busy")
+        except Exception as exc:
+            permanent = bool(task.permanent_errors) and isinstance(exc, task.permanent_errors)
+            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            log.warning("job %s (%s) attempt %s failed: %s", job.id, job.task, job.attempt, detail,
+                        extra={"event": "job.failed", "job_id": job.id})
+            self.queue.fail(job, wid, detail, permanent=permanent, kind="error")
+        return False
+
+    # --- serial drain (tests, simulator, demo) ------------------------------------------------
+    def run_batch(self) -> int:
+        """Claim one batch of due jobs and run them serially in this thread; return how many were claimed."""
+        wid = self.register()
+        jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds)
+        if not jobs:
+            return 0
+        crashpoints.hit("after_claim")
+        done: list[int] = []
+        for i, job in enumerate(jobs):
+            if i:
+                crashpoints.hit("mid_batch")
+            if self.execute(job):
+                done.append(job.id)
+        crashpoints.hit("before_complete")
+        self.queue.complete(wid, done)
+        self.processed += len(jobs)
+        return len(jobs)
+
+    def drain(self, *, max_batches: int | None = None) -> int:
+        """Run batches until no job is due now (simulated or real time); return jobs claimed."""
+        total = 0
+        batches = 0
+        while max_batches is None or batches < max_batches:
+            n = self.run_batch()
+            if n == 0:
+                break
+            total += n
+            batches += 1
+        return total
+
+    def rescue(self) -> list[dict[str, Any]]:
+        rows = self.queue.rescue()
+        for r in rows:
+            log.warning("rescued job %s (%s): worker %s stopped heartbeating; now %s", r["id"], r["task"],
+                        r["worker_id"], r["state"], extra={"event": "job.rescued", "job_id": r["id"]})
+        return rows
+
+    # --- real process -------------------------------------------------------------------------
+    def request_stop(self, *_: Any) -> None:
+        if not self.stop_requested.is_set():
+            log.info("stop requested: no new claims; running jobs get %.0f s to finish", self.grace_seconds,
+                     extra={"event": "worker.stopping"})
+        self.stop_requested.set()
+
+    def _heartbeat_loop(self, done: threading.Event) -> None:
+        interval = max(0.05, self.lease_seconds / 3)
+        while not done.wait(interval):
+            try:
+                with self._holding_lock:
+                    ids = list(self._holding)
+                self.queue.extend_leases(self.register(), ids, lease_seconds=self.lease_seconds)
+                with self.store.transaction() as tx:
+                    tx.run("heartbeat_process", id=self.process_id, now=self.clock.now())
+            except Exception as exc:  # a blip must not kill the heartbeat; the lease margin absorbs it
+                log.warning("heartbeat failed: %s", exc, extra={"event": "worker.heartbeat_failed"})
+
+    def run(self, *, install_signals: bool = True, stop_after: float | None = None) -> dict[str, int]:
+        """Work until SIGTERM/SIGINT (or ``stop_after`` seconds); return counts.
+
+        Returns ``{"processed": n, "returned": m}`` — ``returned`` counts jobs
+        given back to the queue because they did not finish within the grace period.
+        """
+        wid = self.register()
+        if install_signals:
+            signal.signal(signal.SIGTERM, self.request_stop)
+            signal.signal(signal.SIGINT, self.request_stop)
+        log.info("worker %s started: queues %s, %d slots, batch %d", wid, ",".join(self.queues), self.concurrency,
+                 self.batch_size, extra={"event": "worker.started"})
+        results: _queue.Queue[tuple[int, bool | BaseException]] = _queue.Queue()
+        inbox: _queue.Queue[Job | None] = _queue.Queue()
+
+        def slot() -> None:
+            while True:
+                job = inbox.get()
+                if job is None:
+                    return
+                try:
+                    results.put((job.id, self.execute(job)))
+                except BaseException as exc:  # noqa: BLE001 - reported to the main loop
+                    results.put((job.id, exc))
+
+        slots = [threading.Thread(target=slot, name=f"oncebeat-slot-{i}", daemon=True) for i in range(self.concurrency)]
+        for t in slots:
+            t.start()
+        hb_done = threading.Event()
+        hb = threading.Thread(target=self._heartbeat_loop, args=(hb_done,), name="oncebeat-heartbeat", daemon=True)
+        hb.start()
+        started = time.monotonic()
+        last_rescue = 0.0
+        returned = 0
+        try:
+            while not self.stop_requested.is_set():
+                if stop_after is not None and time.monotonic() - started >= stop_after:
+                    break
+                if time.monotonic() - last_rescue >= self.rescue_interval:
+                    last_rescue = time.monotonic()
+                    self.rescue()
+                jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size,
+                                        lease_seconds=self.lease_seconds)
+                if not jobs:
+                    self.stop_requested.wait(self.poll_interval)
+                    continue
+                with self._holding_lock:
+                    self._holding.update(j.id for j in jobs)
+                for job in jobs:
+                    inbox.put(job)
+                pending = {j.id for j in jobs}
+                done: list[int] = []
+                deadline: float | None = None
+                while pending:
+                    if self.stop_requested.is_set() and deadline is None:
+                        deadline = time.monotonic() + self.grace_seconds
+                    timeout = 0.2 if deadline is None else max(0.0, deadline - time.monotonic())
+                    try:
+                        job_id, outcome = results.get(timeout=timeout)
+                    except _queue.Empty:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            break
+                        continue
+                    pending.discard(job_id)
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                    if outcome:
+                        done.append(job_id)
+                self.queue.complete(wid, done)
+                self.processed += len(done)
+                if pending:
+                    # Grace period over: drop queued-but-unstarted work and give everything back.
+                    while True:
+                        try:
+                            inbox.get_nowait()
+                        except _queue.Empty:
+                            break
+                    returned += len(self.queue.return_jobs(wid, sorted(pending)))
+                    log.warning("grace period over: returned %d unfinished jobs to the queue", len(pending),
+                                extra={"event": "worker.returned_jobs"})
+                with self._holding_lock:
+                    self._holding.difference_update(j.id for j in jobs)
+        finally:
+            hb_done.set()
+            for _ in slots:
+                inbox.put(None)
+        self.stop_process()
+        log.info("worker %s stopped: %d jobs processed, %d returned", wid, self.processed, returned,
+                 extra={"event": "worker.stopped"})
+        return {"processed": self.processed, "returned": returned}
