@@ -1,0 +1,834 @@
+"""Read invoices and payments from CSV files, checking every row.
+
+This module only parses and validates: it returns :class:`Customer`,
+:class:`Invoice` and :class:`Payment` values plus a list of
+:class:`RowProblem` (one per problem found, every row checked, never stopping
+at the first). Nothing here touches the database and nothing raises for a bad
+row. The caller decides what to apply: nothing unless ``problems`` is empty
+(:meth:`InvoiceImport.raise_if_problems`), or, with ``--skip-invalid``, the
+valid rows, writing the rejected ones with :func:`write_rejects`.
+
+The file format is described in :data:`INVOICE_CSV_HELP`.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import re
+import unicodedata
+import zoneinfo
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from email.utils import parseaddr
+from functools import lru_cache
+from pathlib import Path
+
+from babel import Locale, UnknownLocaleError
+from babel.numbers import get_currency_precision, list_currencies
+
+from oncebeat.errors import ConfigError, ImportRejected
+from oncebeat.reminders.model import INVOICE_STATUSES, Customer, Invoice, Payment
+
+__all__ = [
+    "STANDARD_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "OPTIONAL_COLUMNS",
+    "PAYMENT_COLUMNS",
+    "INVOICE_CSV_HELP",
+    "RowProblem",
+    "InvoiceImport",
+    "parse_column_map",
+    "read_invoices_csv",
+    "read_payments_csv",
+    "write_rejects",
+    "raise_if_problems",
+]
+
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "invoice_number",
+    "customer_email",
+    "customer_name",
+    "currency",
+    "amount_due",
+    "issued_on",
+    "due_on",
+)
+OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status", "paid_on")
+#: Every column of the invoice CSV, in the order :func:`write_invoices_csv` writes them.
+STANDARD_COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
+#: Columns of the payments CSV (both required).
+PAYMENT_COLUMNS: tuple[str, ...] = ("invoice_number", "paid_on")
+
+DEFAULT_LOCALE = "en_US"
+DEFAULT_TZ = "UTC"
+
+INVOICE_CSV_HELP = """\
+Invoice CSV: UTF-8 (a byte-order mark is fine), comma-separated (semicolon or
+tab also detected), one header row, then one invoice per row.
+
+Required columns:
+  invoice_number   unique in the file, e.g. INV-2026-00042
+  customer_email   one address per row, e.g. zoe@example.com (compared
+                   case-insensitively; one customer per address)
+  customer_name    e.g. Zoë Martin (the same address must always have the same name)
+  currency         ISO 4217 code, e.g. USD, EUR, JPY
+  amount_due       plain decimal in major units, no symbols or thousands
+                   separators: 1234.50 USD, 1200 JPY, 12.345 BHD; never
+                   more decimals than the currency has
+  issued_on        YYYY-MM-DD
+  due_on           YYYY-MM-DD, not before issued_on
+Optional columns:
+  customer_locale  e.g. de_DE or pt-BR (default en_US)
+  customer_tz      IANA time zone, e.g. America/Chicago (default UTC)
+  status           open, paid, void or uncollectible (default open;
+                   paid when paid_on is given)
+  paid_on          YYYY-MM-DD; required when status is paid
+
+Other names for the columns: --map invoice_number=InvoiceNo,customer_email=Email
+(our name = your header). Extra columns are ignored. Every row is checked and
+every problem reported with its line; nothing is imported unless all rows are
+valid, or with --skip-invalid the valid rows are imported and the rejected
+ones written to a CSV with an extra "error" column.
+
+Payments CSV: columns invoice_number and paid_on (YYYY-MM-DD).
+"""
+
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_AMOUNT_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
+_DATE_REASON = "is not a valid date (use YYYY-MM-DD)"
+_MAX_MINOR = 10**15  # far below a 64-bit integer column
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RowProblem:
+    """One problem in one row (or in the file as a whole, then ``line`` is 1).
+
+    ``line`` is the physical line number in the file, the header being line 1.
+    ``source`` is the file name shown in messages.
+    """
+
+    line: int
+    column: str | None
+    value: str | None
+    reason: str
+    source: str = ""
+
+    def describe(self) -> str:
+        """The problem without the file and line: ``column due_on: '2026-02-30' is not a valid date …``."""
+        text = self.reason if self.value is None else f"{self.value!r} {self.reason}"
+        return f"column {self.column}: {text}" if self.column else text
+
+    def __str__(self) -> str:
+        where = f"{self.source}:{self.line}" if self.source else f"line {self.line}"
+        return f"{where}: {self.describe()}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InvoiceImport:
+    """What :func:`read_invoices_csv` found.
+
+    ``customers`` and ``invoices`` come from the valid rows only;
+    ``rejected_lines`` holds ``(line, row)`` for every invalid row, ``row``
+    keyed by the file's own header names; ``rows_read`` counts data rows
+    (blank lines excluded); ``header`` is the file's header as read.
+    """
+
+    customers: list[Customer]
+    invoices: list[Invoice]
+    problems: list[RowProblem]
+    rejected_lines: list[tuple[int, dict[str, str]]]
+    rows_read: int
+    header: list[str] = field(default_factory=list)
+    source: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def raise_if_problems(self) -> None:
+        """Raise :class:`ImportRejected` listing every problem, unless there are none."""
+        raise_if_problems(self.problems, source=self.source, rows_read=self.rows_read)
+
+
+def raise_if_problems(problems: Sequence[RowProblem], *, source: str = "", rows_read: int | None = None) -> None:
+    """Raise :class:`ImportRejected` (nothing applied) when ``problems`` is not empty."""
+    if not problems:
+        return
+    lines = sorted({p.line for p in problems})
+    name = source or "the file"
+    of = f" of {rows_read} rows" if rows_read is not None else ""
+    message = (
+        f"{name}: {len(problems)} problem{'s' if len(problems) != 1 else ''} on "
+        f"{len(lines)} line{'s' if len(lines) != 1 else ''}{of}; nothing was imported "
+        "(fix the file, or use --skip-invalid to import the valid rows and write the rejects)"
+    )
+    raise ImportRejected(message, [str(p) for p in problems])
+
+
+# --------------------------------------------------------------------------- column map
+
+
+def parse_column_map(spec: str | None) -> dict[str, str]:
+    """Parse ``--map``: ``"invoice_number=InvoiceNo,customer_email=Email"`` (ours=theirs).
+
+    Returns ``{our column: their header}``. Raises :class:`ConfigError` naming
+    the bad part.
+    """
+    if spec is None or not spec.strip():
+        return {}
+    result: dict[str, str] = {}
+    for raw in spec.split(","):
+        part = raw.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise ConfigError(
+                f"--map: {part!r} is not of the form our_column=TheirColumn "
+                f"(e.g. invoice_number=InvoiceNo)"
+            )
+        ours, _, theirs = part.partition("=")
+        ours, theirs = ours.strip(), theirs.strip()
+        if not ours or not theirs:
+            raise ConfigError(f"--map: {part!r} needs a name on both sides of '=' (e.g. invoice_number=InvoiceNo)")
+        if ours not in STANDARD_COLUMNS:
+            close = difflib.get_close_matches(ours, STANDARD_COLUMNS, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(
+                f"--map: {ours!r} in {part!r} is not one of our columns ({', '.join(STANDARD_COLUMNS)}){hint}"
+            )
+        if ours in result:
+            raise ConfigError(f"--map: {ours!r} is mapped twice ({result[ours]!r} and {theirs!r})")
+        result[ours] = theirs
+    return result
+
+
+# --------------------------------------------------------------------------- reading CSV
+
+
+@dataclass(slots=True)
+class _Table:
+    header: list[str]
+    rows: list[tuple[int, list[str]]]  # (first physical line, fields)
+    problems: list[RowProblem]
+
+
+def _undecodable(text: str) -> bytes | None:
+    """The raw bytes behind surrogate escapes in ``text``, or None if it was valid UTF-8."""
+    if not any("\udc80" <= ch <= "\udcff" for ch in text):
+        return None
+    return bytes(ord(ch) - 0xDC00 for ch in text if "\udc80" <= ch <= "\udcff")
+
+
+def _clean(text: str) -> str:
+    """Text safe to write back as UTF-8: undecodable bytes become U+FFFD."""
+    if _undecodable(text) is None:
+        return text
+    return "".join("\ufffd" if "\udc80" <= ch <= "\udcff" else ch for ch in text)
+
+
+def _read_table(path: Path, source: str) -> _Table:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        problem = RowProblem(line=1, column=None, value=None, reason=f"cannot read the file: {exc.strerror or exc}", source=source)
+        raise ImportRejected(f"{source}: cannot read the file: {exc.strerror or exc}", [str(problem)]) from exc
+
+    def file_problem(reason: str) -> _Table:
+        return _Table(header=[], rows=[], problems=[RowProblem(line=1, column=None, value=None, reason=reason, source=source)])
+
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return file_problem("the file is UTF-16 encoded; save it as CSV UTF-8")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    # Undecodable bytes are kept as surrogate escapes and reported per row and column below.
+    text = data.decode("utf-8", errors="surrogateescape")
+    if not text.strip():
+        return file_problem(
+            f"the file is empty; expected a header row with {', '.join(REQUIRED_COLUMNS)}"
+            if source
+            else "the file is empty"
+        )
+    first_line = text.lstrip("\r\n").split("\n", 1)[0]
+    delimiter = ","
+    if "," not in first_line:
+        if ";" in first_line:
+            delimiter = ";"
+        elif "\t" in first_line:
+            delimiter = "\t"
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False)
+    header: list[str] | None = None
+    rows: list[tuple[int, list[str]]] = []
+    problems: list[RowProblem] = []
+    previous_end = 0
+    try:
+        for fields in reader:
+            start = previous_end + 1
+            previous_end = reader.line_num
+            if not fields or all(not f.strip() for f in fields):
+                continue  # blank line
+            if header is None:
+                header = [_clean(f.strip()) for f in fields]
+                continue
+            rows.append((start, fields))
+    except csv.Error as exc:
+        problems.append(
+            RowProblem(line=previous_end + 1, column=None, value=None, reason=f"cannot be read as CSV ({exc})", source=source)
+        )
+    if header is None:
+        return file_problem("the file has no header row")
+    return _Table(header=header, rows=rows, problems=problems)
+
+
+def _resolve_columns(
+    header: list[str],
+    wanted: Sequence[str],
+    required: Sequence[str],
+    column_map: Mapping[str, str] | None,
+    source: str,
+) -> tuple[dict[str, int], list[RowProblem]]:
+    """Map our column names to header positions; one problem (line 1) for all missing ones."""
+    column_map = dict(column_map or {})
+    problems: list[RowProblem] = []
+    positions: dict[str, int] = {}
+    exact: dict[str, list[int]] = {}
+    folded: dict[str, list[int]] = {}
+    for i, name in enumerate(header):
+        if name:
+            exact.setdefault(name, []).append(i)
+            folded.setdefault(_fold(name), []).append(i)
+    for ours in wanted:
+        theirs = column_map.get(ours, ours)
+        found = exact.get(theirs) or folded.get(_fold(theirs))
+        if not found:
+            continue
+        if len(found) > 1:
+            problems.append(
+                RowProblem(
+                    line=1,
+                    column=ours,
+                    value=theirs,
+                    reason=f"appears {len(found)} times in the header (columns {', '.join(str(i + 1) for i in found)}); keep one",
+                    source=source,
+                )
+            )
+        positions[ours] = found[0]
+    missing = [c for c in required if c not in positions]
+    if missing:
+        mapped = [f"{c}={column_map[c]!r}" for c in missing if c in column_map]
+        found = ", ".join(h for h in header if h) or "nothing"
+        example = ",".join(f"{c}=YourColumn" for c in missing[:2])
+        what = "required column is" if len(missing) == 1 else "required columns are"
+        via = f" (mapped by --map {', '.join(mapped)})" if mapped else ""
+        problems.append(
+            RowProblem(
+                line=1,
+                column=", ".join(missing),
+                value=None,
+                reason=(
+                    f"{what} missing from the header{via}; the header has: {found}. "
+                    f"Rename the header, or map your names with --map {example}"
+                ),
+                source=source,
+            )
+        )
+    return positions, problems
+
+
+def _fold(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "_", name.strip().casefold())
+
+
+def _row_dict(header: list[str], fields: list[str]) -> dict[str, str]:
+    row: dict[str, str] = {}
+    fields = list(fields)
+    while len(fields) > len(header) and not fields[-1].strip():
+        fields.pop()  # trailing empty fields (spreadsheet exports)
+    for i, value in enumerate(fields):
+        if i >= len(header):
+            key = f"(extra {i + 1})"
+        elif header[i] in row:
+            key = f"{header[i]} (column {i + 1})"
+        else:
+            key = header[i]
+        row[key] = _clean(value)
+    return row
+
+
+def _fit_fields(header: list[str], fields: list[str]) -> tuple[list[str], str | None]:
+    """Fields aligned to the header, or a reason why the row has the wrong number of fields."""
+    n = len(header)
+    if len(fields) > n and all(not f.strip() for f in fields[n:]):
+        fields = fields[:n]  # trailing empty fields (spreadsheet exports)
+    if len(fields) != n:
+        return fields, f"has {len(fields)} field{'s' if len(fields) != 1 else ''} but the header has {n} (check for an unquoted comma or a missing value)"
+    return fields, None
+
+
+# --------------------------------------------------------------------------- value checks
+
+
+@lru_cache(maxsize=1)
+def _zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
+@lru_cache(maxsize=1)
+def _currencies() -> frozenset[str]:
+    return frozenset(list_currencies())
+
+
+def _parse_date(value: str) -> date | None:
+    if not _DATE_RE.fullmatch(value):
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _check_email(value: str) -> str | None:
+    """The reason ``value`` is not a usable address, or None."""
+    if any(ch.isspace() for ch in value):
+        return "is not a valid email address (it contains a space)"
+    if value.count("@") != 1:
+        return "is not a valid email address (it needs exactly one @)"
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        return "is not a valid email address (it contains a control character)"
+    _, addr = parseaddr(value)
+    local, _, domain = value.partition("@")
+    if addr != value or not local or not domain:
+        return "is not a valid email address (use a bare address like name@example.com)"
+    if "." not in domain or domain.startswith(".") or domain.endswith(".") or ".." in domain:
+        return "is not a valid email address (the domain needs a dot, like example.com)"
+    return None
+
+
+def _check_zone(value: str) -> tuple[str | None, str | None]:
+    """(zone, None) when valid, else (None, reason)."""
+    zones = _zones()
+    if value in zones:
+        return value, None
+    by_fold = {z.casefold(): z for z in zones}
+    if value.casefold() in by_fold:
+        return None, f"is not an IANA time zone (names are case-sensitive); did you mean {by_fold[value.casefold()]}?"
+    guess = value.replace(" ", "_")
+    close = difflib.get_close_matches(guess, sorted(zones), n=3, cutoff=0.6)
+    if not close:
+        tail = guess.rsplit("/", 1)[-1].casefold()
+        close = sorted(z for z in zones if z.rsplit("/", 1)[-1].casefold() == tail)[:3]
+    hint = f"; did you mean {' or '.join(close)}?" if close else " (use a name like America/Chicago or Europe/Berlin)"
+    return None, f"is not an IANA time zone{hint}"
+
+
+def _check_locale(value: str) -> tuple[str | None, str | None]:
+    """(canonical locale id, None) when Babel knows it, else (None, reason)."""
+    ident = value.replace("-", "_").split(".", 1)[0].split("@", 1)[0]
+    reason = "is not a known locale (use an id like en_US, de_DE or pt_BR)"
+    parts = ident.split("_")
+    if not ident or not parts[0].isalpha():
+        return None, reason
+    try:
+        parsed = Locale.parse(ident)
+    except (UnknownLocaleError, ValueError, TypeError):
+        return None, reason
+    territory = next((p for p in parts[1:] if (len(p) == 2 and p.isalpha()) or (len(p) == 3 and p.isdigit())), None)
+    if parsed.language != parts[0].lower() or (territory is not None and (parsed.territory or "") != territory.upper()):
+        return None, reason
+    return str(parsed), None
+
+
+def _amount_minor(value: str, currency: str | None) -> tuple[int | None, str | None]:
+    """Minor units for ``value`` in ``currency`` (None when the currency is unknown: only the number is checked)."""
+    if not _AMOUNT_RE.fullmatch(value):
+        return None, "is not a number (write a plain decimal like 1234.50: no currency symbol, no thousands separator)"
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:  # pragma: no cover - the regex excludes this
+        return None, "is not a number"
+    if amount < 0:
+        return None, "is negative (amount_due must be 0 or more; record credits separately)"
+    if currency is None:
+        return None, None
+    precision = get_currency_precision(currency)
+    minor = amount.scaleb(precision)
+    if minor != minor.to_integral_value():
+        if precision == 0:
+            return None, f"has decimals, but {currency} has no minor unit (write a whole number)"
+        return None, f"has more decimals than {currency} allows ({precision})"
+    if minor > _MAX_MINOR:
+        return None, "is too large (at most 10^15 minor units)"
+    return int(minor), None
+
+
+# --------------------------------------------------------------------------- invoices
+
+
+def read_invoices_csv(
+    path: Path,
+    *,
+    column_map: Mapping[str, str] | None = None,
+    source_name: str | None = None,
+) -> InvoiceImport:
+    """Read and check an invoice CSV (see :data:`INVOICE_CSV_HELP`); never raises for bad rows.
+
+    ``column_map`` is ``{our column: their header}`` (see :func:`parse_column_map`).
+    ``source_name`` is the file name used in messages (default: the file's name).
+    Raises :class:`ImportRejected` only when the file cannot be read at all.
+    """
+    path = Path(path)
+    source = source_name if source_name is not None else path.name
+    table = _read_table(path, source)
+    problems = list(table.problems)
+    header = table.header
+    rows_read = len(table.rows)
+    if not header:
+        return InvoiceImport(customers=[], invoices=[], problems=problems, rejected_lines=[], rows_read=0, header=[], source=source)
+
+    positions, header_problems = _resolve_columns(header, STANDARD_COLUMNS, REQUIRED_COLUMNS, column_map, source)
+    problems.extend(header_problems)
+    if any(p.line == 1 for p in header_problems):
+        # The header is unusable: every row is rejected, the problem is reported once.
+        rejected = [(line, _row_dict(header, fields)) for line, fields in table.rows]
+        return InvoiceImport(
+            customers=[], invoices=[], problems=problems, rejected_lines=rejected, rows_read=rows_read, header=header, source=source
+        )
+
+    bad_lines: set[int] = {p.line for p in problems}
+    parsed: list[tuple[int, dict[str, object]]] = []
+    numbers_seen: dict[str, int] = {}
+    customers_seen: dict[str, tuple[int, str, dict[str, str]]] = {}  # email -> (line, name, explicit locale/tz)
+
+    for line, raw_fields in table.rows:
+        row_problems: list[RowProblem] = []
+
+        def problem(column: str | None, value: str | None, reason: str) -> None:
+            row_problems.append(RowProblem(line=line, column=column, value=value, reason=reason, source=source))
+
+        fields, count_reason = _fit_fields(header, raw_fields)
+        if count_reason:
+            problem(None, None, count_reason)
+            problems.extend(row_problems)
+            bad_lines.add(line)
+            continue
+
+        values: dict[str, str] = {}
+        for ours, pos in positions.items():
+            raw = fields[pos]
+            bad_bytes = _undecodable(raw)
+            if bad_bytes is not None:
+                problem(
+                    ours,
+                    _clean(raw.strip()),
+                    f"contains bytes that are not UTF-8 ({' '.join(f'0x{b:02X}' for b in bad_bytes[:4])}); the file may be Latin-1 or Windows-1252: save it as CSV UTF-8",
+                )
+                values[ours] = ""
+                continue
+            values[ours] = raw.strip()
+
+        failed = {p.column for p in row_problems}
+        for column in REQUIRED_COLUMNS:
+            if not values.get(column) and column not in failed:
+                problem(column, None, "required value is empty")
+        failed = {p.column for p in row_problems}
+
+        out: dict[str, object] = {}
+
+        # invoice_number, duplicates across the file
+        number = values.get("invoice_number", "")
+        if number:
+            if number in numbers_seen:
+                first = numbers_seen[number]
+                problem("invoice_number", number, f"is a duplicate of line {first}")
+                problems.append(
+                    RowProblem(line=first, column="invoice_number", value=number, reason=f"is duplicated on line {line}", source=source)
+                )
+                bad_lines.add(first)
+            else:
+                numbers_seen[number] = line
+            out["number"] = number
+
+        # customer_email
+        email = values.get("customer_email", "")
+        email_ok = False
+        if email:
+            reason = _check_email(email)
+            if reason:
+                problem("customer_email", email, reason)
+            else:
+                email = email.lower()
+                email_ok = True
+                out["email"] = email
+
+        name = " ".join(values.get("customer_name", "").split())
+        if name:
+            out["name"] = name
+
+        # currency
+        currency = values.get("currency", "")
+        currency_ok: str | None = None
+        if currency:
+            code = currency.upper()
+            if len(code) == 3 and code.isalpha() and code in _currencies():
+                currency_ok = code
+                out["currency"] = code
+            else:
+                problem("currency", currency, "is not an ISO 4217 currency code (e.g. USD, EUR, JPY)")
+
+        # amount_due (precision needs a valid currency; sign and syntax do not)
+        amount = values.get("amount_due", "")
+        if amount:
+            minor, reason = _amount_minor(amount, currency_ok)
+            if reason:
+                problem("amount_due", amount, reason)
+            elif minor is not None:
+                out["amount"] = minor
+
+        # dates
+        dates: dict[str, date] = {}
+        for column in ("issued_on", "due_on", "paid_on"):
+            text = values.get(column, "")
+            if text and column not in failed:
+                day = _parse_date(text)
+                if day is None:
+                    problem(column, text, _DATE_REASON)
+                else:
+                    dates[column] = day
+        out["issued_on"] = dates.get("issued_on")
+        out["due_on"] = dates.get("due_on")
+        if "issued_on" in dates and "due_on" in dates and dates["due_on"] < dates["issued_on"]:
+            problem("due_on", values["due_on"], f"is before issued_on {dates['issued_on'].isoformat()}")
+
+        # status / paid_on
+        status_text = values.get("status", "")
+        status: str | None = None
+        if status_text:
+            if status_text.lower() in INVOICE_STATUSES:
+                status = status_text.lower()
+            elif "status" not in failed:
+                problem("status", status_text, f"is not a status (use {', '.join(INVOICE_STATUSES[:-1])} or {INVOICE_STATUSES[-1]})")
+        elif not values.get("paid_on"):
+            status = "open"
+        paid_text = values.get("paid_on", "")
+        if status_text == "" and paid_text:
+            status = "paid"
+        if status == "paid" and not paid_text and "paid_on" not in failed:
+            problem("paid_on", None, "is empty, but status is paid (give the payment date, YYYY-MM-DD)")
+        elif status is not None and status != "paid" and paid_text:
+            problem("paid_on", paid_text, f"is set, but status is {status} (clear paid_on or set status to paid)")
+        out["status"] = status
+        out["paid_on"] = dates.get("paid_on") if status == "paid" else None
+
+        # locale / zone (optional)
+        explicit: dict[str, str] = {}
+        locale_text = values.get("customer_locale", "")
+        out["locale"] = DEFAULT_LOCALE
+        if locale_text and "customer_locale" not in failed:
+            locale, reason = _check_locale(locale_text)
+            if reason:
+                problem("customer_locale", locale_text, reason)
+            else:
+                out["locale"] = explicit["locale"] = locale  # type: ignore[assignment]
+        zone_text = values.get("customer_tz", "")
+        out["tz"] = DEFAULT_TZ
+        if zone_text and "customer_tz" not in failed:
+            zone, reason = _check_zone(zone_text)
+            if reason:
+                problem("customer_tz", zone_text, reason)
+            else:
+                out["tz"] = explicit["tz"] = zone  # type: ignore[assignment]
+
+        # one customer per email: names (and explicit locale/zone) must agree
+        if email_ok and name:
+            seen = customers_seen.get(email)
+            if seen is None:
+                customers_seen[email] = (line, name, dict(explicit))
+            else:
+                first_line, first_name, first_explicit = seen
+                if name.casefold() != first_name.casefold():
+                    problem(
+                        "customer_name",
+                        name,
+                        f"conflicts with {first_name!r} on line {first_line} for the same customer_email {email}",
+                    )
+                for key, column in (("locale", "customer_locale"), ("tz", "customer_tz")):
+                    if key in explicit and key in first_explicit and explicit[key] != first_explicit[key]:
+                        problem(
+                            column,
+                            values[column],
+                            f"conflicts with {first_explicit[key]!r} on line {first_line} for the same customer_email {email}",
+                        )
+                    elif key in explicit and key not in first_explicit:
+                        first_explicit[key] = explicit[key]
+
+        problems.extend(row_problems)
+        if row_problems:
+            bad_lines.add(line)
+        parsed.append((line, out))
+
+    customers: dict[str, Customer] = {}
+    invoices: list[Invoice] = []
+    for line, out in parsed:
+        if line in bad_lines:
+            continue
+        email = str(out["email"])
+        if email not in customers:
+            _, first_name, explicit = customers_seen[email]
+            customers[email] = Customer(
+                email=email,
+                name=first_name,
+                locale=explicit.get("locale", DEFAULT_LOCALE),
+                tz=explicit.get("tz", DEFAULT_TZ),
+            )
+        invoices.append(
+            Invoice(
+                number=str(out["number"]),
+                customer_email=email,
+                currency=str(out["currency"]),
+                amount_due=int(out["amount"]),  # type: ignore[call-overload]
+                issued_on=out["issued_on"],  # type: ignore[arg-type]
+                due_on=out["due_on"],  # type: ignore[arg-type]
+                status=str(out["status"]),
+                paid_on=out["paid_on"],  # type: ignore[arg-type]
+            )
+        )
+
+    rejected = [(line, _row_dict(header, fields)) for line, fields in table.rows if line in bad_lines]
+    problems.sort(key=lambda p: p.line)
+    return InvoiceImport(
+        customers=list(customers.values()),
+        invoices=invoices,
+        problems=problems,
+        rejected_lines=rejected,
+        rows_read=rows_read,
+        header=header,
+        source=source,
+    )
+
+
+# --------------------------------------------------------------------------- payments
+
+
+def read_payments_csv(
+    path: Path,
+    *,
+    column_map: Mapping[str, str] | None = None,
+    source_name: str | None = None,
+) -> tuple[list[Payment], list[RowProblem]]:
+    """Read a payments CSV (``invoice_number``, ``paid_on``); never raises for bad rows.
+
+    Only rows without problems become payments. An invoice number given twice
+    is reported on both lines (even with the same date: the file is ambiguous).
+    """
+    path = Path(path)
+    source = source_name if source_name is not None else path.name
+    table = _read_table(path, source)
+    problems = list(table.problems)
+    if not table.header:
+        return [], problems
+    positions, header_problems = _resolve_columns(table.header, PAYMENT_COLUMNS, PAYMENT_COLUMNS, column_map, source)
+    problems.extend(header_problems)
+    if header_problems:
+        return [], problems
+
+    bad_lines: set[int] = set()
+    seen: dict[str, int] = {}
+    parsed: list[tuple[int, Payment]] = []
+    for line, raw_fields in table.rows:
+        row_problems: list[RowProblem] = []
+
+        def problem(column: str | None, value: str | None, reason: str) -> None:
+            row_problems.append(RowProblem(line=line, column=column, value=value, reason=reason, source=source))
+
+        fields, count_reason = _fit_fields(table.header, raw_fields)
+        if count_reason:
+            problem(None, None, count_reason)
+        else:
+            values: dict[str, str] = {}
+            for ours, pos in positions.items():
+                raw = fields[pos]
+                bad_bytes = _undecodable(raw)
+                if bad_bytes is not None:
+                    problem(
+                        ours,
+                        _clean(raw.strip()),
+                        f"contains bytes that are not UTF-8 ({' '.join(f'0x{b:02X}' for b in bad_bytes[:4])}); the file may be Latin-1 or Windows-1252: save it as CSV UTF-8",
+                    )
+                    values[ours] = ""
+                else:
+                    values[ours] = raw.strip()
+            failed = {p.column for p in row_problems}
+            number, paid_text = values["invoice_number"], values["paid_on"]
+            for column in PAYMENT_COLUMNS:
+                if not values[column] and column not in failed:
+                    problem(column, None, "required value is empty")
+            paid_on = None
+            if paid_text:
+                paid_on = _parse_date(paid_text)
+                if paid_on is None:
+                    problem("paid_on", paid_text, _DATE_REASON)
+            if number:
+                if number in seen:
+                    problem("invoice_number", number, f"is a duplicate of line {seen[number]}")
+                    problems.append(
+                        RowProblem(line=seen[number], column="invoice_number", value=number, reason=f"is duplicated on line {line}", source=source)
+                    )
+                    bad_lines.add(seen[number])
+                else:
+                    seen[number] = line
+            if number and paid_on is not None:
+                parsed.append((line, Payment(number=number, paid_on=paid_on)))
+        problems.extend(row_problems)
+        if row_problems:
+            bad_lines.add(line)
+
+    problems.sort(key=lambda p: p.line)
+    return [payment for line, payment in parsed if line not in bad_lines], problems
+
+
+# --------------------------------------------------------------------------- rejects
+
+
+def write_rejects(
+    path: Path,
+    header: Sequence[str] | None,
+    rejected_lines: Sequence[tuple[int, Mapping[str, str]]],
+    problems: Sequence[RowProblem],
+) -> int:
+    """Write the rejected rows, in their original columns, plus an ``error`` column.
+
+    ``error`` joins every problem of that line, starting with the line number
+    in the original file ("line 4: column due_on: '2026-02-30' is not a valid
+    date (use YYYY-MM-DD); ..."). A row with no problem of its own (the header
+    was unusable) gets the file-level problems. The file is UTF-8; once fixed
+    it can be imported again (the ``error`` column is ignored). ``header``
+    None takes the columns from the rows. Returns the number of rows written.
+    """
+    by_line: dict[int, list[str]] = {}
+    for p in problems:
+        by_line.setdefault(p.line, []).append(p.describe())
+    file_level = by_line.get(1, [])
+    columns = list(header or [])
+    if not columns:
+        for _, row in rejected_lines:
+            columns.extend(k for k in row if k not in columns)
+    extras: list[str] = []
+    for _, row in rejected_lines:
+        extras.extend(k for k in row if k not in columns and k not in extras)
+    error_column = "error" if "error" not in columns else "import_error"
+    path = Path(path)
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow([*columns, error_column])
+        for line, row in rejected_lines:
+            errors = by_line.get(line) or file_level or ["rejected"]
+            text = f"line {line}: " + "; ".join(errors)
+            # Fields beyond the header (a row with too many fields) follow the error column.
+            writer.writerow([*(row.get(c, "") for c in columns), text, *(row[c] for c in extras if c in row)])
+    return len(rejected_lines)

@@ -1,0 +1,604 @@
+"""The reminder policy: when the scan runs and which reminders it sends.
+
+The policy lives in one TOML file, ``oncebeat.toml`` (DESIGN.md §6, §7)::
+
+    [schedule]
+    cron = "0 8 * * *"           # 5-field cron expression of the scan
+    tz = "America/Chicago"       # business zone: cron and "days past due" use it
+    catchup = "latest"           # none | latest | all
+    catchup_window = "24h"       # seconds, or "90s", "15m", "24h", "2d", "1h30m"
+
+    [reminders]
+    stages = [1, 7, 14, 30]      # days relative to the due date (negative = before)
+    templates = "templates"      # optional; relative to the folder of the file
+
+    [sender]
+    from = "Billing <billing@example.com>"
+    reply_to = "accounts@example.com"   # optional
+    company = "Example Co"
+
+Every key is optional: a missing key keeps its default, and a missing file
+(or no file at all) gives :class:`Policy` with all defaults. Unknown keys are
+refused, so a typo such as ``timezone = ...`` cannot silently fall back to a
+default. Every problem is reported as a :class:`~oncebeat.errors.ConfigError`
+whose message names the file, the TOML key path (e.g. ``[reminders]
+stages[2]``) and the fix; several problems in one file are reported together.
+
+The cron expression is only checked to be a non-empty single line here: the
+schedule layer parses it (and reports its own errors) when the clock starts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import re
+import tomllib
+import unicodedata
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from oncebeat.errors import ConfigError
+
+__all__ = [
+    "CATCHUP_POLICIES",
+    "DEFAULT_CONFIG_NAME",
+    "MAX_STAGE",
+    "MIN_STAGE",
+    "Policy",
+    "default_toml",
+    "format_duration",
+    "load_policy",
+    "parse_duration",
+    "policy_from_dict",
+    "stage_label",
+    "write_default_config",
+]
+
+#: File name ``load_policy(None)`` looks for in the working directory.
+DEFAULT_CONFIG_NAME = "oncebeat.toml"
+#: Allowed values of ``[schedule] catchup`` (DESIGN.md §5).
+CATCHUP_POLICIES = ("none", "latest", "all")
+#: Earliest courtesy stage: one year before the due date.
+MIN_STAGE = -365
+#: Latest stage: about ten years past due.
+MAX_STAGE = 3650
+
+_DEFAULT_STAGES_EXAMPLE = "[1, 7, 14, 30]"
+
+
+class _Invalid(Exception):
+    """One validation problem of one value; wrapped into ConfigError by the caller."""
+
+    def __init__(self, problem: str, fix: str, *, index: int | None = None, value: Any = None, show_value: bool = True):
+        super().__init__(problem)
+        self.problem = problem
+        self.fix = fix
+        self.index = index
+        self.value = value
+        self.show_value = show_value
+
+
+# --------------------------------------------------------------------------- the value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Policy:
+    """The validated reminder policy.
+
+    Building a ``Policy`` directly validates it too (raising ``ConfigError``
+    naming the field); ``stages`` may be given as any iterable of ints,
+    ``templates`` as a string and ``catchup_window`` as a duration string.
+    """
+
+    schedule: str = "0 8 * * *"  # cron expression of the scan
+    tz: str = "America/Chicago"  # business zone: days past due are counted in it
+    catchup: str = "latest"  # none | latest | all
+    catchup_window: float = 86400.0  # seconds
+    stages: tuple[int, ...] = (1, 7, 14, 30)  # days relative to the due date, strictly increasing
+    sender: str = "Billing <billing@example.com>"  # From
+    reply_to: str | None = None
+    templates: Path | None = None  # folder overriding built-in templates
+    company: str = "Example Co"  # shown in emails
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        for f in fields(self):
+            check = _CHECKS[f.name]
+            try:
+                value = check(getattr(self, f.name))
+            except _Invalid as inv:
+                problems.append(_describe(f.name, inv))
+            else:
+                object.__setattr__(self, f.name, value)
+        if problems:
+            raise _config_error("Policy", problems)
+
+    @property
+    def zone(self) -> ZoneInfo:
+        """The business zone as a ``ZoneInfo``."""
+        return ZoneInfo(self.tz)
+
+
+# --------------------------------------------------------------------------- durations
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*")
+
+
+def parse_duration(value: int | float | str) -> float:
+    """Seconds of a duration: a number of seconds, or a string such as "90s", "15m", "24h", "2d", "1h30m".
+
+    A string of digits alone ("3600") is seconds. Raises ``ValueError`` for
+    anything else, negative or non-finite values, and booleans.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration, got boolean {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        if re.fullmatch(r"\d+(?:\.\d+)?", text):
+            seconds = float(text)
+        else:
+            pos, seconds, parts = 0, 0.0, 0
+            while pos < len(text):
+                m = _DURATION_PART.match(text, pos)
+                if not m or m.end() == pos:
+                    raise ValueError(f"cannot read duration {value!r}")
+                seconds += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+                pos, parts = m.end(), parts + 1
+            if parts == 0:
+                raise ValueError(f"cannot read duration {value!r}")
+    else:
+        raise ValueError(f"expected a duration, got {type(value).__name__}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"duration must be a finite number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """A duration string that :func:`parse_duration` reads back exactly.
+
+    86400 -> "24h", 172800 -> "2d", 5400 -> "90m", 90 -> "90s", 1.5 -> "1.5s".
+    """
+    if seconds != int(seconds):
+        return f"{seconds!r}s"
+    whole = int(seconds)
+    if whole and whole % 86400 == 0 and whole >= 2 * 86400:
+        return f"{whole // 86400}d"
+    if whole and whole % 3600 == 0:
+        return f"{whole // 3600}h"
+    if whole and whole % 60 == 0:
+        return f"{whole // 60}m"
+    return f"{whole}s"
+
+
+# --------------------------------------------------------------------------- field checks
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "table"
+    return type(value).__name__
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)
+
+
+def _check_schedule(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"must be a string, got {_type_name(value)}", 'Write a 5-field cron expression in quotes, e.g. "0 8 * * *".', value=value)
+    text = " ".join(value.split())
+    if not text:
+        raise _Invalid("is empty", 'Write a 5-field cron expression, e.g. "0 8 * * *" (08:00 every day).', value=value)
+    if _has_control(value.replace("\t", " ")):
+        raise _Invalid("must be a single line", 'Write the cron expression on one line, e.g. "0 8 * * *".', value=value)
+    return text
+
+
+@lru_cache(maxsize=1)
+def _all_zones() -> tuple[str, ...]:
+    return tuple(sorted(available_timezones()))
+
+
+def _zone_suggestions(name: str) -> list[str]:
+    zones = _all_zones()
+    by_lower = {z.lower(): z for z in zones}
+    key = name.strip().lower().replace(" ", "_")
+    found: list[str] = []
+    if key in by_lower:
+        found.append(by_lower[key])
+    tail = key.rsplit("/", 1)[-1]
+    found.extend(z for z in zones if z.lower().rsplit("/", 1)[-1] == tail)
+    found.extend(by_lower[m] for m in difflib.get_close_matches(key, list(by_lower), n=3, cutoff=0.6))
+    unique: list[str] = []
+    for z in found:
+        if z not in unique and z != name:
+            unique.append(z)
+    return unique[:3]
+
+
+def _check_tz(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"must be a string, got {_type_name(value)}", 'Write an IANA time zone name in quotes, e.g. "America/Chicago".', value=value)
+    if not value.strip():
+        raise _Invalid("is empty", 'Write an IANA time zone name, e.g. "America/Chicago" or "UTC".', value=value)
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError, TypeError):
+        close = _zone_suggestions(value)
+        quoted = [json.dumps(z) for z in close]
+        hint = ""
+        if quoted:
+            hint = "Did you mean " + (", ".join(quoted[:-1]) + " or " if len(quoted) > 1 else "") + quoted[-1] + "? "
+        raise _Invalid(
+            "is not a known IANA time zone",
+            hint + 'Use a name from the tz database, such as "America/Chicago", "Europe/Berlin" or "UTC".',
+            value=value,
+        ) from None
+    return value
+
+
+def _check_catchup(value: Any) -> str:
+    allowed = ", ".join(json.dumps(c) for c in CATCHUP_POLICIES)
+    if not isinstance(value, str) or value not in CATCHUP_POLICIES:
+        close = difflib.get_close_matches(str(value).strip().lower(), CATCHUP_POLICIES, n=1) if isinstance(value, str) else []
+        hint = f"Did you mean {json.dumps(close[0])}? " if close else ""
+        raise _Invalid(f"must be one of {allowed}", hint + '"latest" runs only the newest missed scan after downtime (recommended).', value=value)
+    return value
+
+
+def _check_catchup_window(value: Any) -> float:
+    fix = 'Write seconds (86400) or a duration string such as "90s", "15m", "24h", "2d".'
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _Invalid(f"must be a duration, got {_type_name(value)}", fix, value=value)
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise _Invalid("is not a duration", fix, value=value) from None
+    if seconds <= 0:
+        raise _Invalid("must be longer than zero", fix + ' To skip scans missed during downtime, use catchup = "none".', value=value)
+    return seconds
+
+
+def _check_stages(value: Any) -> tuple[int, ...]:
+    fix_order = f"List each stage once in ascending order, e.g. {_DEFAULT_STAGES_EXAMPLE}."
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise _Invalid(f"must be an array of whole days, got {_type_name(value)}", f"Write e.g. stages = {_DEFAULT_STAGES_EXAMPLE}.", value=value)
+    items = list(value)
+    if not items:
+        raise _Invalid("is empty: no reminder would ever be sent", f"Give at least one stage, e.g. {_DEFAULT_STAGES_EXAMPLE}.", value=value)
+    for i, day in enumerate(items):
+        if isinstance(day, bool) or not isinstance(day, int):
+            raise _Invalid(
+                f"must be a whole number of days, got {_type_name(day)}",
+                "Write days as integers without quotes: 7 means 7 days past due, -3 means 3 days before the due date.",
+                index=i,
+                value=day,
+            )
+        if not MIN_STAGE <= day <= MAX_STAGE:
+            raise _Invalid(
+                f"is out of range: stages are days between {MIN_STAGE} and {MAX_STAGE}",
+                "Use negative days (at most a year) for courtesy notes before the due date and positive days past due.",
+                index=i,
+                value=day,
+            )
+        if i > 0:
+            prev = items[i - 1]
+            if day == prev:
+                raise _Invalid(f"repeats stage {prev} (stages[{i - 1}])", fix_order, index=i, value=day)
+            if day < prev:
+                raise _Invalid(f"is smaller than stages[{i - 1}] = {prev}: stages must be strictly increasing", fix_order, index=i, value=day)
+    return tuple(items)
+
+
+_ADDR = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[^\s@<>()\[\],;:\"\\]+")
+_NAME_ADDR = re.compile(r"(?P<name>[^<>]*?)\s*<(?P<addr>[^<>]*)>")
+
+
+def _valid_addr(addr: str) -> bool:
+    if not _ADDR.fullmatch(addr):
+        return False
+    local, domain = addr.rsplit("@", 1)
+    if local.startswith(".") or local.endswith(".") or ".." in local:
+        return False
+    labels = domain.split(".")
+    return all(labels) and not any(lbl.startswith("-") or lbl.endswith("-") for lbl in labels)
+
+
+def _check_address(value: Any, *, optional: bool) -> str | None:
+    fix = 'Write one address, e.g. "billing@example.com" or "Billing <billing@example.com>".'
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise _Invalid(f"must be a string, got {_type_name(value)}", fix, value=value)
+    text = value.strip()
+    if not text:
+        if optional:
+            return None
+        raise _Invalid("is empty", fix, value=value)
+    if _has_control(text):
+        raise _Invalid("contains a line break or control character", "Write the address on one line. " + fix, value=value)
+    m = _NAME_ADDR.fullmatch(text)
+    addr = m.group("addr").strip() if m else text
+    if not _valid_addr(addr):
+        raise _Invalid("is not a valid email address", fix, value=value)
+    return text
+
+
+def _check_sender(value: Any) -> str:
+    result = _check_address(value, optional=False)
+    assert result is not None
+    return result
+
+
+def _check_reply_to(value: Any) -> str | None:
+    return _check_address(value, optional=True)
+
+
+def _check_templates(value: Any) -> Path | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            raise _Invalid("is empty", 'Remove the key to use the built-in templates, or name a folder, e.g. "templates".', value=value)
+        return Path(value)
+    if isinstance(value, os.PathLike):
+        return Path(value)
+    raise _Invalid(f"must be a folder path string, got {_type_name(value)}", 'Write e.g. templates = "templates".', value=value)
+
+
+def _check_company(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"must be a string, got {_type_name(value)}", 'Write your company name in quotes, e.g. "Example Co".', value=value)
+    if _has_control(value):
+        raise _Invalid("contains a line break or control character", "Write the company name on one line.", value=value)
+    text = " ".join(value.split())
+    if not text:
+        raise _Invalid("is empty", 'Write the company name shown in emails, e.g. "Example Co".', value=value)
+    return text
+
+
+_CHECKS = {
+    "schedule": _check_schedule,
+    "tz": _check_tz,
+    "catchup": _check_catchup,
+    "catchup_window": _check_catchup_window,
+    "stages": _check_stages,
+    "sender": _check_sender,
+    "reply_to": _check_reply_to,
+    "templates": _check_templates,
+    "company": _check_company,
+}
+
+
+# --------------------------------------------------------------------------- TOML layout
+
+# section -> {toml key -> Policy field}
+_LAYOUT: dict[str, dict[str, str]] = {
+    "schedule": {"cron": "schedule", "tz": "tz", "catchup": "catchup", "catchup_window": "catchup_window"},
+    "reminders": {"stages": "stages", "templates": "templates"},
+    "sender": {"from": "sender", "reply_to": "reply_to", "company": "company"},
+}
+
+
+def _show(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _describe(where: str, inv: _Invalid) -> str:
+    if inv.index is not None:
+        where = f"{where}[{inv.index}]"
+    shown = f" = {_show(inv.value)}" if inv.show_value else ""
+    return f"{where}{shown} {inv.problem}. {inv.fix}"
+
+
+def _config_error(source: str, problems: list[str]) -> ConfigError:
+    if len(problems) == 1:
+        return ConfigError(f"{source}: {problems[0]}")
+    listing = "\n".join(f"  - {p}" for p in problems)
+    return ConfigError(f"{source}: {len(problems)} problems:\n{listing}")
+
+
+def _unknown_key(where: str, key: str, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"{where} is not a known key.{hint} Allowed keys: {', '.join(allowed)}."
+
+
+def policy_from_dict(data: dict, source: str = "<dict>", *, base_dir: Path | None = None) -> Policy:
+    """Validate parsed TOML data (``{"schedule": {...}, ...}``) into a :class:`Policy`.
+
+    ``source`` names the origin in error messages. A relative ``templates``
+    folder is resolved against ``base_dir`` when given (``load_policy`` passes
+    the folder of the file) and must then exist.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a table of sections, got {_type_name(data)}")
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    sections = list(_LAYOUT)
+    for section, content in data.items():
+        if section not in _LAYOUT:
+            if section in {k for keys in _LAYOUT.values() for k in keys}:
+                owner = next(s for s, keys in _LAYOUT.items() if section in keys)
+                problems.append(f"{section} must be inside the [{owner}] section. Move the line below a [{owner}] header.")
+            else:
+                close = difflib.get_close_matches(section, sections, n=1)
+                hint = f" Did you mean [{close[0]}]?" if close else ""
+                allowed_sections = ", ".join(f"[{s}]" for s in sections)
+                problems.append(f"[{section}] is not a known section.{hint} Allowed sections: {allowed_sections}.")
+            continue
+        if not isinstance(content, dict):
+            problems.append(f"{section} = {_show(content)} must be a table. Write it as a [{section}] section header followed by its keys.")
+            continue
+        allowed = _LAYOUT[section]
+        for key, raw in content.items():
+            where = f"[{section}] {key}"
+            if key not in allowed:
+                problems.append(_unknown_key(where, key, list(allowed)))
+                continue
+            name = allowed[key]
+            try:
+                value = _CHECKS[name](raw)
+            except _Invalid as inv:
+                problems.append(_describe(where, inv))
+                continue
+            if name == "templates" and value is not None:
+                value = value.expanduser()
+                if base_dir is not None:
+                    if not value.is_absolute():
+                        value = Path(base_dir).absolute() / value
+                    if not value.is_dir():
+                        problems.append(
+                            f"{where} = {_show(raw)}: folder {str(value)!r} does not exist. "
+                            "Create it (run `oncebeat init` for examples) or remove the key to use the built-in templates."
+                        )
+                        continue
+            values[name] = value
+    if problems:
+        raise _config_error(source, problems)
+    return Policy(**values)
+
+
+def _syntax_error(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> ConfigError:
+    message = str(exc)
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)\s*$", message)
+    if m:
+        line, column = int(m.group(1)), int(m.group(2))
+        message = message[: m.start()]
+    else:
+        message = re.sub(r"\s*\(at end of document\)\s*$", "", message) + " at end of file"
+        lines = text.split("\n")
+        line, column = len(lines), len(lines[-1]) + 1
+    return ConfigError(f"{path}:{line}:{column}: TOML syntax error: {message}. Fix the line (strings need double quotes, e.g. tz = \"UTC\").")
+
+
+def load_policy(path: Path | None) -> Policy:
+    """Read the policy from a TOML file.
+
+    ``None`` means ``./oncebeat.toml``. When that default file does not
+    exist, the defaults are returned; any other missing file is an error.
+    """
+    default = path is None or Path(path) == Path(DEFAULT_CONFIG_NAME)
+    path = Path(DEFAULT_CONFIG_NAME) if path is None else Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        if default:
+            return Policy()
+        raise ConfigError(f"{path}: file not found. Create it with `oncebeat init` or pass the right path.") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a TOML file. Pass the path of oncebeat.toml.") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the file ({exc.strerror or exc}). Check the path and its permissions.") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: byte {exc.start} is not UTF-8. Save the file as UTF-8.") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _syntax_error(path, text, exc) from None
+    return policy_from_dict(data, str(path), base_dir=path.parent)
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def stage_label(stage: int) -> str:
+    """Human label of a stage: "3 days before due", "on the due date", "1 day past due"."""
+    if stage == 0:
+        return "on the due date"
+    days = abs(stage)
+    unit = "day" if days == 1 else "days"
+    return f"{days} {unit} before due" if stage < 0 else f"{days} {unit} past due"
+
+
+# --------------------------------------------------------------------------- default file
+
+
+def default_toml() -> str:
+    """The commented ``oncebeat.toml`` that ``oncebeat init`` writes; loading it gives ``Policy()``."""
+    p = Policy()
+    stages = "[" + ", ".join(str(s) for s in p.stages) + "]"
+    return f"""\
+# oncebeat.toml: the overdue-invoice reminder policy.
+#
+# Every key is optional; the values below are the defaults. Unknown keys are
+# refused, so a typo is reported instead of silently ignored.
+# Deployment settings (DATABASE_URL, SMTP_URL, ...) come from the environment.
+
+[schedule]
+# When the reminder scan runs: a 5-field cron expression (minute hour day month weekday).
+cron = {json.dumps(p.schedule)}
+# IANA time zone of your business. The cron expression and "days past due"
+# are counted in this zone, never in the server's zone.
+tz = {json.dumps(p.tz)}
+# Scans missed while oncebeat was down:
+#   "none"   skip them (recorded as missed),
+#   "latest" run only the newest one (recommended),
+#   "all"    run each of them, oldest first.
+catchup = {json.dumps(p.catchup)}
+# How old a missed scan may be and still be caught up:
+# seconds (86400) or a duration such as "90s", "15m", "24h", "2d".
+catchup_window = {json.dumps(format_duration(p.catchup_window))}
+
+[reminders]
+# Days relative to the due date at which a reminder is sent, strictly increasing.
+# 1 = one day past due; negative numbers send a courtesy note before the due
+# date (e.g. -3). Each stage is sent at most once per invoice; when several
+# are due at once only the highest is sent.
+stages = {stages}
+# A folder with your own templates (relative to this file). A file there
+# replaces the built-in file of the same name, e.g. reminder_first.txt.j2,
+# or reminder_stage_14.html.j2 for one stage only.
+# templates = "templates"
+
+[sender]
+# The From address of reminder emails.
+from = {json.dumps(p.sender)}
+# Where customer replies go, if not to the From address.
+# reply_to = "accounts@example.com"
+# Your company name as shown in the emails.
+company = {json.dumps(p.company)}
+"""
+
+
+def write_default_config(path: Path, *, force: bool = False) -> None:
+    """Write :func:`default_toml` to ``path``; an existing file is kept unless ``force``."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder. Pass a file path such as {path / DEFAULT_CONFIG_NAME}.")
+    if path.exists() and not force:
+        raise ConfigError(f"{path}: already exists; not overwritten. Edit it, or pass --force to replace it with the defaults.")
+    text = default_toml()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w" if force else "x", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+    except FileExistsError:
+        raise ConfigError(f"{path}: already exists; not overwritten. Edit it, or pass --force to replace it with the defaults.") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot write the file ({exc.strerror or exc}). Check the folder and its permissions.") from None

@@ -1,0 +1,347 @@
+"""Rendering one reminder email (subject, plain text, HTML) with Jinja2.
+
+Template lookup
+---------------
+A reminder email has three parts, each rendered from its own template:
+``<name>.subject.j2``, ``<name>.txt.j2`` and ``<name>.html.j2``. For a
+reminder at stage ``N`` (days relative to the due date), each part is the
+first file found among, in this order:
+
+1. ``reminder_stage_<N>.<part>.j2`` in the user's templates folder
+   (e.g. ``reminder_stage_14.html.j2``, ``reminder_stage_-3.txt.j2``);
+2. ``reminder_stage_<N>.<part>.j2`` among the built-in templates (none ship
+   today; the slot exists so the lookup is the same everywhere);
+3. ``reminder_<kind>.<part>.j2`` in the user's templates folder;
+4. ``reminder_<kind>.<part>.j2`` among the built-in templates,
+
+where ``kind`` is the stage kind (:func:`template_kind`):
+
+=============  ==========================  =============================
+kind           stages                      tone
+=============  ==========================  =============================
+``courtesy``   ``N <= 0``                  due soon / due today
+``first``      ``1 <= N <= 6``             first overdue notice
+``second``     ``7 <= N <= 29``            firmer reminder
+``final``      ``N >= 30``                 action required
+=============  ==========================  =============================
+
+Parts are looked up independently: a folder holding only
+``reminder_first.html.j2`` changes the HTML of first notices and keeps the
+built-in subject and text. The built-in bodies extend ``layout.txt.j2`` and
+``layout.html.j2``, which a user folder may override as well.
+
+Safety
+------
+The HTML environment autoescapes every value; the subject and text
+environments do not (they are not HTML). Values that belong on one line
+(customer name, invoice number, company) have line breaks and control
+characters collapsed to a single space before they reach any template, so a
+customer name cannot inject headers or fake lines; the rendered subject is
+collapsed to one line as well. Undefined variables raise
+(``StrictUndefined``): a typo in a template is a :class:`ConfigError`
+naming the template, never a silently empty field.
+
+Template variables
+------------------
+``company``, ``customer_name``, ``invoice_number``, ``currency``,
+``amount`` (formatted for the customer's locale), ``amount_due`` (minor
+units), ``due_date``/``issued_date`` (long dates in the customer's locale),
+``due_on``/``issued_on`` (``datetime.date``), ``stage``, ``stage_label``
+("7 days past due"), ``kind``, ``days_past_due`` (negative before the due
+date), ``days_overdue`` (``max(0, days_past_due)``), ``days_until_due``
+(``max(0, -days_past_due)``), ``days_text`` ("1 day", "7 days"),
+``status_text`` ("is 7 days past due", "is due in 3 days", "is due today"),
+``locale`` (the locale used) and, in the text and HTML parts, ``subject``.
+
+Money is formatted with Babel from integer minor units and the currency's
+ISO 4217 precision (JPY 0, USD 2, BHD 3) using ``Decimal``, never ``float``.
+An unknown or malformed customer locale falls back to ``en_US``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import date
+from decimal import Context, Decimal, localcontext
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from babel import Locale, UnknownLocaleError
+from babel.dates import format_date
+from babel.numbers import format_currency, get_currency_precision, list_currencies
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, Template, TemplateError
+
+from oncebeat.errors import ConfigError
+from oncebeat.reminders.policy import stage_label
+
+__all__ = [
+    "BUILTIN_TEMPLATES",
+    "FALLBACK_LOCALE",
+    "PARTS",
+    "RenderedEmail",
+    "Renderer",
+    "format_money",
+    "is_known_currency",
+    "minor_units",
+    "resolve_locale",
+    "template_kind",
+    "template_names",
+]
+
+#: Folder of the built-in templates.
+BUILTIN_TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: Locale used when the customer's locale is missing or unknown.
+FALLBACK_LOCALE = "en_US"
+#: The parts of an email, as they appear in template file names.
+PARTS = ("subject", "txt", "html")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RenderedEmail:
+    """A rendered reminder: a one-line subject, a plain-text body and an HTML body."""
+
+    subject: str
+    text: str
+    html: str
+
+
+# --------------------------------------------------------------------------- money and locales
+
+
+@lru_cache(maxsize=1)
+def _currencies() -> frozenset[str]:
+    return frozenset(list_currencies())
+
+
+def is_known_currency(code: str) -> bool:
+    """Whether ``code`` is an upper-case ISO 4217 code known to Babel/CLDR (e.g. "USD")."""
+    return isinstance(code, str) and len(code) == 3 and code.isascii() and code.isupper() and code in _currencies()
+
+
+def _require_currency(currency: str) -> int:
+    if not is_known_currency(currency):
+        raise ValueError(f"unknown currency {currency!r}: use an upper-case ISO 4217 code such as 'USD', 'EUR' or 'JPY'")
+    return get_currency_precision(currency)
+
+
+@lru_cache(maxsize=256)
+def _parse_locale(value: str) -> Locale:
+    try:
+        return Locale.parse(value.strip().replace("-", "_"))
+    except (UnknownLocaleError, ValueError, TypeError):
+        return Locale.parse(FALLBACK_LOCALE)
+
+
+def resolve_locale(value: str | None) -> Locale:
+    """The Babel locale for ``value`` ("de_DE", "de-DE", "fr"), or ``en_US`` when it is missing or unknown."""
+    if not isinstance(value, str) or not value.strip():
+        return _parse_locale(FALLBACK_LOCALE)
+    return _parse_locale(value)
+
+
+def format_money(amount_minor: int, currency: str, locale: str) -> str:
+    """Format an amount in minor units for a locale: (123450, "EUR", "de_DE") -> "1.234,50\xa0€".
+
+    The conversion uses the currency's ISO 4217 precision and ``Decimal``.
+    Babel's output is kept as is, including its non-breaking spaces. An unknown
+    locale falls back to ``en_US``; an unknown currency raises ``ValueError``.
+    """
+    if isinstance(amount_minor, bool) or not isinstance(amount_minor, int):
+        raise TypeError(f"amount_minor must be an int of minor units, got {type(amount_minor).__name__}")
+    digits = _require_currency(currency)
+    # Babel computes in the current decimal context: make it wide enough to stay exact.
+    with localcontext(Context(prec=max(28, len(str(abs(amount_minor))) + 8))):
+        value = Decimal(amount_minor).scaleb(-digits)
+        return format_currency(value, currency, locale=resolve_locale(locale))
+
+
+_AMOUNT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+
+
+def minor_units(amount: str | Decimal, currency: str) -> int:
+    """Integer minor units of a decimal amount: ("12.50", "USD") -> 1250, ("1200", "JPY") -> 1200.
+
+    ``amount`` is a plain decimal string (no thousands separators, no
+    exponent), a ``Decimal`` or an ``int``. Raises ``ValueError`` for an
+    unknown currency, a malformed or non-finite amount, or an amount with
+    more (non-zero) decimals than the currency allows ("12.505" USD,
+    "100.5" JPY); trailing zeros are fine ("100.00" JPY -> 100). Floats are
+    refused with ``TypeError``.
+    """
+    digits = _require_currency(currency)
+    if isinstance(amount, bool) or isinstance(amount, float):
+        raise TypeError(f"amount must be a decimal string or Decimal, not {type(amount).__name__} (floats lose cents)")
+    if isinstance(amount, str):
+        text = amount.strip()
+        if not _AMOUNT.fullmatch(text):
+            raise ValueError(f"{amount!r} is not a decimal amount; write e.g. '1234.50' (no thousands separators)")
+        value = Decimal(text)
+    elif isinstance(amount, Decimal):
+        value = amount
+    elif isinstance(amount, int):
+        value = Decimal(amount)
+    else:
+        raise TypeError(f"amount must be a decimal string or Decimal, not {type(amount).__name__}")
+    if not value.is_finite():
+        raise ValueError(f"{amount!r} is not a finite amount")
+    sign, digit_tuple, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    with localcontext(Context(prec=len(digit_tuple) + max(0, exponent) + digits + 4)):
+        scaled = value.scaleb(digits)
+        whole = scaled.to_integral_value()
+        if whole != scaled:
+            raise ValueError(f"{amount} has more decimals than {currency} allows ({digits})")
+    return int(whole)
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def template_kind(stage: int) -> str:
+    """The template set of a stage: "courtesy" (<= 0), "first" (1-6), "second" (7-29), "final" (>= 30)."""
+    if stage <= 0:
+        return "courtesy"
+    if stage < 7:
+        return "first"
+    if stage < 30:
+        return "second"
+    return "final"
+
+
+def template_names(stage: int, part: str) -> list[str]:
+    """Template names tried for ``part`` ("subject", "txt", "html") of ``stage``, most specific first."""
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {PARTS}, got {part!r}")
+    return [f"reminder_stage_{stage}.{part}.j2", f"reminder_{template_kind(stage)}.{part}.j2"]
+
+
+def _one_line(value: str) -> str:
+    """Collapse line breaks, control characters and whitespace runs into single spaces."""
+    cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in str(value))
+    return " ".join(cleaned.split())
+
+
+def _tidy_body(value: str) -> str:
+    """Unix newlines, no trailing spaces, at most one blank line in a row, one final newline."""
+    lines = [line.rstrip() for line in value.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    out: list[str] = []
+    for line in lines:
+        if not line and (not out or not out[-1]):
+            continue
+        out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return "\n".join(out) + "\n"
+
+
+def _days(n: int) -> str:
+    return f"{n} day" if n == 1 else f"{n} days"
+
+
+def _status_text(days_past_due: int) -> str:
+    if days_past_due > 0:
+        return f"is {_days(days_past_due)} past due"
+    if days_past_due == 0:
+        return "is due today"
+    return f"is due in {_days(-days_past_due)}"
+
+
+class Renderer:
+    """Renders reminder emails from the built-in templates, overridden by files in ``templates``."""
+
+    def __init__(self, templates: Path | None = None, *, company: str = "Example Co") -> None:
+        loaders = []
+        if templates is not None:
+            templates = Path(templates).expanduser()
+            if not templates.is_dir():
+                raise ConfigError(
+                    f"templates folder {str(templates)!r} does not exist. "
+                    "Create it, or leave [reminders] templates unset to use the built-in templates."
+                )
+            loaders.append(FileSystemLoader(str(templates)))
+        loaders.append(FileSystemLoader(str(BUILTIN_TEMPLATES)))
+        loader = ChoiceLoader(loaders)
+        options: dict[str, Any] = {
+            "loader": loader,
+            "undefined": StrictUndefined,
+            "trim_blocks": True,
+            "lstrip_blocks": True,
+            "keep_trailing_newline": True,
+        }
+        self.templates = templates
+        self.company = _one_line(company)
+        self._html_env = Environment(autoescape=True, **options)
+        self._text_env = Environment(autoescape=False, **options)
+
+    def _env(self, part: str) -> Environment:
+        return self._html_env if part == "html" else self._text_env
+
+    def _template(self, stage: int, part: str) -> Template:
+        names = template_names(stage, part)
+        try:
+            return self._env(part).select_template(names)
+        except TemplateError as exc:
+            where = getattr(exc, "filename", None) or getattr(exc, "name", None) or " or ".join(names)
+            raise ConfigError(f"template {where}: {exc}. Fix the template file.") from exc
+
+    def template_path(self, stage: int, part: str) -> str:
+        """The file that renders ``part`` of ``stage`` (a user file or a built-in one)."""
+        tmpl = self._template(stage, part)
+        return tmpl.filename or tmpl.name or ""
+
+    def _render(self, stage: int, part: str, context: dict[str, Any]) -> str:
+        tmpl = self._template(stage, part)
+        try:
+            return tmpl.render(context)
+        except TemplateError as exc:
+            raise ConfigError(f"template {tmpl.filename or tmpl.name}: {exc}. Fix the template (see the variables in oncebeat.reminders.render).") from exc
+
+    def render(
+        self,
+        *,
+        invoice_number: str,
+        customer_name: str,
+        customer_locale: str,
+        currency: str,
+        amount_due: int,
+        due_on: date,
+        issued_on: date,
+        stage: int,
+        days_past_due: int,
+    ) -> RenderedEmail:
+        """Render the reminder of ``stage`` for one invoice; ``days_past_due`` is negative before the due date."""
+        for name, value in (("stage", stage), ("days_past_due", days_past_due), ("amount_due", amount_due)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        loc = resolve_locale(customer_locale)
+        context: dict[str, Any] = {
+            "company": self.company,
+            "customer_name": _one_line(customer_name),
+            "invoice_number": _one_line(invoice_number),
+            "currency": currency,
+            "amount": format_money(amount_due, currency, str(loc)),
+            "amount_due": amount_due,
+            "due_on": due_on,
+            "issued_on": issued_on,
+            "due_date": format_date(due_on, format="long", locale=loc),
+            "issued_date": format_date(issued_on, format="long", locale=loc),
+            "stage": stage,
+            "stage_label": stage_label(stage),
+            "kind": template_kind(stage),
+            "days_past_due": days_past_due,
+            "days_overdue": max(0, days_past_due),
+            "days_until_due": max(0, -days_past_due),
+            "days_text": _days(abs(days_past_due)),
+            "status_text": _status_text(days_past_due),
+            "locale": str(loc),
+        }
+        subject = _one_line(self._render(stage, "subject", context))
+        if not subject:
+            raise ConfigError(f"template {self.template_path(stage, 'subject')}: renders an empty subject. Fix the template.")
+        context["subject"] = subject
+        text = _tidy_body(self._render(stage, "txt", context))
+        html = _tidy_body(self._render(stage, "html", context))
+        return RenderedEmail(subject=subject, text=text, html=html)
