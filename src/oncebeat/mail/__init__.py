@@ -1,0 +1,55 @@
+"""Mail: RFC 5322 messages, SMTP delivery with error classification, a local sink.
+
+Layer rule: this package uses only the stdlib, aiosmtpd, :mod:`oncebeat.errors`
+and :mod:`oncebeat.timebase`.
+
+* :func:`build_message` / :func:`make_message_id` — safe message construction
+  (no header injection, non-ASCII names, deterministic ``Message-ID``).
+* :class:`Mailer` / :func:`parse_smtp_url` — delivery over ``SMTP_URL`` with
+  connection reuse; 4xx/network -> ``TransientMailError``, 5xx ->
+  ``PermanentMailError``; passwords are never shown.
+* :class:`MailSink` / :func:`read_maildir` — a real local SMTP server storing
+  into a Maildir, with runtime fault injection for tests and the simulator.
+"""
+
+from __future__ import annotations
+
+from .message import (
+    RESERVED_HEADERS,
+    build_message,
+    idna_domain,
+    make_message_id,
+    parse_address,
+    sanitize_header_text,
+)
+from .sink import (
+    MailSink,
+    SinkCounters,
+    SinkFaults,
+    StoredMessage,
+    count_by_header,
+    read_maildir,
+    serve_forever,
+)
+from .smtp import DEFAULT_TIMEOUT, Mailer, SmtpUrl, parse_smtp_url, redact_url
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "RESERVED_HEADERS",
+    "MailSink",
+    "Mailer",
+    "SinkCounters",
+    "SinkFaults",
+    "SmtpUrl",
+    "StoredMessage",
+    "build_message",
+    "count_by_header",
+    "idna_domain",
+    "make_message_id",
+    "parse_address",
+    "parse_smtp_url",
+    "read_maildir",
+    "redact_url",
+    "sanitize_header_text",
+    "serve_forever",
+]

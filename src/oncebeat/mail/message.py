@@ -1,0 +1,319 @@
+"""Building RFC 5322 reminder messages that are safe to hand to any SMTP server.
+
+Everything here is pure (no network, no wall clock unless ``date`` is omitted)
+and uses only the stdlib :mod:`email` package with :data:`email.policy.SMTP`
+(CRLF line endings, RFC 2047 encoded words for non-ASCII header text).
+
+What is supported, precisely:
+
+* **Display names** may contain any Unicode text, quotes, commas, colons and
+  ``@``; they are encoded (RFC 2047) when the message is serialised for a
+  server without SMTPUTF8, and never parsed as addresses.
+* **Header injection is impossible**: CR, LF and every other character Python
+  treats as a line break (``\\v``, ``\\f``, ``\\x1c``-``\\x1e``, ``\\x85``,
+  U+2028, U+2029) and the remaining C0 control characters are replaced by a
+  single space in display names, subjects and extra header values *before*
+  they are set. The email package would raise ``ValueError`` on raw newlines;
+  we never let it get that far, so a hostile customer name cannot crash a send.
+* **Non-ASCII domains** (``zoe@bücher.example``) are converted to their ASCII
+  IDNA form (``xn--bcher-kva.example``, IDNA 2003 via the stdlib codec) in the
+  headers, so they work with every server.
+* **Non-ASCII local parts** (``jürgen@example.com``) are accepted and kept as
+  UTF-8; such a message can only be sent to a server that offers SMTPUTF8
+  (RFC 6531). :class:`oncebeat.mail.smtp.Mailer` checks this and raises
+  :class:`~oncebeat.errors.PermanentMailError` otherwise.
+* The body is ``text/plain`` or ``multipart/alternative`` (text + HTML), UTF-8,
+  quoted-printable when non-ASCII, so it is 7-bit clean for any server.
+
+Example::
+
+    msg = build_message(
+        sender='"Billing" <billing@example.com>',
+        to='"Zoë Müller" <zoe@example.com>',
+        subject="Invoice INV-7 is overdue",
+        text="Hello Zoë, ...",
+        html="<p>Hello Zoë, ...</p>",
+        message_id=make_message_id("reminder:INV-7:1", "example.com"),
+    )
+"""
+
+from __future__ import annotations
+
+import email.policy
+import email.utils
+import hashlib
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from email.headerregistry import Address
+from email.message import EmailMessage
+
+from oncebeat.timebase import SystemClock, require_aware
+
+__all__ = [
+    "build_message",
+    "make_message_id",
+    "parse_address",
+    "sanitize_header_text",
+    "idna_domain",
+    "RESERVED_HEADERS",
+]
+
+# Every character str.splitlines() splits on, plus the other C0 controls
+# (except TAB) and DEL: none of them belongs in a header value.
+_UNSAFE_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]+")
+
+#: Headers :func:`build_message` sets itself; ``headers=`` may not override them.
+RESERVED_HEADERS = frozenset(
+    name.lower()
+    for name in (
+        "From",
+        "Sender",
+        "To",
+        "Cc",
+        "Bcc",
+        "Reply-To",
+        "Subject",
+        "Date",
+        "Message-ID",
+        "MIME-Version",
+        "Content-Type",
+        "Content-Transfer-Encoding",
+        "Content-Disposition",
+        "Return-Path",
+        "Received",
+        "Resent-From",
+        "Resent-To",
+        "Resent-Cc",
+        "Resent-Bcc",
+        "Resent-Date",
+        "Resent-Message-ID",
+        "Resent-Sender",
+    )
+)
+
+# RFC 5322 field name: printable US-ASCII except colon.
+_HEADER_NAME = re.compile(r"^[!-9;-~]+$")
+# Dot-atom local part; non-ASCII allowed (RFC 6531 UTF8-non-ascii).
+_LOCAL_PART = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u0080-\U0010ffff-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u0080-\U0010ffff-]+)*$")
+_ASCII_DOMAIN = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)*$")
+_DOMAIN_LITERAL = re.compile(r"^\[[A-Za-z0-9:.]+\]$")
+_MESSAGE_ID = re.compile(r"^<[!-;=?-~]+@[!-;=?-Z^-~]+>$")  # printable ASCII, no '<', '>' inside; no brackets in domain
+_SLUG_JUNK = re.compile(r"[^a-z0-9]+")
+
+
+def sanitize_header_text(value: str) -> str:
+    """Make ``value`` safe as a single-line header value.
+
+    Runs of line-break and control characters (CR, LF, ``\\v``, ``\\f``, NUL,
+    U+2028, ...) become one space; surrounding whitespace is stripped. Other
+    text, including any non-ASCII, is kept.
+
+    Args:
+        value: Arbitrary text, e.g. a customer name or a subject.
+
+    Returns:
+        str: The sanitised single-line text.
+    """
+    return _UNSAFE_HEADER_CHARS.sub(" ", value).strip()
+
+
+def idna_domain(domain: str) -> str:
+    """Return the ASCII (IDNA 2003) form of a mail domain.
+
+    Args:
+        domain: A host name such as ``"bücher.example"`` or an address literal
+            such as ``"[192.0.2.1]"``.
+
+    Returns:
+        str: ``"xn--bcher-kva.example"``; ASCII domains are returned unchanged,
+        address literals are returned as given.
+
+    Raises:
+        ValueError: The domain is empty, has an empty or over-long label, or
+            contains characters not allowed in a host name.
+    """
+    domain = domain.strip()
+    if _DOMAIN_LITERAL.match(domain):
+        return domain
+    if not domain:
+        raise ValueError("empty mail domain")
+    try:
+        ascii_domain = domain.encode("idna").decode("ascii")
+    except UnicodeError as exc:
+        raise ValueError(f"invalid mail domain {domain!r}: {exc}") from None
+    if not _ASCII_DOMAIN.match(ascii_domain.rstrip(".")):
+        raise ValueError(f"invalid mail domain {domain!r}")
+    return ascii_domain.rstrip(".")
+
+
+def parse_address(value: str | Address, *, field: str = "address") -> Address:
+    """Parse one mailbox strictly and return a header-safe :class:`Address`.
+
+    Accepted forms: ``zoe@example.com``, ``Zoë Müller <zoe@example.com>`` and
+    ``"Zoë Müller" <zoe@example.com>``, or an :class:`Address` instance. The
+    address is taken from the *last* ``<...>`` only, so a display name can
+    never smuggle in another recipient (``Eve Bcc: evil@example.com
+    <eve@example.com>`` is the single mailbox ``eve@example.com`` with the
+    display name ``Eve Bcc: evil@example.com``). Line breaks and control
+    characters in the display name are replaced by spaces. The domain is
+    converted to IDNA ASCII form; a non-ASCII local part is kept (it needs
+    SMTPUTF8 to be sent).
+
+    Args:
+        value: The mailbox text or an :class:`email.headerregistry.Address`.
+        field: Name used in error messages (e.g. ``"to"``).
+
+    Returns:
+        Address: The parsed mailbox.
+
+    Raises:
+        ValueError: ``value`` is not exactly one valid mailbox.
+    """
+    if isinstance(value, Address):
+        name, addr_spec = value.display_name, f"{value.username}@{value.domain}"
+    else:
+        text = sanitize_header_text(value)
+        lt = text.rfind("<")
+        if text.endswith(">") and lt != -1:
+            addr_spec = text[lt + 1 : -1].strip()
+            name = text[:lt].strip()
+            if len(name) >= 2 and name.startswith('"') and name.endswith('"'):
+                name = email.utils.unquote(name)
+        elif "<" in text or ">" in text:
+            raise ValueError(f"{field}: cannot parse mailbox {value!r}; use 'Name <user@domain>' or 'user@domain'")
+        else:
+            name, addr_spec = "", text
+    name = sanitize_header_text(name)
+    local, at, domain = addr_spec.rpartition("@")
+    if not at or not local or not domain:
+        raise ValueError(f"{field}: {addr_spec!r} is not an email address (expected user@domain)")
+    try:
+        domain = idna_domain(domain)
+    except ValueError as exc:
+        raise ValueError(f"{field}: {exc}") from None
+    if local.isascii():
+        try:
+            parsed = Address(addr_spec=f"{local}@{domain}")
+        except Exception as exc:  # the header parser raises several types
+            raise ValueError(f"{field}: {addr_spec!r} is not a valid email address ({exc})") from None
+        return Address(display_name=name, username=parsed.username, domain=parsed.domain)
+    if not _LOCAL_PART.match(local):
+        raise ValueError(f"{field}: {addr_spec!r} is not a valid email address")
+    return Address(display_name=name, username=local, domain=domain)
+
+
+def make_message_id(key: str, domain: str) -> str:
+    """Return a deterministic ``Message-ID`` for an effect key.
+
+    The same ``(key, domain)`` always gives the same id, so a resend of an
+    in-doubt message is recognisable downstream. Shape:
+    ``<{slug}.{sha256(key)[:24]}@{domain}>`` where ``slug`` is a readable,
+    lower-case, at most 40-character version of the key (``[a-z0-9-]``)
+    and the hash keeps distinct keys distinct.
+
+    Args:
+        key: The effect key, e.g. ``"reminder:INV-2024-07:stage-1"``; non-empty.
+        domain: The sender's domain, e.g. ``"example.com"`` (IDNA-encoded if
+            non-ASCII).
+
+    Returns:
+        str: E.g. ``"<reminder-inv-2024-07-stage-1.5c1f...@example.com>"``.
+
+    Raises:
+        ValueError: ``key`` is empty or ``domain`` is not a valid host name.
+    """
+    if not key:
+        raise ValueError("make_message_id: key must not be empty")
+    ascii_domain = idna_domain(domain)
+    if ascii_domain.startswith("["):
+        raise ValueError(f"make_message_id: domain must be a host name, not an address literal ({domain!r})")
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+    slug = _SLUG_JUNK.sub("-", key.lower()).strip("-")[:40].strip("-")
+    left = f"{slug}.{digest}" if slug else digest
+    return f"<{left}@{ascii_domain}>"
+
+
+def _check_message_id(message_id: str) -> str:
+    message_id = message_id.strip()
+    if not _MESSAGE_ID.match(message_id):
+        raise ValueError(
+            f"message_id {message_id!r} is not of the form <left@domain> (printable ASCII, no spaces); "
+            "use make_message_id()"
+        )
+    return message_id
+
+
+def build_message(
+    *,
+    sender: str | Address,
+    to: str | Address,
+    subject: str,
+    text: str,
+    html: str | None,
+    message_id: str,
+    reply_to: str | Address | None = None,
+    headers: Mapping[str, str] | None = None,
+    date: datetime | None = None,
+) -> EmailMessage:
+    """Build a reminder email: ``text/plain``, or text + HTML as ``multipart/alternative``.
+
+    Args:
+        sender: The ``From`` mailbox, e.g. ``'"Billing" <billing@example.com>'``.
+        to: The single recipient mailbox, e.g. ``'"Zoë Müller" <zoe@example.com>'``.
+        subject: The subject; line breaks/control characters become spaces.
+        text: The plain-text body (always present).
+        html: The HTML alternative, or ``None`` for a text-only message.
+        message_id: The ``Message-ID`` including angle brackets, normally from
+            :func:`make_message_id`.
+        reply_to: Optional ``Reply-To`` mailbox.
+        headers: Extra headers such as ``{"X-Oncebeat-Effect": key}``. Names
+            must be RFC 5322 field names and not one of
+            :data:`RESERVED_HEADERS`; values are sanitised like the subject.
+        date: The ``Date`` header, timezone-aware; defaults to now (UTC) from
+            :class:`oncebeat.timebase.SystemClock`.
+
+    Returns:
+        EmailMessage: A message with ``policy=email.policy.SMTP`` (CRLF).
+        Serialise it with ``msg.as_bytes()``; if the recipient's local part is
+        non-ASCII use ``policy=email.policy.SMTPUTF8`` (the :class:`Mailer`
+        does this for you).
+
+    Raises:
+        ValueError: An address or the message id is invalid, a header name is
+            invalid or reserved, or ``date`` is naive.
+    """
+    from_addr = parse_address(sender, field="sender")
+    to_addr = parse_address(to, field="to")
+    when = require_aware(date, "date") if date is not None else SystemClock().now()
+    extra: list[tuple[str, str]] = []
+    for name, value in (headers or {}).items():
+        if not _HEADER_NAME.match(name):
+            raise ValueError(f"headers: {name!r} is not a valid header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"headers: {name!r} is set by build_message and cannot be overridden")
+        extra.append((name, sanitize_header_text(str(value))))
+
+    msg = EmailMessage(policy=email.policy.SMTP)
+    msg["From"] = from_addr
+    msg["To"] = to_addr
+    if reply_to is not None:
+        msg["Reply-To"] = parse_address(reply_to, field="reply_to")
+    msg["Subject"] = sanitize_header_text(subject)
+    msg["Date"] = email.utils.format_datetime(when)
+    msg["Message-ID"] = _check_message_id(message_id)
+    for name, value in extra:
+        msg[name] = value
+    msg.set_content(text, subtype="plain", cte=_cte(text))
+    if html is not None:
+        msg.add_alternative(html, subtype="html", cte=_cte(html))
+        for part in msg.iter_parts():  # the email package repeats it in the new part
+            del part["MIME-Version"]
+    return msg
+
+
+def _cte(body: str) -> str:
+    """7bit for ASCII text (no long lines), quoted-printable otherwise."""
+    if body.isascii() and all(len(line) <= 998 for line in body.splitlines()):
+        return "7bit"
+    return "quoted-printable"

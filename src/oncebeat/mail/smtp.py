@@ -1,0 +1,661 @@
+"""SMTP delivery with error classification, connection reuse and safe URLs.
+
+Configuration is one URL (the ``SMTP_URL`` setting):
+
+==================================================  ==========================  ============
+URL                                                 transport                   default port
+==================================================  ==========================  ============
+``smtp://host``                                     plain TCP                   25
+``smtp+starttls://user:pass@host``                  TCP, then STARTTLS          587
+``smtp://user:pass@host?starttls=true``             same as ``smtp+starttls``   587
+``smtps://user:pass@host``                          implicit TLS                465
+==================================================  ==========================  ============
+
+Query options: ``starttls=true|false`` (only for ``smtp://``) and
+``timeout=SECONDS`` (socket timeout for connect and every reply, > 0).
+User and password are percent-decoded (``p%40ss`` is ``p@ss``) and must be
+ASCII; when a user is given the :class:`Mailer` logs in (``AUTH``). A
+password is never shown: ``str()``/``repr()`` of a :class:`SmtpUrl`, every
+error message and every log line use the redacted form
+``smtp://user:***@host:port``.
+
+Error classification (every error is a :class:`~oncebeat.errors.MailError`
+carrying ``.code`` (``int | None``, the SMTP reply code), ``.reply`` (``str``,
+the server's reply text, ``""`` if none) and ``.stage`` (``str``, the step
+that failed: ``"connect"``, ``"starttls"``, ``"auth"``, ``"envelope"``,
+``"MAIL FROM"``, ``"RCPT TO"``, ``"DATA"``, ``"DATA content"``)):
+
+* :class:`~oncebeat.errors.PermanentMailError` — a 5xx reply to the *mail
+  transaction* (``MAIL FROM``, ``RCPT TO``, ``DATA``), e.g. ``550 no such
+  user``; the message has no SMTPUTF8-capable server for its non-ASCII
+  address; or the message has no sender/recipient. Retrying cannot help.
+* :class:`~oncebeat.errors.TransientMailError` — a 4xx reply; connection
+  refused, reset or dropped; timeouts; DNS failures; and **session-level
+  failures before any message is judged** (greeting, ``EHLO``, ``STARTTLS``,
+  ``AUTH`` — even when the server answers them with a 5xx such as ``535 bad
+  credentials``). Those say nothing about the message and usually mean a
+  configuration or server problem an operator can fix, so they must not mark
+  every reminder as permanently failed.
+* A drop *after* the message content was sent but *before* the final reply is
+  ambiguous (the server may or may not have accepted it) and is raised as
+  :class:`~oncebeat.errors.TransientMailError` with ``stage == "DATA
+  content"``; callers using an effect ledger should treat it as in doubt.
+
+Delivery is final once the server's ``250`` reply to the message content has
+been read: :meth:`Mailer.send` returns that reply immediately. It never sends
+``QUIT`` after a message (the connection is kept for reuse), so a server that
+drops the connection right after its ``250`` cannot turn a delivered message
+into an error; :meth:`Mailer.close` ignores errors from ``QUIT``.
+
+Connection reuse: one :class:`Mailer` keeps one connection open across
+:meth:`~Mailer.send` calls. If a *reused* connection turns out to be dead
+before the message content was sent (the server closed it while idle: EOF,
+reset, a ``421`` to ``MAIL FROM``), the mailer reconnects once, transparently.
+"""
+
+from __future__ import annotations
+
+import copy
+import email.utils
+import io
+import logging
+import re
+import smtplib
+import ssl
+import threading
+from dataclasses import dataclass, field
+from email.generator import BytesGenerator
+from email.headerregistry import Address
+from email.message import EmailMessage, Message
+from email.policy import EmailPolicy
+from types import TracebackType
+from typing import Literal
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from oncebeat.errors import ConfigError, MailError, PermanentMailError, TransientMailError
+
+from .message import idna_domain
+
+__all__ = [
+    "SmtpUrl",
+    "parse_smtp_url",
+    "redact_url",
+    "Mailer",
+    "DEFAULT_TIMEOUT",
+]
+
+log = logging.getLogger("oncebeat.mail")
+
+#: Default socket timeout in seconds when neither the URL nor the caller sets one.
+DEFAULT_TIMEOUT = 10.0
+
+Security = Literal["plain", "starttls", "tls"]
+
+_SCHEMES: dict[str, Security] = {"smtp": "plain", "smtp+starttls": "starttls", "smtps": "tls"}
+_CANONICAL_SCHEME: dict[Security, str] = {"plain": "smtp", "starttls": "smtp+starttls", "tls": "smtps"}
+_DEFAULT_PORTS: dict[Security, int] = {"plain": 25, "starttls": 587, "tls": 465}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+# scheme://user:PASSWORD@ — the password runs to the last '@' of the token, so
+# an unencoded '@' or '/' in a password is still hidden (we prefer hiding too
+# much to showing a secret).
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)(?P<pw>\S*)@")
+
+
+def redact_url(text: str) -> str:
+    """Mask the password of every ``scheme://user:password@host`` in ``text``.
+
+    Args:
+        text: Any text, e.g. an error message or a log line.
+
+    Returns:
+        str: ``text`` with each URL password replaced by ``***``
+        (``smtp://bob:s3cret@mx:25`` -> ``smtp://bob:***@mx:25``). Text
+        without credentials is returned unchanged.
+    """
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('head')}***@", text)
+
+
+def _bad(problem: str) -> ConfigError:
+    return ConfigError(f"SMTP_URL: {problem}")
+
+
+@dataclass(frozen=True)
+class SmtpUrl:
+    """A parsed SMTP server URL (see :func:`parse_smtp_url`).
+
+    Attributes:
+        security: ``"plain"``, ``"starttls"`` or ``"tls"`` (implicit TLS).
+        host: Host name or IP address (IPv6 without brackets).
+        port: TCP port.
+        username: Login user, or ``None`` for no ``AUTH``.
+        password: Login password (never shown by ``str``/``repr``).
+        timeout: Socket timeout in seconds from ``?timeout=``, or ``None`` if
+            the URL does not set one.
+    """
+
+    security: Security
+    host: str
+    port: int
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    timeout: float | None = None
+
+    @property
+    def scheme(self) -> str:
+        """The canonical scheme: ``smtp``, ``smtp+starttls`` or ``smtps``."""
+        return _CANONICAL_SCHEME[self.security]
+
+    def redacted(self) -> str:
+        """Return the URL with the password replaced by ``***``.
+
+        Returns:
+            str: E.g. ``"smtp+starttls://bob:***@mail.example.com:587?timeout=5"``.
+        """
+        userinfo = ""
+        if self.username is not None:
+            userinfo = quote(self.username, safe="")
+            if self.password is not None:
+                userinfo += ":***"
+            userinfo += "@"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        query = f"?timeout={self.timeout:g}" if self.timeout is not None else ""
+        return f"{self.scheme}://{userinfo}{host}:{self.port}{query}"
+
+    def __str__(self) -> str:
+        return self.redacted()
+
+    def __repr__(self) -> str:
+        return f"SmtpUrl({self.redacted()!r})"
+
+
+def parse_smtp_url(url: str) -> SmtpUrl:
+    """Parse the ``SMTP_URL`` setting.
+
+    Args:
+        url: E.g. ``"smtp+starttls://bob:p%40ss@mail.example.com?timeout=5"``.
+
+    Returns:
+        SmtpUrl: The parsed URL with defaults applied (port 25/587/465).
+
+    Raises:
+        ConfigError: The URL is empty, has an unknown scheme, no host, a bad
+            port, a path/fragment, an unknown or invalid query option, a
+            password without a user, or a non-ASCII user/password. The message
+            starts with ``SMTP_URL:`` and never contains the password.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise _bad("is empty; expected e.g. smtp://localhost:1025 or smtp+starttls://user:password@mail.example.com")
+    text = url.strip()
+    shown = redact_url(text)
+    if "://" not in text:
+        raise _bad(f"{shown!r} is not a URL; expected smtp://host[:port], smtp+starttls://... or smtps://...")
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:
+        raise _bad(f"cannot parse {shown!r}: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _SCHEMES:
+        raise _bad(f"unsupported scheme {scheme!r}; use smtp://, smtp+starttls:// or smtps://")
+    security = _SCHEMES[scheme]
+    if parts.path not in ("", "/"):
+        raise _bad(f"unexpected path {parts.path!r}; an SMTP URL is scheme://[user[:password]@]host[:port][?options]")
+    if parts.fragment:
+        raise _bad("unexpected '#fragment'")
+    host = parts.hostname
+    if not host:
+        raise _bad("has no host; expected e.g. smtp://mail.example.com:587")
+    try:
+        explicit_port = parts.port
+    except ValueError:
+        port_text = parts.netloc.rpartition("@")[2].rpartition(":")[2]
+        raise _bad(f"invalid port {port_text!r}; expected a number 1-65535") from None
+    if explicit_port == 0:
+        raise _bad("invalid port 0; expected a number 1-65535")
+
+    timeout: float | None = None
+    try:
+        options = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        raise _bad(f"cannot parse query {parts.query!r}; expected e.g. ?timeout=10&starttls=true") from None
+    for key, value in options:
+        lkey = key.lower()
+        if lkey == "starttls":
+            lvalue = value.strip().lower()
+            if lvalue in _TRUE:
+                if security == "tls":
+                    raise _bad("starttls=true cannot be combined with smtps:// (implicit TLS)")
+                security = "starttls"
+            elif lvalue in _FALSE:
+                if security == "starttls":
+                    raise _bad("starttls=false contradicts the smtp+starttls:// scheme")
+            else:
+                raise _bad(f"starttls={value!r} is not a boolean; use starttls=true or starttls=false")
+        elif lkey == "timeout":
+            try:
+                timeout = float(value)
+            except ValueError:
+                raise _bad(f"timeout={value!r} is not a number of seconds") from None
+            if not timeout > 0 or timeout == float("inf"):
+                raise _bad(f"timeout={value!r} must be a positive number of seconds")
+        else:
+            raise _bad(f"unknown option {key!r}; supported options are starttls and timeout")
+
+    username = unquote(parts.username) if parts.username is not None else None
+    password = unquote(parts.password) if parts.password is not None else None
+    if password is not None and not username:
+        raise _bad("has a password but no user name; use scheme://user:password@host")
+    if username == "":
+        username = None
+    for label, value in (("user name", username), ("password", password)):
+        if value is not None and not value.isascii():
+            raise _bad(f"the {label} must be ASCII (percent-encode special characters)")
+    port = explicit_port if explicit_port is not None else _DEFAULT_PORTS[security]
+    return SmtpUrl(security=security, host=host, port=port, username=username, password=password, timeout=timeout)
+
+
+def _mail_error(
+    cls: type[MailError], message: str, *, code: int | None, reply: str, stage: str
+) -> MailError:
+    """Create ``cls(message)`` carrying ``.code``, ``.reply`` and ``.stage``."""
+    exc = cls(message)
+    exc.code = code  # type: ignore[attr-defined]
+    exc.reply = reply  # type: ignore[attr-defined]
+    exc.stage = stage  # type: ignore[attr-defined]
+    return exc
+
+
+def _reply_text(resp: bytes | str) -> str:
+    text = resp.decode("utf-8", "replace") if isinstance(resp, bytes) else str(resp)
+    return " ".join(text.split())
+
+
+class _Retryable(Exception):
+    """Internal: a reused connection died before the message content was sent."""
+
+    def __init__(self, error: MailError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(frozen=True)
+class _Envelope:
+    sender: str
+    recipients: tuple[str, ...]
+    utf8: bool
+
+
+def _envelope_address(addr: Address) -> str:
+    """``local@domain`` for MAIL/RCPT with the domain in IDNA form."""
+    try:
+        domain = idna_domain(addr.domain)
+    except ValueError:
+        domain = addr.domain
+    return Address(username=addr.username, domain=domain).addr_spec
+
+
+def _header_addresses(msg: Message, name: str) -> list[Address]:
+    out: list[Address] = []
+    for value in msg.get_all(name, []):
+        addresses = getattr(value, "addresses", None)
+        if addresses is not None:
+            out.extend(a for a in addresses if a.username)
+            continue
+        for _, spec in email.utils.getaddresses([str(value)]):
+            local, at, domain = spec.rpartition("@")
+            if at and local and domain:
+                out.append(Address(username=local, domain=domain))
+    return out
+
+
+def _envelope(msg: Message) -> _Envelope:
+    senders = _header_addresses(msg, "Sender") or _header_addresses(msg, "From")
+    if not senders:
+        raise _mail_error(
+            PermanentMailError, "message has no From (or Sender) address", code=None, reply="", stage="envelope"
+        )
+    recipients: list[str] = []
+    for name in ("To", "Cc", "Bcc"):
+        for addr in _header_addresses(msg, name):
+            spec = _envelope_address(addr)
+            if spec not in recipients:
+                recipients.append(spec)
+    if not recipients:
+        raise _mail_error(
+            PermanentMailError, "message has no To/Cc/Bcc recipient", code=None, reply="", stage="envelope"
+        )
+    sender = _envelope_address(senders[0])
+    utf8 = not all(s.isascii() for s in (sender, *recipients))
+    return _Envelope(sender=sender, recipients=tuple(recipients), utf8=utf8)
+
+
+def _serialize(msg: Message, *, utf8: bool) -> bytes:
+    """The message as SMTP DATA payload: CRLF lines, Bcc removed, dots not yet stuffed."""
+    clean = copy.copy(msg)
+    del clean["Bcc"]
+    del clean["Resent-Bcc"]
+    policy = msg.policy
+    if isinstance(policy, EmailPolicy):
+        policy = policy.clone(linesep="\r\n", utf8=utf8)
+    else:
+        policy = policy.clone(linesep="\r\n")
+    buf = io.BytesIO()
+    BytesGenerator(buf, mangle_from_=False, policy=policy).flatten(clean, linesep="\r\n")
+    data = re.sub(rb"\r\n|\n|\r", b"\r\n", buf.getvalue())
+    return data
+
+
+def _dot_stuff(payload: bytes) -> bytes:
+    data = re.sub(rb"(?m)^\.", b"..", payload)
+    if not data.endswith(b"\r\n"):
+        data += b"\r\n"
+    return data + b".\r\n"
+
+
+class Mailer:
+    """Sends messages over one reusable SMTP connection.
+
+    Thread-safe (sends are serialised). Use as a context manager or call
+    :meth:`close`::
+
+        with Mailer("smtp://127.0.0.1:1025") as mailer:
+            reply = mailer.send(msg)      # "250 OK queued as ..."
+
+    Args:
+        url: An :class:`SmtpUrl` or the ``SMTP_URL`` text.
+        timeout: Socket timeout in seconds used when the URL has no
+            ``?timeout=`` (the URL, being operator configuration, wins).
+        ssl_context: TLS settings for ``smtps``/``STARTTLS``; default
+            :func:`ssl.create_default_context` (verifies the certificate).
+        local_hostname: Name sent in ``EHLO``; default the host's FQDN.
+
+    Raises:
+        ConfigError: ``url`` is a string that :func:`parse_smtp_url` rejects.
+    """
+
+    def __init__(
+        self,
+        url: SmtpUrl | str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        ssl_context: ssl.SSLContext | None = None,
+        local_hostname: str | None = None,
+    ) -> None:
+        self.url: SmtpUrl = parse_smtp_url(url) if isinstance(url, str) else url
+        self.timeout: float = self.url.timeout if self.url.timeout is not None else float(timeout)
+        self._ssl_context = ssl_context
+        self._local_hostname = local_hostname
+        self._conn: smtplib.SMTP | None = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"Mailer({self.url.redacted()!r}, connected={self.connected})"
+
+    @property
+    def connected(self) -> bool:
+        """Whether a connection is currently open (it may still be stale)."""
+        conn = self._conn
+        return conn is not None and conn.sock is not None
+
+    # -- public API -------------------------------------------------------
+
+    def send(self, msg: EmailMessage) -> str:
+        """Deliver ``msg`` to its ``To``/``Cc``/``Bcc`` recipients.
+
+        The envelope sender is ``Sender`` or else ``From``; ``Bcc`` headers are
+        removed from the transmitted copy (``msg`` is not modified). If any
+        recipient is refused, nothing is sent (all-or-nothing).
+
+        Args:
+            msg: The message, e.g. from :func:`oncebeat.mail.build_message`.
+
+        Returns:
+            str: The server's final reply to the message content, code first,
+            e.g. ``"250 OK queued as 1712.M5P9Q1.host"``.
+
+        Raises:
+            TransientMailError: 4xx reply, network failure, timeout, session
+                failure (connect/TLS/AUTH), or a drop while the outcome is
+                ambiguous (``stage == "DATA content"``).
+            PermanentMailError: 5xx reply to ``MAIL FROM``/``RCPT TO``/``DATA``,
+                no recipients/sender, or SMTPUTF8 needed but not offered.
+        """
+        envelope = _envelope(msg)
+        payload = _dot_stuff(_serialize(msg, utf8=envelope.utf8))
+        with self._lock:
+            retried = False
+            while True:
+                reused = self.connected
+                conn = self._conn if reused else self._connect()
+                assert conn is not None
+                try:
+                    return self._transaction(conn, envelope, payload)
+                except _Retryable as retry:
+                    self._discard()
+                    if reused and not retried:
+                        retried = True
+                        log.info(
+                            "reused SMTP connection to %s was closed by the server (%s); reconnecting",
+                            self.url.redacted(),
+                            self._scrub(str(retry.error)),
+                        )
+                        continue
+                    raise retry.error from None
+
+    def close(self) -> None:
+        """Say ``QUIT`` and close the connection; never raises.
+
+        Errors during ``QUIT`` (e.g. the server already dropped the connection
+        after accepting the last message) are ignored: a message whose ``250``
+        was received is delivered regardless.
+        """
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is None:
+                return
+            try:
+                if conn.sock is not None:
+                    conn.quit()
+            except (smtplib.SMTPException, OSError) as exc:
+                log.debug("ignoring error on QUIT to %s: %s", self.url.redacted(), self._scrub(str(exc)))
+            finally:
+                conn.close()
+
+    def __enter__(self) -> Mailer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        text = redact_url(text)
+        password = self.url.password
+        if password and len(password) >= 3:
+            text = text.replace(password, "***")
+        return text
+
+    def _error(
+        self, cls: type[MailError], what: str, *, code: int | None = None, reply: str = "", stage: str
+    ) -> MailError:
+        where = f"{self.url.host}:{self.url.port}"
+        if code is not None:
+            message = f"SMTP {where} replied {code} to {stage}: {reply}" if reply else f"SMTP {where} replied {code} to {stage}"
+            if what:
+                message += f" ({what})"
+        else:
+            message = f"SMTP {where} {stage}: {what}"
+        return _mail_error(cls, self._scrub(message), code=code, reply=self._scrub(reply), stage=stage)
+
+    def _reply_error(self, code: int, resp: bytes | str, stage: str) -> MailError:
+        cls: type[MailError] = PermanentMailError if 500 <= code <= 599 else TransientMailError
+        return self._error(cls, "", code=code, reply=_reply_text(resp), stage=stage)
+
+    def _discard(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl_context is None:
+            self._ssl_context = ssl.create_default_context()
+        return self._ssl_context
+
+    def _connect(self) -> smtplib.SMTP:
+        url = self.url
+        stage = "connect"
+        try:
+            if url.security == "tls":
+                conn: smtplib.SMTP = smtplib.SMTP_SSL(
+                    url.host, url.port, local_hostname=self._local_hostname, timeout=self.timeout, context=self._context()
+                )
+            else:
+                conn = smtplib.SMTP(url.host, url.port, local_hostname=self._local_hostname, timeout=self.timeout)
+        except smtplib.SMTPResponseException as exc:  # greeting other than 220
+            raise self._error(
+                TransientMailError, "greeting refused", code=exc.smtp_code, reply=_reply_text(exc.smtp_error), stage=stage
+            ) from None
+        except (smtplib.SMTPException, OSError) as exc:
+            raise self._error(
+                TransientMailError, f"cannot connect to {url.redacted()}: {type(exc).__name__}: {exc}", stage=stage
+            ) from None
+        try:
+            stage = "EHLO"
+            conn.ehlo_or_helo_if_needed()
+            if url.security == "starttls":
+                stage = "starttls"
+                if not conn.has_extn("starttls"):
+                    raise self._error(
+                        TransientMailError,
+                        "server does not offer STARTTLS (use smtp:// for a plain connection or fix the server)",
+                        stage=stage,
+                    )
+                conn.starttls(context=self._context())
+                conn.ehlo()
+            if url.username is not None:
+                stage = "auth"
+                conn.login(url.username, url.password or "")
+        except MailError:
+            conn.close()
+            raise
+        except smtplib.SMTPResponseException as exc:
+            conn.close()
+            raise self._error(
+                TransientMailError,
+                "session setup failed; check SMTP_URL credentials/TLS settings",
+                code=exc.smtp_code,
+                reply=_reply_text(exc.smtp_error),
+                stage=stage,
+            ) from None
+        except (smtplib.SMTPException, OSError) as exc:
+            conn.close()
+            raise self._error(TransientMailError, f"{type(exc).__name__}: {exc}", stage=stage) from None
+        except BaseException:
+            conn.close()
+            raise
+        log.debug("connected to %s", url.redacted())
+        self._conn = conn
+        return conn
+
+    def _rset(self, conn: smtplib.SMTP) -> None:
+        """Reset the transaction after an error reply; drop the connection if that fails."""
+        try:
+            code, _ = conn.docmd("RSET")
+        except (smtplib.SMTPException, OSError):
+            code = -1
+        if code != 250:
+            self._discard()
+
+    def _transaction(self, conn: smtplib.SMTP, env: _Envelope, payload: bytes) -> str:
+        stage = "MAIL FROM"
+        content_started = False
+        options: list[str] = []
+        if env.utf8:
+            if not conn.has_extn("smtputf8"):
+                raise self._error(
+                    PermanentMailError,
+                    "an address has a non-ASCII local part but the server does not offer SMTPUTF8",
+                    stage="envelope",
+                )
+            options += ["SMTPUTF8", "BODY=8BITMIME"]
+        elif not payload.isascii() and conn.has_extn("8bitmime"):
+            options.append("BODY=8BITMIME")
+        conn.command_encoding = "utf-8" if env.utf8 else "ascii"
+        try:
+            code, resp = conn.docmd("MAIL", f"FROM:<{env.sender}>" + "".join(f" {o}" for o in options))
+            if code == 421:
+                raise _Retryable(self._reply_error(code, resp, stage))
+            if code != 250:
+                self._rset(conn)
+                raise self._reply_error(code, resp, stage)
+
+            stage = "RCPT TO"
+            refused: list[tuple[str, int, str]] = []
+            for rcpt in env.recipients:
+                code, resp = conn.docmd("RCPT", f"TO:<{rcpt}>")
+                if code == 421:
+                    raise _Retryable(self._reply_error(code, resp, stage))
+                if code not in (250, 251):
+                    refused.append((rcpt, code, _reply_text(resp)))
+            if refused:
+                self._rset(conn)
+                raise self._refused_error(refused, len(env.recipients))
+
+            stage = "DATA"
+            code, resp = conn.docmd("DATA")
+            if code == 421:
+                raise _Retryable(self._reply_error(code, resp, stage))
+            if code != 354:
+                self._rset(conn)
+                raise self._reply_error(code, resp, stage)
+
+            stage = "DATA content"
+            content_started = True
+            conn.send(payload)
+            code, resp = conn.getreply()
+            if code == 250:
+                reply = f"{code} {_reply_text(resp)}".strip()
+                log.debug("sent message to %d recipient(s) via %s: %s", len(env.recipients), self.url.redacted(), reply)
+                return reply
+            if code == 421:
+                self._discard()
+            raise self._reply_error(code, resp, stage)
+        except smtplib.SMTPServerDisconnected as exc:
+            self._discard()
+            if content_started:
+                raise self._error(
+                    TransientMailError,
+                    f"connection lost before the final reply; delivery is UNKNOWN ({exc})",
+                    stage=stage,
+                ) from None
+            raise _Retryable(self._error(TransientMailError, f"connection lost: {exc}", stage=stage)) from None
+        except smtplib.SMTPResponseException as exc:  # e.g. over-long reply line
+            self._discard()
+            raise self._reply_error(exc.smtp_code, exc.smtp_error, stage) from None
+        except OSError as exc:  # defensive: smtplib normally wraps these
+            self._discard()
+            err = self._error(TransientMailError, f"{type(exc).__name__}: {exc}", stage=stage)
+            if content_started:
+                raise err from None
+            raise _Retryable(err) from None
+        finally:
+            conn.command_encoding = "ascii"
+
+    def _refused_error(self, refused: list[tuple[str, int, str]], total: int) -> MailError:
+        permanent = all(500 <= code <= 599 for _, code, _ in refused)
+        cls: type[MailError] = PermanentMailError if permanent else TransientMailError
+        first_code = refused[0][1]
+        if len(refused) == 1:
+            rcpt, code, text = refused[0]
+            what = f"recipient <{rcpt}> refused" + ("" if total == 1 else f"; nothing sent to the other {total - 1}")
+            return self._error(cls, what, code=code, reply=text, stage="RCPT TO")
+        reply = "; ".join(f"<{rcpt}>: {code} {text}" for rcpt, code, text in refused)
+        what = f"{len(refused)} of {total} recipients refused; nothing sent"
+        return self._error(cls, what, code=first_code, reply=reply, stage="RCPT TO")

@@ -1,0 +1,200 @@
+"""Database operations of the reminder domain: import, payments, the scan, the send, reports.
+
+The scan (G5) is one set-based ``INSERT … SELECT … ON CONFLICT DO NOTHING``
+into ``reminders`` (``UNIQUE(invoice_id, stage)``) plus one set-based insert
+of the send jobs, in one transaction: running it twice, concurrently, or
+from a second trigger creates nothing new.
+
+The send (G4, G6) re-reads the invoice, skips it when no longer open, and
+sends inside ``effect("reminder:<id>")`` with a deterministic Message-ID;
+every reminder ends ``sent``, ``skipped``, ``failed`` or ``in_doubt``.
+"""
+
+from __future__ import annotations
+
+import logging
+from email.headerregistry import Address
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from ..errors import Discard, EffectInDoubt, ImportRejected, PermanentMailError, Retry, TransientMailError
+from ..mail import Mailer, build_message, make_message_id, parse_address, sanitize_header_text
+from ..provenance import Source
+from ..store import Json, Store, Tx
+from ..timebase import Clock
+from .importing import InvoiceImport, RowProblem
+from .model import Customer, Invoice, Payment
+from .policy import Policy
+from .render import Renderer
+
+__all__ = ["ReminderService", "ScanResult", "SEND_TASK", "SCAN_TASK", "stage_cutoffs"]
+
+log = logging.getLogger("oncebeat.reminders")
+
+SCAN_TASK = "reminders.scan"
+SEND_TASK = "reminders.send"
+SEND_MAX_ATTEMPTS = 8  # backoff 2 s … ~4 min; then the reminder is recorded failed, never left pending
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScanResult:
+    business_date: date
+    pending: int
+    skipped: int
+
+
+def stage_cutoffs(stages: Sequence[int], business_date: date) -> list[dict[str, Any]]:
+    """For each stage N, the latest due date for which stage N is due on ``business_date`` (date - N days)."""
+    return [{"stage": s, "cutoff": (business_date - timedelta(days=s)).isoformat()} for s in stages]
+
+
+class ReminderService:
+    """Reminder operations on ``store`` under ``policy``; ``mailer`` is needed only to send."""
+
+    def __init__(self, store: Store, policy: Policy, *, clock: Clock, mailer: Mailer | None = None,
+                 renderer: Renderer | None = None) -> None:
+        self.store = store
+        self.policy = policy
+        self.clock = clock
+        self.mailer = mailer
+        self.renderer = renderer or Renderer(policy.templates, company=policy.company)
+        sender = parse_address(policy.sender, field="[sender] from")
+        self.message_domain = sender.domain or "oncebeat.invalid"
+
+    # --- import -------------------------------------------------------------------------------
+    def apply_import(self, data: InvoiceImport, *, skip_invalid: bool = False) -> dict[str, int]:
+        """Upsert customers and invoices by invoice number, all in one transaction.
+
+        Raises:
+            ImportRejected: ``data`` has problems and ``skip_invalid`` is False (nothing applied).
+        Returns:
+            ``{"customers": n, "invoices": n, "new": n, "updated": n, "rejected": n}``.
+        """
+        if data.problems and not skip_invalid:
+            raise ImportRejected(f"{len(data.problems)} problem(s) in {data.source or 'the file'}; nothing imported",
+                                 [str(p) for p in data.problems])
+        return self.upsert(data.customers, data.invoices) | {"rejected": len(data.rejected_lines)}
+
+    def upsert(self, customers: Sequence[Customer], invoices: Sequence[Invoice]) -> dict[str, int]:
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            existing = {r["number"] for r in tx.run("existing_invoice_numbers",
+                                                    numbers=[i.number for i in invoices])} if invoices else set()
+            tx.many("upsert_customer", [{"email": c.email, "name": c.name, "locale": c.locale, "tz": c.tz}
+                                        for c in customers])
+            tx.many("upsert_invoice", [{"number": i.number, "customer_email": i.customer_email,
+                                        "currency": i.currency, "amount_due": i.amount_due,
+                                        "issued_on": i.issued_on, "due_on": i.due_on, "status": i.status,
+                                        "paid_on": i.paid_on, "now": now} for i in invoices])
+        return {"customers": len(customers), "invoices": len(invoices),
+                "new": sum(1 for i in invoices if i.number not in existing), "updated": len(existing)}
+
+    def apply_payments(self, payments: Sequence[Payment], problems: Sequence[RowProblem] = ()) -> dict[str, int]:
+        """Mark invoices paid (one transaction). Unknown or already closed invoices are counted, not errors.
+
+        Raises:
+            ImportRejected: ``problems`` is not empty (nothing applied).
+        """
+        if problems:
+            raise ImportRejected(f"{len(problems)} problem(s) in the payments file; nothing applied",
+                                 [str(p) for p in problems])
+        now = self.clock.now()
+        paid = 0
+        with self.store.transaction() as tx:
+            for p in payments:
+                if tx.one("mark_paid", number=p.number, paid_on=p.paid_on, now=now):
+                    paid += 1
+        return {"payments": len(payments), "marked_paid": paid, "unchanged": len(payments) - paid}
+
+    # --- scan ---------------------------------------------------------------------------------
+    def scan(self, *, occurrence_id: int, business_date: date, source: Source, tx: Tx | None = None) -> ScanResult:
+        """Create the newly-due reminders for ``business_date`` and their send jobs (one transaction)."""
+        if tx is None:
+            with self.store.transaction() as own:
+                return self.scan(occurrence_id=occurrence_id, business_date=business_date, source=source, tx=own)
+        now = self.clock.now()
+        stages = stage_cutoffs(self.policy.stages, business_date)
+        max_cutoff = max(s["cutoff"] for s in stages)
+        rows = tx.run("scan_insert_reminders", stages=Json(stages), max_cutoff=max_cutoff,
+                      occurrence_id=occurrence_id, business_date=business_date, now=now)
+        pending = sum(1 for r in rows if r["state"] == "pending")
+        if pending:
+            tx.run("scan_enqueue_sends", queue="default", task=SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS,
+                   occurrence_id=occurrence_id, now=now, **source.params())
+        result = ScanResult(business_date=business_date, pending=pending, skipped=len(rows) - pending)
+        log.info("scan for %s: %d reminders to send, %d superseded", business_date, result.pending, result.skipped,
+                 extra={"event": "reminders.scan", "occurrence_id": occurrence_id})
+        return result
+
+    # --- send ---------------------------------------------------------------------------------
+    def send(self, ctx: Any, reminder_id: int) -> str:
+        """The send task's body; returns the reminder's final state. ``ctx`` is a JobContext."""
+        rows = self.store.read("get_reminder_for_send", id=reminder_id)
+        if not rows:
+            raise Discard(f"reminder {reminder_id} does not exist")
+        r = rows[0]
+        if r["state"] != "pending":
+            return str(r["state"])  # already decided by an earlier job: nothing to do
+        if r["status"] != "open":
+            reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
+            return self._finish(reminder_id, "skipped", reason)
+        days = (r["business_date"] - r["due_on"]).days
+        rendered = self.renderer.render(invoice_number=r["number"], customer_name=r["name"],
+                                        customer_locale=r["locale"], currency=r["currency"],
+                                        amount_due=r["amount_due"], due_on=r["due_on"], issued_on=r["issued_on"],
+                                        stage=r["stage"], days_past_due=days)
+        message_id = make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)
+        msg = build_message(sender=self.policy.sender, to=_mailbox(r["name"], r["email"]),
+                            subject=rendered.subject, text=rendered.text, html=rendered.html, message_id=message_id,
+                            reply_to=self.policy.reply_to, date=self.clock.now(),
+                            headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Stage": str(r["stage"]),
+                                     "X-Oncebeat-Reminder": str(reminder_id)})
+        mailer = self.mailer
+        if mailer is None:
+            raise Discard("no SMTP_URL configured for this worker")
+
+        def deliver() -> dict[str, Any]:
+            return {"message_id": message_id, "reply": mailer.send(msg)}
+
+        try:
+            ctx.effect(f"reminder:{reminder_id}", deliver,
+                       payload={"invoice": r["number"], "stage": r["stage"], "to": r["email"]})
+        except EffectInDoubt as exc:
+            return self._finish(reminder_id, "in_doubt", str(exc), message_id=message_id)
+        except PermanentMailError as exc:
+            return self._finish(reminder_id, "failed", f"SMTP rejected: {exc}")
+        except TransientMailError as exc:
+            if ctx.job.attempt >= ctx.job.max_attempts:
+                return self._finish(reminder_id, "failed", f"gave up after {ctx.job.attempt} attempts: {exc}")
+            raise Retry(f"SMTP temporary failure: {exc}") from exc
+        return self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now())
+
+    def _finish(self, reminder_id: int, state: str, reason: str | None, *, message_id: str | None = None,
+                sent_at: datetime | None = None) -> str:
+        with self.store.transaction() as tx:
+            tx.run("finish_reminder", id=reminder_id, state=state, reason=reason, message_id=message_id,
+                   sent_at=sent_at, now=self.clock.now())
+        return state
+
+    # --- reports ------------------------------------------------------------------------------
+    def preview(self, business_date: date) -> list[dict[str, Any]]:
+        """What a scan on ``business_date`` would create (nothing written): one row per invoice, its top stage."""
+        stages = stage_cutoffs(self.policy.stages, business_date)
+        return self.store.read("preview_due", stages=Json(stages), max_cutoff=max(s["cutoff"] for s in stages))
+
+    def aging(self, as_of: date) -> list[dict[str, Any]]:
+        """Open amounts (minor units) and counts per currency and days-past-due bucket on ``as_of``."""
+        return self.store.read("aging", as_of=as_of)
+
+    def reminder_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.store.read("reminder_counts"):
+            out[r["state"]] = out.get(r["state"], 0) + int(r["n"])
+        return out
+
+
+def _mailbox(name: str, email: str) -> Address:
+    """The recipient mailbox; the display name is sanitised so it can carry no header."""
+    return Address(display_name=sanitize_header_text(name), addr_spec=email)

@@ -1,0 +1,41 @@
+"""The reminder application on the engine: two tasks and one schedule.
+
+- ``reminders.scan`` — enqueued by the clock at each occurrence of the policy's
+  schedule; its business date is the occurrence's local date in the
+  schedule's zone (G7), never the host's date.
+- ``reminders.send`` — one job per pending reminder, created by the scan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..app import App
+from ..errors import Discard
+from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
+
+__all__ = ["build_app", "SCHEDULE_KEY"]
+
+SCHEDULE_KEY = "reminders"
+
+
+def build_app(service: ReminderService, app: App | None = None) -> App:
+    """Register the scan and send tasks and the ``reminders`` schedule from ``service.policy``."""
+    app = app or App()
+    policy = service.policy
+
+    @app.task(SCAN_TASK, max_attempts=10)
+    def scan(ctx: Any) -> None:
+        occurrence = ctx.occurrence()
+        if occurrence is None:
+            raise Discard("reminders.scan needs an occurrence; run `oncebeat trigger reminders` instead of enqueueing it")
+        service.scan(occurrence_id=occurrence["id"], business_date=occurrence["business_date"],
+                     source=ctx.worker.source)
+
+    @app.task(SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS)
+    def send(ctx: Any, reminder_id: int) -> None:
+        service.send(ctx, reminder_id)
+
+    app.schedule(SCHEDULE_KEY, policy.schedule, tz=policy.tz, task=SCAN_TASK, catchup=policy.catchup,
+                 catchup_window=policy.catchup_window)
+    return app

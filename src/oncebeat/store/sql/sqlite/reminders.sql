@@ -1,0 +1,118 @@
+-- Queries of the overdue-invoice domain (SQLite). Same names as postgres/reminders.sql.
+
+-- name: upsert_customer
+INSERT INTO customers (email, name, locale, tz) VALUES (:email, :name, :locale, :tz)
+ON CONFLICT (email) DO UPDATE SET name = excluded.name, locale = excluded.locale, tz = excluded.tz;
+
+-- name: upsert_invoice
+INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at)
+VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
+        :due_on, :status, :paid_on, :now)
+ON CONFLICT (number) DO UPDATE SET
+    customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
+    issued_on = excluded.issued_on, due_on = excluded.due_on, status = excluded.status,
+    paid_on = excluded.paid_on, updated_at = excluded.updated_at;
+
+-- name: existing_invoice_numbers
+SELECT number FROM invoices WHERE number IN (SELECT value FROM json_each(:numbers));
+
+-- name: mark_paid
+UPDATE invoices SET status = 'paid', paid_on = :paid_on, updated_at = :now
+WHERE number = :number AND status = 'open'
+RETURNING id;
+
+-- name: set_invoice_status
+UPDATE invoices SET status = :status, paid_on = :paid_on, updated_at = :now WHERE number = :number
+RETURNING id;
+
+-- name: scan_insert_reminders
+-- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD"} where cutoff = business date - N days;
+-- a stage is due when due_on <= cutoff. Only the highest newly-due stage of an invoice is pending;
+-- lower ones that became due at the same time are recorded skipped (superseded).
+WITH stages AS (
+    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff
+    FROM json_each(:stages)
+), due AS (
+    SELECT i.id AS invoice_id, s.stage
+    FROM invoices i INDEXED BY invoices_open_due
+    JOIN stages s ON i.due_on <= s.cutoff
+    WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+      AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
+), top AS (
+    SELECT invoice_id, MAX(stage) AS top_stage FROM due GROUP BY invoice_id
+)
+INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
+SELECT d.invoice_id, d.stage,
+       CASE WHEN d.stage = t.top_stage THEN 'pending' ELSE 'skipped' END,
+       CASE WHEN d.stage = t.top_stage THEN NULL
+            ELSE 'superseded: stage ' || t.top_stage || ' became due at the same time' END,
+       :occurrence_id, :business_date, :now, :now
+FROM due d JOIN top t ON t.invoice_id = d.invoice_id
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING state;
+
+-- name: scan_enqueue_sends
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT :queue, :task, json_object('reminder_id', r.id), 'available', 0, :max_attempts, :now,
+       'reminder:' || r.id, r.occurrence_id, :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
+FROM reminders r
+WHERE r.occurrence_id = :occurrence_id AND r.state = 'pending'
+ON CONFLICT DO NOTHING;
+
+-- name: preview_due
+WITH stages AS (
+    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff
+    FROM json_each(:stages)
+), due AS (
+    SELECT i.id AS invoice_id, s.stage
+    FROM invoices i JOIN stages s ON i.due_on <= s.cutoff
+    WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+      AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
+)
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, MAX(d.stage) AS stage,
+       COUNT(*) - 1 AS superseded
+FROM due d JOIN invoices i ON i.id = d.invoice_id JOIN customers c ON c.id = i.customer_id
+GROUP BY i.number, c.email, c.name, i.currency, i.amount_due, i.due_on
+ORDER BY i.due_on, i.number;
+
+-- name: get_reminder_for_send
+SELECT r.id, r.stage, r.state, r.business_date, r.occurrence_id, r.message_id,
+       i.id AS invoice_id, i.number, i.currency, i.amount_due, i.issued_on, i.due_on, i.status, i.paid_on,
+       c.email, c.name, c.locale, c.tz
+FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
+WHERE r.id = :id;
+
+-- name: finish_reminder
+UPDATE reminders SET state = :state, reason = :reason, message_id = :message_id, sent_at = :sent_at, updated_at = :now
+WHERE id = :id AND state = 'pending'
+RETURNING id;
+
+-- name: reminder_counts
+SELECT stage, state, COUNT(*) AS n FROM reminders GROUP BY stage, state ORDER BY stage, state;
+
+-- name: list_reminders
+SELECT r.*, i.number, i.due_on, i.status AS invoice_status, i.paid_on
+FROM reminders r JOIN invoices i ON i.id = r.invoice_id
+ORDER BY r.id;
+
+-- name: list_invoices
+SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz
+FROM invoices i JOIN customers c ON c.id = i.customer_id ORDER BY i.id;
+
+-- name: count_invoices
+SELECT status, COUNT(*) AS n FROM invoices GROUP BY status ORDER BY status;
+
+-- name: aging
+SELECT currency,
+       CASE WHEN d <= 0 THEN 'current'
+            WHEN d <= 30 THEN '1-30'
+            WHEN d <= 60 THEN '31-60'
+            WHEN d <= 90 THEN '61-90'
+            ELSE '90+' END AS bucket,
+       COUNT(*) AS invoices, SUM(amount_due) AS amount
+FROM (SELECT currency, amount_due, CAST(julianday(:as_of) - julianday(due_on) AS INTEGER) AS d
+      FROM invoices WHERE status = 'open') AS o
+GROUP BY currency, bucket
+ORDER BY currency, bucket;
