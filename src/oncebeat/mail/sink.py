@@ -241,12 +241,32 @@ class _State:
             self.counts[name] += 1
 
 
+class _SinkSession(Session):
+    """aiosmtpd's Session without the deprecation log line on ``login_data``.
+
+    aiosmtpd 1.4 itself assigns ``session.login_data`` after every successful
+    AUTH and that setter logs a WARNING ("Session.login_data is deprecated")
+    each time; we keep the value but not the noise.
+    """
+
+    @property  # type: ignore[override]
+    def login_data(self) -> Any:
+        return self._login_data
+
+    @login_data.setter
+    def login_data(self, value: Any) -> None:
+        self._login_data = value
+
+
 class _SinkSMTP(SMTP):
     """aiosmtpd's SMTP protocol plus connection accounting."""
 
     def __init__(self, handler: Any, *, state: _State, **kwargs: Any) -> None:
         super().__init__(handler, **kwargs)
         self._sink_state = state
+
+    def _create_session(self) -> Session:
+        return _SinkSession(self.loop)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         upgrading = self._original_transport is not None  # STARTTLS re-entry, same connection

@@ -1,0 +1,550 @@
+"""The ``oncebeat`` command: parse, call the library, print. No business logic here."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import ImportRejected, OncebeatError
+
+CONFIG_OPTION = click.option("--config", type=click.Path(path_type=Path), default=None,
+                             help="Policy file (default ./oncebeat.toml, or ONCEBEAT_CONFIG).")
+DB_OPTION = click.option("--db", "database_url", default=None, metavar="URL",
+                         help="Database URL (default DATABASE_URL, else sqlite:///oncebeat.db).")
+APP_OPTION = click.option("--app", default=None, metavar="MODULE:APP",
+                          help="Your own oncebeat.App (tasks and schedules) instead of the reminder app.")
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+def _runtime(**kwargs: Any) -> Any:
+    from .reminders.runtime import load_runtime
+
+    return load_runtime(**kwargs)
+
+
+def _parse_instant(text: str, what: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"{text!r} is not an ISO instant such as 2026-03-08T08:00:00-06:00", param_hint=what) from exc
+    if value.tzinfo is None:
+        raise click.BadParameter(f"{text!r} has no UTC offset; add one (e.g. +00:00 or -06:00)", param_hint=what)
+    return value.astimezone(UTC)
+
+
+def _parse_date(text: str | None, what: str) -> date | None:
+    if text is None:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"{text!r} is not a date YYYY-MM-DD", param_hint=what) from exc
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level to stderr.")
+@click.version_option(package_name="oncebeat")
+def cli(verbose: bool) -> None:
+    """oncebeat: scheduled jobs that run exactly once, and overdue-invoice reminders built on them."""
+    _setup_logging(verbose)
+
+
+# --- the main job --------------------------------------------------------------------------------
+@cli.command()
+@click.option("--days", default=60, show_default=True, type=click.IntRange(1, 3650), help="Simulated days to run.")
+@click.option("--seed", default=7, show_default=True, help="Seed of the generated invoice book.")
+@click.option("--invoices", "invoices_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Use this invoice CSV (documented format) instead of the generated book.")
+@click.option("--payments", "payments_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Payments (invoice_number,paid_on) arriving during the run.")
+@click.option("--start", default=None, help="First simulated day, YYYY-MM-DD.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 16))
+@click.option("--dir", "workdir", default="oncebeat-demo", show_default=True, type=click.Path(path_type=Path),
+              help="Working folder (recreated): database and Maildir.")
+@CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def demo(days: int, seed: int, invoices_csv: Path | None, payments_csv: Path | None, start: str | None,
+         workers: int, workdir: Path, config: Path | None, as_json: bool) -> None:
+    """Run the reminder schedule over simulated days, exactly once, through a real local SMTP server."""
+    from .reminders.demo import run_demo
+    from .reminders.policy import load_policy
+
+    policy = load_policy(config)
+    if as_json:
+        result = run_demo(workdir=workdir, days=days, seed=seed, invoices_csv=invoices_csv, payments_csv=payments_csv,
+                          policy=policy, start=_parse_date(start, "--start"), workers=workers)
+        _print_json(result.as_dict())
+    else:
+        with click.progressbar(length=days, label="simulated days", file=sys.stderr) as bar:
+            result = run_demo(workdir=workdir, days=days, seed=seed, invoices_csv=invoices_csv,
+                              payments_csv=payments_csv, policy=policy, start=_parse_date(start, "--start"),
+                              workers=workers, progress=bar.update)
+        click.echo(f"\noncebeat demo: {result.days} simulated days from {result.start[:10]}, schedule "
+                   f"'{policy.schedule}' in {policy.tz}")
+        click.echo(f"  invoices:            {result.invoices}")
+        click.echo(f"  reminders:           {', '.join(f'{n} {s}' for s, n in result.reminders.items()) or 'none'}")
+        for stage, states in sorted(result.reminders_by_stage.items(), key=lambda kv: int(kv[0])):
+            click.echo(f"    stage {stage:>4}:        {', '.join(f'{n} {s}' for s, n in sorted(states.items()))}")
+        click.echo(f"  messages in Maildir: {result.messages_delivered}")
+        click.echo(f"  duplicates:          {result.duplicates}   (same invoice and stage delivered twice, "
+                   "counted from the Maildir)")
+        click.echo(f"  lost:                {result.lost}   (due reminders with no final state)")
+        click.echo(f"  in doubt:            {result.in_doubt}")
+        click.echo(f"  wall time:           {result.wall_seconds:.1f} s")
+        click.echo(f"  database {result.database}, Maildir {result.maildir}")
+        for example in result.lost_examples:
+            click.echo(f"  lost: {example}")
+    if result.duplicates or result.lost:
+        sys.exit(1)
+
+
+# --- setup ---------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@click.argument("path", default="oncebeat.toml", type=click.Path(path_type=Path))
+def init(path: Path, force: bool) -> None:
+    """Write a commented oncebeat.toml with the default policy."""
+    from .reminders.policy import write_default_config
+
+    write_default_config(path, force=force)
+    click.echo(f"wrote {path}")
+
+
+@cli.command()
+@DB_OPTION
+def migrate(database_url: str | None) -> None:
+    """Create or upgrade the database schema (safe to run from many processes at once)."""
+    import os
+
+    from .store import open_store
+
+    from .reminders.runtime import DEFAULT_DATABASE_URL
+
+    with open_store(database_url or os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL) as store:
+        applied = store.migrate()
+        click.echo(f"{store.url}: applied {applied or 'nothing'}; schema at version "
+                   f"{max(store.applied_migrations(), default=0)}")
+
+
+@cli.command(name="import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--payments", "is_payments", is_flag=True, help="PATH holds payments (invoice_number, paid_on).")
+@click.option("--map", "column_map", default=None, metavar="OURS=THEIRS,…",
+              help="Column names of another export, e.g. invoice_number=InvoiceNo,customer_email=Email.")
+@click.option("--skip-invalid", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="REJECTS.csv",
+              help="Apply the valid rows and write the invalid ones (with an error column) to this file.")
+@DB_OPTION
+@CONFIG_OPTION
+def import_(path: Path, is_payments: bool, column_map: str | None, skip_invalid: Path | None,
+            database_url: str | None, config: Path | None) -> None:
+    """Import invoices (upsert by invoice number) or payments from CSV. All rows or nothing."""
+    from .reminders.importing import (INVOICE_CSV_HELP, parse_column_map, read_invoices_csv, read_payments_csv,
+                                      write_rejects)
+
+    mapping = parse_column_map(column_map)
+    rt = _runtime(config=config, database_url=database_url)
+    try:
+        if is_payments:
+            payments, problems = read_payments_csv(path, column_map=mapping)
+            result = rt.service.apply_payments(payments, problems)
+        else:
+            data = read_invoices_csv(path, column_map=mapping)
+            if data.problems and skip_invalid is None:
+                raise ImportRejected(f"{len(data.problems)} problem(s) in {path}; nothing imported. Fix them, or use "
+                                     "--skip-invalid REJECTS.csv to import the valid rows.\n" + INVOICE_CSV_HELP,
+                                     [str(p) for p in data.problems])
+            result = rt.service.apply_import(data, skip_invalid=True)
+            if data.problems and skip_invalid is not None:
+                n = write_rejects(skip_invalid, data.header, data.rejected_lines, data.problems)
+                click.echo(f"{n} invalid row(s) written to {skip_invalid}", err=True)
+    finally:
+        rt.close()
+    click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
+
+
+# --- processes -----------------------------------------------------------------------------------
+@cli.command()
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+@click.option("--misfire-grace", default=60.0, show_default=True, help="Seconds a fire may be late and still on time.")
+def clock(database_url: str | None, config: Path | None, app: str | None, misfire_grace: float) -> None:
+    """Run the clock process: turns schedules into occurrences and jobs, exactly once each."""
+    from .clock import ClockProcess
+
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        ClockProcess(rt.app, rt.store, misfire_grace=misfire_grace, echo=click.echo).run()
+    finally:
+        rt.close()
+
+
+def _worker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--concurrency", "-c", default=4, show_default=True, type=click.IntRange(1, 256)),
+        click.option("--queue", "queues", multiple=True, default=["default"], show_default=True),
+        click.option("--batch-size", default=None, type=click.IntRange(1, 10000),
+                     help="Jobs claimed per statement (default 10 per slot)."),
+        click.option("--lease", default=30.0, show_default=True, help="Lease seconds, renewed by heartbeat."),
+        click.option("--grace", default=25.0, show_default=True, help="Seconds running jobs get after SIGTERM."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+@cli.command()
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+@_worker_options
+def worker(database_url: str | None, config: Path | None, app: str | None, concurrency: int, queues: tuple[str, ...],
+           batch_size: int | None, lease: float, grace: float) -> None:
+    """Run a worker: claims jobs with a lease and runs them; SIGTERM drains gracefully."""
+    from .worker import Worker
+
+    rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None)
+    try:
+        counts = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
+                        lease_seconds=lease, grace_seconds=grace).run()
+    finally:
+        rt.close()
+    click.echo(f"worker stopped: {counts['processed']} jobs processed, {counts['returned']} returned to the queue",
+               err=True)
+
+
+@cli.command()
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+@_worker_options
+def run(database_url: str | None, config: Path | None, app: str | None, concurrency: int, queues: tuple[str, ...],
+        batch_size: int | None, lease: float, grace: float) -> None:
+    """Run the clock and a worker in one process (small deployments)."""
+    import signal
+    import threading
+
+    from .clock import ClockProcess
+    from .worker import Worker
+
+    rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None)
+    clk = ClockProcess(rt.app, rt.store, echo=click.echo)
+    wrk = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
+                 lease_seconds=lease, grace_seconds=grace)
+
+    def stop(*_: Any) -> None:
+        clk.request_stop()
+        wrk.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    t = threading.Thread(target=clk.run, kwargs={"install_signals": False}, name="oncebeat-clock", daemon=True)
+    t.start()
+    try:
+        wrk.run(install_signals=False)
+        t.join(timeout=5)
+    finally:
+        rt.close()
+
+
+# --- operator actions ----------------------------------------------------------------------------
+@cli.command()
+@click.argument("key", default="reminders")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+def trigger(key: str, database_url: str | None, config: Path | None, app: str | None) -> None:
+    """Fire schedule KEY now (recorded as a manual occurrence with this process's provenance)."""
+    from .clock import ClockProcess
+    from .provenance import current_source
+
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        fire = ClockProcess(rt.app, rt.store, source=current_source("cli")).trigger(key, kind="cli")
+    finally:
+        rt.close()
+    click.echo(f"triggered {fire.describe()}")
+
+
+@cli.command()
+@click.argument("key")
+@click.option("--from", "start", required=True, help="ISO instant with offset.")
+@click.option("--until", "end", required=True, help="ISO instant with offset.")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+def backfill(key: str, start: str, end: str, database_url: str | None, config: Path | None, app: str | None) -> None:
+    """Enqueue the occurrences of KEY in a past range that are not in the ledger yet."""
+    from .clock import ClockProcess
+    from .provenance import current_source
+
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        fires = ClockProcess(rt.app, rt.store, source=current_source("cli")).backfill(
+            key, _parse_instant(start, "--from"), _parse_instant(end, "--until"))
+    finally:
+        rt.close()
+    for f in fires:
+        click.echo(f.describe())
+    click.echo(f"{sum(1 for f in fires if f.inserted)} backfilled, {sum(1 for f in fires if not f.inserted)} "
+               "already in the ledger")
+
+
+@cli.group(invoke_without_command=True)
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+@click.option("--count", default=3, show_default=True, type=click.IntRange(1, 100))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def schedules(ctx: click.Context, database_url: str | None, config: Path | None, app: str | None, count: int,
+              as_json: bool) -> None:
+    """List schedules with their next fire times in local time and UTC."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .schedules_report import describe_schedules
+
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        rows = describe_schedules(rt.app, rt.store, now=rt.clock.now(), count=count)
+    finally:
+        rt.close()
+    if as_json:
+        _print_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['key']}: {r['expression']} in {r['tz']} -> {r['task']} [{r['state']}]"
+                   + (f" (last fire {r['last_fire_local']})" if r["last_fire_local"] else ""))
+        for n in r["next"]:
+            click.echo(f"    next {n['local']}   = {n['utc']}")
+
+
+@schedules.command(name="next")
+@click.argument("expression")
+@click.option("--tz", required=True, help="IANA zone, e.g. America/Chicago.")
+@click.option("--after", default=None, help="ISO instant with offset (default now).")
+@click.option("--count", default=5, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--dst-gap", type=click.Choice(["shift", "skip"]), default="shift", show_default=True)
+@click.option("--dst-fold", type=click.Choice(["first", "second", "both"]), default="first", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of ISO instants with offsets.")
+def schedules_next(expression: str, tz: str, after: str | None, count: int, dst_gap: str, dst_fold: str,
+                   as_json: bool) -> None:
+    """Print the next fire instants of EXPRESSION in ZONE (no database needed)."""
+    from .schedules import Schedule
+    from .timebase import SystemClock
+
+    sched = Schedule(expression=expression, tz=tz, dst_gap=dst_gap, dst_fold=dst_fold)
+    t = _parse_instant(after, "--after") if after else SystemClock().now()
+    out = []
+    for _ in range(count):
+        t = sched.next_after(t)
+        out.append(sched.local(t))
+    if as_json:
+        _print_json([x.isoformat() for x in out])
+    else:
+        for x in out:
+            click.echo(f"{x.isoformat()}  ({x.tzname()})  = {x.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}")
+
+
+def _set_state(key: str, state: str, database_url: str | None, config: Path | None, app: str | None) -> None:
+    from .clock import ClockProcess
+    from .provenance import current_source
+
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        changed = ClockProcess(rt.app, rt.store, source=current_source("cli")).set_state(key, state)
+    finally:
+        rt.close()
+    click.echo(f"{key}: {state}" if changed else f"{key}: no change (unknown key, retired, or already {state})")
+
+
+@schedules.command(name="pause")
+@click.argument("key")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+def schedules_pause(key: str, database_url: str | None, config: Path | None, app: str | None) -> None:
+    """Pause KEY: its occurrences are recorded 'paused' and enqueue nothing."""
+    _set_state(key, "paused", database_url, config, app)
+
+
+@schedules.command(name="resume")
+@click.argument("key")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+def schedules_resume(key: str, database_url: str | None, config: Path | None, app: str | None) -> None:
+    """Resume KEY from now on (no burst of the occurrences paused)."""
+    _set_state(key, "active", database_url, config, app)
+
+
+@cli.command()
+@click.option("--state", default=None, help="Only jobs in this state.")
+@click.option("--limit", default=20, show_default=True)
+@click.option("--cancel", "cancel_id", type=int, default=None, help="Cancel this job id.")
+@DB_OPTION
+@click.option("--json", "as_json", is_flag=True)
+def jobs(state: str | None, limit: int, cancel_id: int | None, database_url: str | None, as_json: bool) -> None:
+    """List recent jobs (or cancel one) and count jobs per state."""
+    rt = _runtime(database_url=database_url)
+    try:
+        from .provenance import current_source
+        from .queue import Queue
+
+        q = Queue(rt.store, clock=rt.clock, source=current_source("cli"))
+        if cancel_id is not None:
+            click.echo(f"job {cancel_id}: " + ("cancelled" if q.cancel(cancel_id) else "not cancellable"))
+            return
+        rows = rt.store.read("list_jobs", state=state, task=None, limit=limit)
+        counts = q.counts()
+    finally:
+        rt.close()
+    if as_json:
+        _print_json({"counts": counts, "jobs": rows})
+        return
+    click.echo("jobs: " + (", ".join(f"{n} {s}" for s, n in counts.items()) or "none"))
+    for r in rows:
+        err = f"  last error: {r['errors'][-1]['error'][:80]}" if r["errors"] else ""
+        click.echo(f"  #{r['id']} {r['task']} {r['state']} attempt {r['attempt']}/{r['max_attempts']} "
+                   f"run_at {r['run_at'].isoformat()} by {r['source_kind']}@{r['source_host']}{err}")
+
+
+# --- reports -------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--days", default=0, show_default=True, type=click.IntRange(0, 3650),
+              help="Preview the scan this many days ahead (0 = today's business date).")
+@DB_OPTION
+@CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True)
+def preview(days: int, database_url: str | None, config: Path | None, as_json: bool) -> None:
+    """What the scan would send (dry run: nothing is written)."""
+    from datetime import timedelta
+
+    rt = _runtime(config=config, database_url=database_url)
+    try:
+        business_date = rt.clock.now().astimezone(rt.policy.zone).date() + timedelta(days=days)
+        rows = rt.service.preview(business_date)
+    finally:
+        rt.close()
+    if as_json:
+        _print_json({"business_date": business_date, "reminders": rows})
+        return
+    click.echo(f"scan on {business_date} ({rt.policy.tz}) would send {len(rows)} reminder(s):")
+    from .reminders.render import format_money
+
+    for r in rows:
+        extra = f" (+{r['superseded']} lower stage(s) recorded skipped)" if r["superseded"] else ""
+        click.echo(f"  {r['number']} stage {r['stage']} to {r['email']}: "
+                   f"{format_money(r['amount_due'], r['currency'], 'en_US')} due {r['due_on']}{extra}")
+
+
+@cli.command()
+@click.option("--as-of", default=None, help="Date YYYY-MM-DD (default today in the policy zone).")
+@DB_OPTION
+@CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True)
+def aging(as_of: str | None, database_url: str | None, config: Path | None, as_json: bool) -> None:
+    """Open amounts by days-past-due bucket, per currency."""
+    from .reminders.render import format_money
+
+    rt = _runtime(config=config, database_url=database_url)
+    try:
+        day = _parse_date(as_of, "--as-of") or rt.clock.now().astimezone(rt.policy.zone).date()
+        rows = rt.service.aging(day)
+    finally:
+        rt.close()
+    if as_json:
+        _print_json({"as_of": day, "buckets": rows})
+        return
+    click.echo(f"open invoices by days past due on {day}:")
+    for r in rows:
+        click.echo(f"  {r['currency']} {r['bucket']:>8}: {r['invoices']:>5} invoices "
+                   f"{format_money(int(r['amount']), r['currency'], 'en_US'):>16}")
+
+
+@cli.command()
+@click.option("--maildir", default="maildir", show_default=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=1025, show_default=True)
+def mailsink(maildir: Path, host: str, port: int) -> None:
+    """Run a local SMTP server that stores every message in a Maildir (development)."""
+    from .mail import serve_forever
+
+    serve_forever(maildir, host, port)
+
+
+@cli.group()
+def effects() -> None:
+    """Inspect and resolve the effect ledger."""
+
+
+@effects.command(name="list")
+@click.option("--state", default=None, type=click.Choice(["started", "done", "in_doubt", "failed"]))
+@DB_OPTION
+def effects_list(state: str | None, database_url: str | None) -> None:
+    """List effects (in-doubt ones first need an operator's decision)."""
+    rt = _runtime(database_url=database_url)
+    try:
+        rows = rt.store.read("list_effects", state=state)
+    finally:
+        rt.close()
+    for r in rows:
+        click.echo(f"{r['key']}: {r['state']} (job {r['job_id']} attempt {r['attempt']}, started "
+                   f"{r['started_at'].isoformat()}){' - ' + r['detail'] if r['detail'] else ''}")
+
+
+@effects.command(name="resolve")
+@click.argument("key")
+@click.argument("outcome", type=click.Choice(["done", "not_done"]))
+@DB_OPTION
+def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
+    """Record whether in-doubt effect KEY happened (done) or not (not_done, allows a new attempt)."""
+    from .effects import EffectLedger
+    from .provenance import current_source
+
+    rt = _runtime(database_url=database_url)
+    try:
+        ok = EffectLedger(rt.store, clock=rt.clock, source=current_source("cli")).resolve(key, outcome)
+    finally:
+        rt.close()
+    click.echo(f"{key}: {'resolved ' + outcome if ok else 'not in doubt; nothing changed'}")
+
+
+def main() -> None:
+    """Entry point: run the CLI; print oncebeat errors as one clear message (exit status 2)."""
+    try:
+        cli.main(standalone_mode=False)
+    except ImportRejected as exc:
+        click.echo(f"error: {exc}", err=True)
+        for problem in exc.problems:
+            click.echo(f"  {problem}", err=True)
+        sys.exit(2)
+    except OncebeatError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()
