@@ -80,6 +80,7 @@ class EffectLedger:
             EffectKeyConflict: same key, different payload.
             Exception: whatever ``fn`` raised (the key is then recorded ``failed``).
         """
+        crashpoints.hit("before_effect")  # the handler dies before the key is claimed: nothing to doubt
         digest = payload_hash(payload)
         now = self.clock.now()
         with self.store.transaction() as tx:
@@ -124,7 +125,6 @@ class EffectLedger:
         return "in_doubt"
 
     def _execute(self, key: str, fn: Callable[[], Any], holder: Holder) -> Any:
-        crashpoints.hit("before_effect")
         try:
             result = fn()
         except BaseException as exc:

@@ -249,7 +249,7 @@ class _SinkSession(Session):
     each time; we keep the value but not the noise.
     """
 
-    @property  # type: ignore[override]
+    @property
     def login_data(self) -> Any:
         return self._login_data
 
@@ -582,7 +582,7 @@ def _abandon(controller: Controller) -> None:
         if controller.loop.is_running():
             controller.loop.call_soon_threadsafe(controller.cancel_tasks)
         thread.join(timeout=5)
-        controller._thread = None  # type: ignore[attr-defined]
+        controller._thread = None
     if not controller.loop.is_running() and not controller.loop.is_closed():
         controller.loop.close()
 

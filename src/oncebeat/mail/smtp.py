@@ -22,8 +22,8 @@ error message and every log line use the redacted form
 Error classification (every error is a :class:`~oncebeat.errors.MailError`
 carrying ``.code`` (``int | None``, the SMTP reply code), ``.reply`` (``str``,
 the server's reply text, ``""`` if none) and ``.stage`` (``str``, the step
-that failed: ``"connect"``, ``"starttls"``, ``"auth"``, ``"envelope"``,
-``"MAIL FROM"``, ``"RCPT TO"``, ``"DATA"``, ``"DATA content"``)):
+that failed: ``"envelope"``, ``"connect"``, ``"EHLO"``, ``"starttls"``,
+``"auth"``, ``"MAIL FROM"``, ``"RCPT TO"``, ``"DATA"``, ``"DATA content"``)):
 
 * :class:`~oncebeat.errors.PermanentMailError` — a 5xx reply to the *mail
   transaction* (``MAIL FROM``, ``RCPT TO``, ``DATA``), e.g. ``550 no such
@@ -248,8 +248,8 @@ def parse_smtp_url(url: str) -> SmtpUrl:
         raise _bad("has a password but no user name; use scheme://user:password@host")
     if username == "":
         username = None
-    for label, value in (("user name", username), ("password", password)):
-        if value is not None and not value.isascii():
+    for label, part in (("user name", username), ("password", password)):
+        if part is not None and not part.isascii():
             raise _bad(f"the {label} must be ASCII (percent-encode special characters)")
     port = explicit_port if explicit_port is not None else _DEFAULT_PORTS[security]
     return SmtpUrl(security=security, host=host, port=port, username=username, password=password, timeout=timeout)

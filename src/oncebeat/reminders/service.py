@@ -134,7 +134,18 @@ class ReminderService:
         rows = self.store.read("get_reminder_for_send", id=reminder_id)
         if not rows:
             raise Discard(f"reminder {reminder_id} does not exist")
-        r = rows[0]
+        try:
+            return self._send(ctx, reminder_id, rows[0])
+        except (Retry, Discard):
+            raise
+        except Exception as exc:
+            # Never leave a reminder pending when its job gives up (G6): the last attempt records it failed.
+            if ctx.job.attempt >= ctx.job.max_attempts:
+                return self._finish(reminder_id, "failed", f"gave up after {ctx.job.attempt} attempts: "
+                                    f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _send(self, ctx: Any, reminder_id: int, r: dict[str, Any]) -> str:
         if r["state"] != "pending":
             return str(r["state"])  # already decided by an earlier job: nothing to do
         if r["status"] != "open":
@@ -197,4 +208,5 @@ class ReminderService:
 
 def _mailbox(name: str, email: str) -> Address:
     """The recipient mailbox; the display name is sanitised so it can carry no header."""
-    return Address(display_name=sanitize_header_text(name), addr_spec=email)
+    local, _, domain = email.rpartition("@")
+    return parse_address(Address(display_name=sanitize_header_text(name), username=local, domain=domain), field="to")
