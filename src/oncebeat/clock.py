@@ -292,11 +292,18 @@ class ClockProcess:
         return fires
 
     def _fire_schedule(self, key: str, now: datetime, *, startup: bool) -> list[Fire]:
-        row = self._rows[key]
         definition = self.definitions[key]
         sched = self._parsed[key]
         fires: list[Fire] = []
         with self.store.transaction() as tx:
+            # Decide from the stored row, not this clock's copy: another process may have paused,
+            # resumed, retired or changed the schedule since the last re-read.
+            row = tx.one("get_schedule", key=key)
+            if row is None or row["state"] == "retired" or row["definition_hash"] != definition.definition_hash():
+                self._next.pop(key, None)
+                self._last_load = None  # re-read the schedules table on the next tick
+                return []
+            self._rows[key] = row
             last = tx.one("last_fire_at", key=key)
             cursor = max(x for x in ((last or {}).get("last_fire_at"), row["active_since"]) if x is not None)
             window_start = now - timedelta(seconds=definition.catchup_window)

@@ -39,13 +39,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import audit
-from .errors import EffectBusy, EffectInDoubt, EffectKeyConflict
+from .errors import EffectBusy, EffectInDoubt, EffectKeyConflict, TransientStoreError
 from .faults import crashpoints
 from .provenance import Source
 from .store import Json, Store
 from .timebase import Clock
 
 __all__ = ["EffectLedger", "Holder", "Reconcile", "payload_hash"]
+
+RECORD_ATTEMPTS = 5  # tries to record a done effect through transient store errors
 
 Reconcile = Callable[[str, Any], "tuple[str, Any] | None"]
 
@@ -135,10 +137,17 @@ class EffectLedger:
                            job_id=holder.job_id, attempt=holder.attempt)
             raise
         crashpoints.hit("effect_before_record")
-        now = self.clock.now()
-        with self.store.transaction() as tx:
-            tx.run("effect_finish", key=key, from_state="started", state="done", result=Json(result), detail=None,
-                   now=now, job_id=holder.job_id, attempt=holder.attempt)
+        # The effect happened: recording it must survive a database blip, or the key ends in doubt.
+        for attempt in range(RECORD_ATTEMPTS):
+            try:
+                with self.store.transaction() as tx:
+                    tx.run("effect_finish", key=key, from_state="started", state="done", result=Json(result),
+                           detail=None, now=self.clock.now(), job_id=holder.job_id, attempt=holder.attempt)
+                break
+            except TransientStoreError:
+                if attempt == RECORD_ATTEMPTS - 1:
+                    raise
+                self.clock.sleep(0.05 * 2**attempt)
         crashpoints.hit("after_effect_record")
         return result
 

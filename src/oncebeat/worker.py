@@ -36,7 +36,7 @@ from typing import Any
 from . import audit
 from .app import App
 from .effects import EffectLedger, Holder, Reconcile
-from .errors import Discard, EffectBusy, EffectInDoubt, Retry
+from .errors import Discard, EffectBusy, EffectInDoubt, Retry, StoreError
 from .faults import SimulatedCrash, crashpoints
 from .provenance import Source, current_source
 from .queue import Job, Queue
@@ -216,6 +216,18 @@ class Worker:
                         r["worker_id"], r["state"], extra={"event": "job.rescued", "job_id": r["id"]})
         return rows
 
+    def _complete_retrying(self, wid: int, done: list[int]) -> None:
+        """Complete a batch, retrying through short database blips (else the leases expire and the
+        jobs are rescued and re-run, which the effect ledger makes harmless)."""
+        for attempt in range(5):
+            try:
+                self.queue.complete(wid, done)
+                return
+            except StoreError as exc:
+                log.warning("completing %d jobs failed: %s", len(done), exc, extra={"event": "worker.complete_failed"})
+                if self.stop_requested.wait(min(self.lease_seconds / 4, 0.2 * 2**attempt)):
+                    break
+
     # --- real process -------------------------------------------------------------------------
     def request_stop(self, *_: Any) -> None:
         if not self.stop_requested.is_set():
@@ -273,11 +285,16 @@ class Worker:
             while not self.stop_requested.is_set():
                 if stop_after is not None and time.monotonic() - started >= stop_after:
                     break
-                if time.monotonic() - last_rescue >= self.rescue_interval:
-                    last_rescue = time.monotonic()
-                    self.rescue()
-                jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size,
-                                        lease_seconds=self.lease_seconds)
+                try:
+                    if time.monotonic() - last_rescue >= self.rescue_interval:
+                        last_rescue = time.monotonic()
+                        self.rescue()
+                    jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size,
+                                            lease_seconds=self.lease_seconds)
+                except StoreError as exc:  # database away: wait and try again; leases protect held work
+                    log.warning("claim failed: %s", exc, extra={"event": "worker.claim_failed"})
+                    self.stop_requested.wait(self.poll_interval)
+                    continue
                 if not jobs:
                     self.stop_requested.wait(self.poll_interval)
                     continue
@@ -303,7 +320,7 @@ class Worker:
                         raise outcome
                     if outcome:
                         done.append(job_id)
-                self.queue.complete(wid, done)
+                self._complete_retrying(wid, done)
                 self.processed += len(done)
                 if pending:
                     # Grace period over: drop queued-but-unstarted work and give everything back.

@@ -120,9 +120,9 @@ class ReminderService:
         rows = tx.run("scan_insert_reminders", stages=Json(stages), max_cutoff=max_cutoff,
                       occurrence_id=occurrence_id, business_date=business_date, now=now)
         pending = sum(1 for r in rows if r["state"] == "pending")
-        if pending:
-            tx.run("scan_enqueue_sends", queue="default", task=SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS,
-                   occurrence_id=occurrence_id, now=now, **source.params())
+        # Also re-enqueues pending reminders whose send job was discarded (G6: nothing left pending).
+        tx.run("scan_enqueue_sends", queue="default", task=SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS, now=now,
+               **source.params())
         result = ScanResult(business_date=business_date, pending=pending, skipped=len(rows) - pending)
         log.info("scan for %s: %d reminders to send, %d superseded", business_date, result.pending, result.skipped,
                  extra={"event": "reminders.scan", "occurrence_id": occurrence_id})

@@ -52,13 +52,15 @@ ON CONFLICT DO NOTHING
 RETURNING state;
 
 -- name: scan_enqueue_sends
+-- Every pending reminder without an unfinished send job gets one (the unique key skips the others), so a
+-- reminder whose job was discarded (e.g. its worker died on the last attempt) is retried by the next scan.
 INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
 SELECT CAST(:queue AS text), CAST(:task AS text), jsonb_build_object('reminder_id', r.id), 'available', 0, CAST(:max_attempts AS integer), CAST(:now AS timestamptz),
        'reminder:' || r.id::text, r.occurrence_id, CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
        CAST(:src_version AS text), CAST(:now AS timestamptz)
 FROM reminders r
-WHERE r.occurrence_id = :occurrence_id AND r.state = 'pending'
+WHERE r.state = 'pending'
 ON CONFLICT DO NOTHING;
 
 -- name: preview_due

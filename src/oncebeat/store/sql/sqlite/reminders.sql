@@ -53,12 +53,14 @@ ON CONFLICT DO NOTHING
 RETURNING state;
 
 -- name: scan_enqueue_sends
+-- Every pending reminder without an unfinished send job gets one (the unique key skips the others), so a
+-- reminder whose job was discarded (e.g. its worker died on the last attempt) is retried by the next scan.
 INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
 SELECT :queue, :task, json_object('reminder_id', r.id), 'available', 0, :max_attempts, :now,
        'reminder:' || r.id, r.occurrence_id, :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
 FROM reminders r
-WHERE r.occurrence_id = :occurrence_id AND r.state = 'pending'
+WHERE r.state = 'pending'
 ON CONFLICT DO NOTHING;
 
 -- name: preview_due

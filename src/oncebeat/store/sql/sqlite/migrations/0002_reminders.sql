@@ -39,3 +39,4 @@ CREATE TABLE reminders (
     UNIQUE (invoice_id, stage)
 );
 CREATE INDEX reminders_occurrence ON reminders (occurrence_id, state);
+CREATE INDEX reminders_pending ON reminders (id) WHERE state = 'pending';
