@@ -24,7 +24,9 @@ Rules, in order, for ``run(key, fn)``:
 5. An ``in_doubt`` key stays in doubt (``EffectInDoubt``) until reconciled.
 6. Reusing a key with a different payload raises :class:`EffectKeyConflict`.
 
-If ``fn`` raises, the attempt is recorded ``failed`` with the error and the
+If ``fn`` raises :class:`~oncebeat.errors.EffectOutcomeUnknown` the key is
+recorded ``in_doubt`` at once (e.g. the SMTP connection dropped after the
+message was sent, before the reply). If ``fn`` raises anything else, the attempt is recorded ``failed`` with the error and the
 key may be claimed again by a later attempt (the effect did not happen —
 that is ``fn``'s contract: raise only when the effect certainly did not happen,
 e.g. a refused SMTP connection).
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import audit
-from .errors import EffectBusy, EffectInDoubt, EffectKeyConflict, TransientStoreError
+from .errors import EffectBusy, EffectInDoubt, EffectKeyConflict, EffectOutcomeUnknown, TransientStoreError
 from .faults import crashpoints
 from .provenance import Source
 from .store import Json, Store
@@ -129,6 +131,14 @@ class EffectLedger:
     def _execute(self, key: str, fn: Callable[[], Any], holder: Holder) -> Any:
         try:
             result = fn()
+        except EffectOutcomeUnknown as exc:
+            detail = f"outcome unknown: {exc}"
+            with self.store.transaction() as tx:
+                tx.run("effect_mark_in_doubt", key=key, detail=detail[:2000], now=self.clock.now())
+                audit.record(tx, now=self.clock.now(), kind="effect.in_doubt", subject=f"effect:{key}",
+                             source=self.source, process_id=holder.process_id,
+                             detail={"detail": detail[:500], "job_id": holder.job_id})
+            raise EffectInDoubt(key, detail) from exc
         except BaseException as exc:
             if isinstance(exc, Exception):
                 with self.store.transaction() as tx:

@@ -59,12 +59,23 @@ class EffectInDoubt(EffectError):
         self.key = key
 
 
+class EffectOutcomeUnknown(EffectError):
+    """Raised by an effect function when it cannot tell whether the effect happened
+    (e.g. the connection dropped after the message was sent, before the server's reply).
+    The ledger records the key ``in_doubt`` instead of ``failed``, so it is never re-run blindly."""
+
+
 class MailError(OncebeatError):
     """Base of mail delivery errors."""
 
 
 class TransientMailError(MailError):
     """The SMTP server or network failed in a way that may pass (4xx, reset, timeout)."""
+
+
+class DeliveryUnknown(TransientMailError):
+    """The connection was lost after the message content was sent and before the final reply:
+    the server may or may not have accepted it."""
 
 
 class PermanentMailError(MailError):

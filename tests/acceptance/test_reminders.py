@@ -192,3 +192,18 @@ def test_days_past_due_use_the_schedule_zone_not_the_host_date(harness: Harness,
     assert sent["stage"] == 7 and sent["business_date"] == date(2026, 3, 2)
     (msg,) = harness.messages()
     assert "7 days past due" in msg.subject
+
+
+def test_connection_dropped_before_the_final_reply_is_in_doubt_not_resent(harness: Harness) -> None:
+    harness.add_invoices(invoice("INV-8", date(2026, 3, 1)))
+    harness.sink.faults.drop_before_reply_next(1)
+    harness.tick_to(FIRST_FIRE)
+    worker = harness.new_worker()
+    worker.drain()
+    harness.clock.advance(3600)
+    worker.drain()
+    (row,) = harness.reminders()
+    assert row["state"] == "in_doubt" and "UNKNOWN" in row["reason"]
+    (effect,) = harness.store.read("list_effects", state="in_doubt")
+    assert effect["key"] == f"reminder:{row['id']}"
+    assert harness.messages() == []  # this sink dropped it unstored; a real server might have kept it

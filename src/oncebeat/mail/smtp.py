@@ -72,7 +72,7 @@ from types import TracebackType
 from typing import Literal
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from oncebeat.errors import ConfigError, MailError, PermanentMailError, TransientMailError
+from oncebeat.errors import ConfigError, DeliveryUnknown, MailError, PermanentMailError, TransientMailError
 
 from .message import idna_domain
 
@@ -631,7 +631,7 @@ class Mailer:
             self._discard()
             if content_started:
                 raise self._error(
-                    TransientMailError,
+                    DeliveryUnknown,
                     f"connection lost before the final reply; delivery is UNKNOWN ({exc})",
                     stage=stage,
                 ) from None
@@ -641,9 +641,10 @@ class Mailer:
             raise self._reply_error(exc.smtp_code, exc.smtp_error, stage) from None
         except OSError as exc:  # defensive: smtplib normally wraps these
             self._discard()
+            if content_started:  # e.g. a read timeout waiting for the final reply
+                raise self._error(DeliveryUnknown, f"{type(exc).__name__} before the final reply; delivery is UNKNOWN",
+                                  stage=stage) from None
             err = self._error(TransientMailError, f"{type(exc).__name__}: {exc}", stage=stage)
-            if content_started:
-                raise err from None
             raise _Retryable(err) from None
         finally:
             conn.command_encoding = "ascii"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from ..errors import Discard, EffectInDoubt, ImportRejected, PermanentMailError, Retry, TransientMailError
+from ..errors import DeliveryUnknown, Discard, EffectInDoubt, EffectOutcomeUnknown, ImportRejected, PermanentMailError, Retry, TransientMailError
 from ..mail import Mailer, build_message, make_message_id, parse_address, sanitize_header_text
 from ..provenance import Source
 from ..store import Json, Store, Tx
@@ -167,7 +167,10 @@ class ReminderService:
             raise Discard("no SMTP_URL configured for this worker")
 
         def deliver() -> dict[str, Any]:
-            return {"message_id": message_id, "reply": mailer.send(msg)}
+            try:
+                return {"message_id": message_id, "reply": mailer.send(msg)}
+            except DeliveryUnknown as exc:  # sent, but no final reply: never resend blindly (G4)
+                raise EffectOutcomeUnknown(str(exc)) from exc
 
         try:
             ctx.effect(f"reminder:{reminder_id}", deliver,
