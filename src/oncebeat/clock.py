@@ -371,6 +371,10 @@ class ClockProcess:
         when = "during downtime" if startup else "since the last tick"
         return f"{key}: {total} occurrence(s) missed {when}, policy {d.catchup}: " + (", ".join(parts) or "nothing to do")
 
+    def next_fire_at(self) -> datetime | None:
+        """The earliest instant at which this clock has something to fire (None without schedules)."""
+        return min(self._next.values(), default=None)
+
     # --- operator actions ----------------------------------------------------------------------
     def trigger(self, key: str, *, kind: str = "manual") -> Fire:
         """Fire ``key`` now, outside its schedule (recorded ``manual`` with this process's provenance)."""
@@ -444,7 +448,7 @@ class ClockProcess:
                         tx.run("heartbeat_process", id=self.process_id, now=self.clock.now())
             except OncebeatError as exc:  # a blip: the ledger makes the next tick safe to repeat
                 log.warning("tick failed: %s", exc, extra={"event": "clock.tick_failed"})
-            nxt = min(self._next.values(), default=None)
+            nxt = self.next_fire_at()
             wait = self.tick_interval
             if nxt is not None:
                 wait = max(0.01, min(wait, (nxt - self.clock.now()).total_seconds()))

@@ -1,0 +1,277 @@
+"""The invariant checker: proves "never twice, never lost" from evidence.
+
+Inputs are the database (invoices, the occurrence ledger, jobs, reminders,
+effects), the Maildir the SMTP server wrote (evidence from outside the
+database), the stage ladder, the schedule definitions, and the instants at
+which invoices were paid. The set of reminders that were **due** is computed
+from first principles — for each scan that ran (a completed ``reminders.scan``
+job, at the instant it ran, for its occurrence's business date), every invoice
+open at that instant whose ``due_on + stage`` is on or before that date — and
+never read back from the ``reminders`` table, which is only compared with it.
+
+Invariants (name → meaning):
+
+- ``due-reminders-terminal``: every due (invoice, stage) ended sent, skipped, failed or in_doubt;
+- ``no-unexpected-reminders``: no reminder exists that was not due (wrong date, paid invoice);
+- ``skip-reasons-true``: "superseded: stage N" names a higher stage of the same scan; "invoice paid"
+  follows a real payment; "invoice void" a void invoice;
+- ``failed-has-server-reply``: failed reminders carry the SMTP reply (a 5xx code) or the last error;
+- ``in-doubt-bounded``: in-doubt reminders ≤ injected faults that make delivery unknowable
+  (a worker killed after the server accepted, a connection lost before the final reply);
+- ``no-duplicate-delivery``: no (invoice, stage) and no Message-ID delivered twice (Maildir);
+- ``sent-matches-maildir``: every sent reminder's message is in the Maildir, and every delivered
+  message belongs to a sent or in-doubt reminder;
+- ``one-job-per-occurrence``: occurrences that enqueue have exactly one job of the schedule's task,
+  the others none;
+- ``no-fire-on-start``: every scheduled occurrence is an instant of its schedule, never the
+  moment a clock started;
+- ``business-date-local``: each occurrence's business date is its local date in its zone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from ..app import ScheduleDef
+from ..mail import read_maildir
+from ..store import Store
+
+__all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
+
+INVARIANTS = ("due-reminders-terminal", "no-unexpected-reminders", "skip-reasons-true", "failed-has-server-reply",
+              "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir", "one-job-per-occurrence",
+              "no-fire-on-start", "business-date-local")
+SCAN_TASK = "reminders.scan"
+TERMINAL = ("sent", "skipped", "failed", "in_doubt")
+ENQUEUING = ("enqueued", "manual", "backfilled")
+
+PaymentWindow = tuple[datetime, datetime]  # the payment happened at some instant in [lo, hi]
+
+
+@dataclass(kw_only=True, slots=True)
+class Invariant:
+    name: str
+    checked: int = 0
+    violations: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.violations == 0
+
+    def fail(self, example: str) -> None:
+        self.violations += 1
+        if len(self.examples) < 5:
+            self.examples.append(example)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pass": self.passed, "checked": self.checked, "violations": self.violations,
+                "examples": self.examples}
+
+
+@dataclass(kw_only=True, slots=True)
+class CheckReport:
+    invariants: dict[str, Invariant]
+    summary: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return all(i.passed for i in self.invariants.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pass": self.passed, "invariants": {k: v.as_dict() for k, v in self.invariants.items()},
+                "summary": self.summary}
+
+    def to_text(self) -> str:
+        lines = []
+        for inv in self.invariants.values():
+            mark = "ok  " if inv.passed else "FAIL"
+            lines.append(f"  {mark} {inv.name:<26} {inv.checked:>7} checked, {inv.violations} violation(s)")
+            lines.extend(f"         e.g. {e}" for e in inv.examples)
+        lines.append("all invariants hold" if self.passed else "INVARIANT VIOLATIONS FOUND")
+        return "\n".join(lines)
+
+
+def payments_from_db(store: Store, tz: str) -> dict[str, PaymentWindow]:
+    """Payment windows when only the database is known: the whole local day of ``paid_on`` in ``tz``."""
+    zone = ZoneInfo(tz)
+    out: dict[str, PaymentWindow] = {}
+    for inv in store.read("list_invoices"):
+        if inv["paid_on"] is not None:
+            lo = datetime.combine(inv["paid_on"], time(0), tzinfo=zone)
+            out[inv["number"]] = (lo, lo + timedelta(days=1))
+    return out
+
+
+def _is_instant_of(definition: ScheduleDef, instant: datetime) -> bool:
+    sched = definition.schedule()
+    return sched.next_after(instant - timedelta(microseconds=1)) == instant
+
+
+def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definitions: Mapping[str, list[ScheduleDef]],
+          payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None) -> CheckReport:
+    """Check every invariant; see the module docstring.
+
+    Args:
+        definitions: every definition each schedule key had during the run (key → list).
+        payments: invoice number → window of the instant it was paid.
+        in_doubt_budget: injected faults that can make a delivery unknowable (None: not checked).
+    """
+    inv = {name: Invariant(name=name) for name in INVARIANTS}
+    stages = sorted(stages)
+    invoices = {r["number"]: r for r in store.read("list_invoices")}
+    reminders = store.read("list_reminders")
+    occurrences = store.read("list_occurrences", schedule_key=None)
+    occ_by_id = {o["id"]: o for o in occurrences}
+    jobs = store.read("list_jobs", state=None, task=None, limit=10_000_000)
+    effects = {e["key"]: e for e in store.read("list_effects", state=None)}
+    messages = read_maildir(maildir) if maildir is not None else []
+
+    # --- the due set, from first principles ---------------------------------------------------
+    required: set[tuple[str, int]] = set()
+    allowed: set[tuple[str, int]] = set()
+    for job in jobs:
+        if job["task"] != SCAN_TASK or job["state"] != "completed" or job["occurrence_id"] not in occ_by_id:
+            continue
+        ran_at = job["finished_at"]
+        business = occ_by_id[job["occurrence_id"]]["business_date"]
+        for number, i in invoices.items():
+            if i["status"] in ("void", "uncollectible"):
+                continue
+            window = payments.get(number)
+            if i["status"] == "paid" and window is None:
+                continue  # paid before the run began
+            certainly_open = window is None or window[0] > ran_at
+            maybe_open = window is None or window[1] > ran_at
+            for s in stages:
+                if i["due_on"] + timedelta(days=s) <= business:
+                    if certainly_open:
+                        required.add((number, s))
+                    if maybe_open:
+                        allowed.add((number, s))
+    by_pair = {(r["number"], int(r["stage"])): r for r in reminders}
+    inv["due-reminders-terminal"].checked = len(required)
+    for pair in sorted(required):
+        r = by_pair.get(pair)
+        if r is None or r["state"] not in TERMINAL:
+            inv["due-reminders-terminal"].fail(f"{pair[0]} stage {pair[1]}: " + ("no reminder" if r is None
+                                                                                else f"still {r['state']}"))
+    inv["no-unexpected-reminders"].checked = len(reminders)
+    for pair, r in by_pair.items():
+        if pair not in allowed and pair not in required:
+            inv["no-unexpected-reminders"].fail(f"{pair[0]} stage {pair[1]} ({r['state']}) was never due at a scan")
+
+    # --- reasons ------------------------------------------------------------------------------
+    skip = inv["skip-reasons-true"]
+    for r in reminders:
+        if r["state"] == "skipped":
+            skip.checked += 1
+            reason = r["reason"] or ""
+            number = r["number"]
+            if reason.startswith("superseded: stage "):
+                higher = int(reason.split()[2])
+                other = by_pair.get((number, higher))
+                if not (higher > r["stage"] and other is not None and other["occurrence_id"] == r["occurrence_id"]):
+                    skip.fail(f"{number} stage {r['stage']}: {reason!r} but no stage {higher} from the same scan")
+            elif reason.startswith("invoice paid"):
+                window = payments.get(number)
+                if window is None or window[0] > r["updated_at"]:
+                    skip.fail(f"{number} stage {r['stage']}: {reason!r} but no payment before "
+                              f"{r['updated_at'].isoformat()}")
+            elif reason.startswith("invoice void") or reason.startswith("invoice uncollectible"):
+                if invoices[number]["status"] not in ("void", "uncollectible"):
+                    skip.fail(f"{number} stage {r['stage']}: {reason!r} but the invoice is {invoices[number]['status']}")
+            else:
+                skip.fail(f"{number} stage {r['stage']}: unknown skip reason {reason!r}")
+    failed = inv["failed-has-server-reply"]
+    for r in reminders:
+        if r["state"] == "failed":
+            failed.checked += 1
+            reason = r["reason"] or ""
+            if not (any(f" {c}" in reason or reason.startswith(str(c)) for c in range(500, 600))
+                    or reason.startswith("gave up after")):
+                failed.fail(f"{r['number']} stage {r['stage']}: reason {reason!r} has no server reply")
+
+    in_doubt = [r for r in reminders if r["state"] == "in_doubt"]
+    doubt = inv["in-doubt-bounded"]
+    doubt.checked = len(in_doubt)
+    for r in in_doubt:
+        e = effects.get(f"reminder:{r['id']}")
+        if e is None or e["state"] != "in_doubt":
+            doubt.fail(f"{r['number']} stage {r['stage']} is in_doubt but its effect is "
+                       f"{e['state'] if e else 'missing'}")
+    if in_doubt_budget is not None and len(in_doubt) > in_doubt_budget:
+        doubt.fail(f"{len(in_doubt)} reminders in doubt but only {in_doubt_budget} faults could cause that")
+
+    # --- deliveries (Maildir) -----------------------------------------------------------------
+    dup = inv["no-duplicate-delivery"]
+    dup.checked = len(messages)
+    pair_count = Counter((m.headers.get("X-Oncebeat-Invoice"), m.headers.get("X-Oncebeat-Stage")) for m in messages)
+    id_count = Counter(m.message_id for m in messages)
+    for (number, stage), n in pair_count.items():
+        if n > 1:
+            dup.fail(f"{number} stage {stage} delivered {n} times")
+    for mid, n in id_count.items():
+        if n > 1:
+            dup.fail(f"Message-ID {mid} delivered {n} times")
+    match = inv["sent-matches-maildir"]
+    if maildir is not None:
+        delivered_ids = set(id_count)
+        by_mid = {r["message_id"]: r for r in reminders if r["message_id"]}
+        for r in reminders:
+            if r["state"] == "sent":
+                match.checked += 1
+                if r["message_id"] not in delivered_ids:
+                    match.fail(f"{r['number']} stage {r['stage']} is sent but {r['message_id']} is not in the Maildir")
+        for m in messages:
+            match.checked += 1
+            r = by_mid.get(m.message_id)
+            pair = (m.headers.get("X-Oncebeat-Invoice"), int(m.headers.get("X-Oncebeat-Stage") or -10**6))
+            owner = r or by_pair.get(pair)
+            if owner is None or owner["state"] not in ("sent", "in_doubt"):
+                match.fail(f"{m.message_id} ({pair[0]} stage {pair[1]}) was delivered but its reminder is "
+                           f"{owner['state'] if owner else 'missing'}")
+
+    # --- occurrences --------------------------------------------------------------------------
+    jobs_by_occ: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for job in jobs:
+        if job["occurrence_id"] is not None:
+            jobs_by_occ[job["occurrence_id"]].append(job)
+    one = inv["one-job-per-occurrence"]
+    fire = inv["no-fire-on-start"]
+    local = inv["business-date-local"]
+    for o in occurrences:
+        defs = definitions.get(o["schedule_key"], [])
+        tasks = {d.task for d in defs}
+        own = [j for j in jobs_by_occ.get(o["id"], []) if not tasks or j["task"] in tasks]
+        one.checked += 1
+        expected = 1 if o["outcome"] in ENQUEUING else 0
+        if len(own) != expected:
+            one.fail(f"occurrence {o['id']} ({o['schedule_key']} {o['fire_at'].isoformat()}, {o['outcome']}) has "
+                     f"{len(own)} job(s)")
+        if o["outcome"] != "manual":
+            fire.checked += 1
+            if defs and not any(_is_instant_of(d, o["fire_at"]) for d in defs):
+                fire.fail(f"occurrence {o['id']} at {o['fire_at'].isoformat()} is not an instant of {o['schedule_key']}")
+            if o["fire_at"] > o["created_at"]:
+                fire.fail(f"occurrence {o['id']} recorded at {o['created_at'].isoformat()} before its instant")
+        local.checked += 1
+        expected_date = o["fire_at"].astimezone(ZoneInfo(o["tz"])).date()
+        if o["business_date"] != expected_date or (defs and o["tz"] not in {d.tz for d in defs}):
+            local.fail(f"occurrence {o['id']} at {o['fire_at'].isoformat()} in {o['tz']}: business date "
+                       f"{o['business_date']} (expected {expected_date})")
+
+    states = Counter(r["state"] for r in reminders)
+    summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
+               "messages_delivered": len(messages),
+               "duplicates": sum(n - 1 for n in pair_count.values() if n > 1),
+               "lost": inv["due-reminders-terminal"].violations, "in_doubt": len(in_doubt),
+               "occurrences": dict(sorted(Counter(o["outcome"] for o in occurrences).items()))}
+    return CheckReport(invariants=inv, summary=summary)
+

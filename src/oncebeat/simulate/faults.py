@@ -1,0 +1,54 @@
+"""Named faults for the simulator, each after the real-world cause it models, with default rates.
+
+Rates are probabilities per opportunity (per fire instant, per crash point hit,
+per SMTP delivery, per statement, per scan); ``--faults all`` turns every kind
+on at its default rate, ``--faults worker-crash=0.05,db-blip`` picks some.
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+
+__all__ = ["FAULTS", "parse_faults"]
+
+FAULTS: dict[str, tuple[float, str]] = {
+    "clock-restart": (0.25, "a clock process stops and restarts at, just before or just after a fire instant, "
+                            "or after downtime spanning fire instants (per fire instant)"),
+    "double-clock": (1.0, "two more clocks run all the time, one an old version that still has a retired schedule"),
+    "leftover-trigger": (0.1, "an old cron entry runs `oncebeat trigger reminders` at arbitrary times (per hour)"),
+    "worker-crash": (0.01, "a worker dies after claiming, mid-batch, after the SMTP server accepted a message but "
+                           "before the effect was recorded, or after recording before completing (per crash point)"),
+    "smtp-transient": (0.05, "451 replies, connections dropped before or after the final reply (per delivery)"),
+    "smtp-permanent": (0.05, "550 for some recipients (per customer)"),
+    "db-blip": (0.005, "a statement fails with a connection error / database is locked (per statement)"),
+    "payment-race": (0.2, "an invoice is paid between the scan and its send (per scan)"),
+    "dst": (1.0, "schedules at 02:30 in zones whose DST transitions fall inside the run"),
+    "host-tz": (1.0, "the process TZ is Pacific/Kiritimati (UTC+14), not the schedule's zone"),
+    "schedule-change": (1.0, "the reminder schedule's time and zone are edited mid-run"),
+}
+
+
+def parse_faults(spec: str | None) -> dict[str, float]:
+    """Parse ``all``, ``none``/empty, or ``name[=rate],…`` into {name: rate}.
+
+    Raises:
+        ConfigError: unknown fault name or a rate outside [0, 1].
+    """
+    if not spec or spec == "none":
+        return {}
+    out: dict[str, float] = {}
+    for part in spec.split(","):
+        name, _, rate_text = part.strip().partition("=")
+        if name == "all":
+            out.update({k: v[0] for k, v in FAULTS.items()})
+            continue
+        if name not in FAULTS:
+            raise ConfigError(f"--faults: unknown fault {name!r}; known: all, {', '.join(FAULTS)}")
+        try:
+            rate = float(rate_text) if rate_text else FAULTS[name][0]
+        except ValueError as exc:
+            raise ConfigError(f"--faults: rate of {name} must be a number, not {rate_text!r}") from exc
+        if not 0 <= rate <= 1:
+            raise ConfigError(f"--faults: rate of {name} must be between 0 and 1")
+        out[name] = rate
+    return out

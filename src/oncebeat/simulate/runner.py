@@ -1,0 +1,409 @@
+"""``oncebeat simulate``: months of the reminder schedule through the real code, with faults injected.
+
+Runs the real clock processes, workers, scan and send jobs, real SQL (SQLite
+or PostgreSQL) and a real local SMTP server (aiosmtpd) on a
+:class:`~oncebeat.timebase.SimulatedClock` that jumps from one event to the
+next (a fire instant, a retry, a payment, a planned fault). Every random
+decision comes from one ``random.Random(seed)``, so the same seed gives the
+same fault plan and the same report. After the simulated range the faults
+stop and the system settles (retries finish, one more scan runs); then the
+invariant checker (:mod:`oncebeat.simulate.checker`) judges the outcome.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time as _time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..app import App, ScheduleDef
+from ..clock import ClockProcess
+from ..errors import TransientStoreError
+from ..faults import CRASH_POINTS, SimulatedCrash, crashpoints
+from ..mail import MailSink, Mailer
+from ..provenance import Source, current_source
+from ..reminders.book import Book, generate_book
+from ..reminders.demo import DEFAULT_DEMO_START, _load_book, payment_instant
+from ..reminders.model import Payment
+from ..reminders.policy import Policy
+from ..reminders.service import ReminderService
+from ..reminders.tasks import SCHEDULE_KEY, build_app
+from ..store import Store, open_store, redact_url
+from ..timebase import SimulatedClock
+from ..worker import Worker
+from .checker import CheckReport, PaymentWindow, check
+from .faults import FAULTS
+
+__all__ = ["SimConfig", "SimReport", "simulate"]
+
+MAX_STEP = timedelta(hours=1)
+HOST_TZ = "Pacific/Kiritimati"  # UTC+14: the host's date differs from Chicago's for most of the day
+PROBES = (("dst-chicago-0230", "30 2 * * *", "America/Chicago"), ("dst-berlin-0230", "30 2 * * *", "Europe/Berlin"),
+          ("dst-lord-howe-0200", "0 2 * * *", "Australia/Lord_Howe"), ("dst-chicago-hourly", "15 * * * *", "America/Chicago"))
+
+
+@dataclass(kw_only=True)
+class SimConfig:
+    days: int = 30
+    start: date = DEFAULT_DEMO_START
+    seed: int = 7
+    faults: dict[str, float] = field(default_factory=dict)
+    db_url: str | None = None  # default: a fresh SQLite file in workdir
+    workdir: Path = Path("oncebeat-sim")
+    invoices_csv: Path | None = None
+    payments_csv: Path | None = None
+    policy: Policy = field(default_factory=Policy)
+    settle_days: float = 2.0
+    workers: int = 2
+
+
+@dataclass(kw_only=True)
+class SimReport:
+    seed: int
+    days: int
+    start: str
+    end: str
+    faults: dict[str, float]
+    faults_injected: dict[str, int]
+    check: CheckReport
+    wall_seconds: float
+    database: str
+    maildir: str
+
+    @property
+    def passed(self) -> bool:
+        return self.check.passed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pass": self.passed, "seed": self.seed, "days": self.days, "start": self.start, "end": self.end,
+                "faults": self.faults, "faults_injected": self.faults_injected,
+                "invariants": {k: v.as_dict() for k, v in self.check.invariants.items()},
+                "summary": self.check.summary, "wall_seconds": self.wall_seconds, "database": self.database,
+                "maildir": self.maildir}
+
+    def to_text(self) -> str:
+        s = self.check.summary
+        lines = [f"oncebeat simulate: {self.days} days from {self.start[:10]}, seed {self.seed}, "
+                 f"faults: {', '.join(self.faults) or 'none'}",
+                 "  faults injected: " + (", ".join(f"{k} {v}" for k, v in sorted(self.faults_injected.items()))
+                                          or "none"),
+                 f"  invoices {s['invoices']}, reminders {s['reminders']}, due {s['due']}, "
+                 f"messages {s['messages_delivered']}, duplicates {s['duplicates']}, lost {s['lost']}, "
+                 f"in doubt {s['in_doubt']}",
+                 f"  occurrences {s['occurrences']}",
+                 self.check.to_text(),
+                 f"  wall time {self.wall_seconds:.1f} s"]
+        return "\n".join(lines)
+
+
+@contextmanager
+def _host_tz(zone: str | None) -> Iterator[None]:
+    if zone is None:
+        yield
+        return
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    _time.tzset()
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = old
+        _time.tzset()
+
+
+class _Sim:
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        self.injected: Counter[str] = Counter()
+        self.faults = cfg.faults
+        self.active = True  # faults on; off while settling and while the simulator itself writes
+        self.doubt_budget = 0
+        self.payments_log: dict[str, PaymentWindow] = {}
+        self._blip_run: Counter[str] = Counter()
+
+    # --- fault hooks --------------------------------------------------------------------------
+    def _rate(self, name: str) -> float:
+        return self.faults.get(name, 0.0) if self.active else 0.0
+
+    def blip(self, query: str) -> None:
+        rate = self._rate("db-blip")
+        if rate and self.rng.random() < rate and self._blip_run[query] < 2:
+            self._blip_run[query] += 1
+            self.injected["db-blip"] += 1
+            raise TransientStoreError(f"simulated blip before {query}: database is locked")
+        self._blip_run[query] = 0
+
+    def crash(self, point: str) -> bool:
+        rate = self._rate("worker-crash")
+        if rate and self.rng.random() < rate:
+            self.injected[f"worker-crash:{point}"] += 1
+            if point == "effect_before_record":
+                self.doubt_budget += 1
+            return True
+        return False
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """The simulator's own writes (payments, setup): no faults."""
+        was, self.active = self.active, False
+        try:
+            yield
+        finally:
+            self.active = was
+
+    # --- the run ------------------------------------------------------------------------------
+    def run(self) -> SimReport:
+        cfg = self.cfg
+        wall = _time.monotonic()
+        with _host_tz(HOST_TZ if "host-tz" in self.faults else None):
+            report = self._run()
+        report.wall_seconds = round(_time.monotonic() - wall, 2)
+        return report
+
+    def _run(self) -> SimReport:
+        cfg = self.cfg
+        if cfg.workdir.exists():
+            shutil.rmtree(cfg.workdir)
+        cfg.workdir.mkdir(parents=True)
+        maildir = cfg.workdir / "maildir"
+        url = cfg.db_url or f"sqlite:///{cfg.workdir / 'oncebeat.db'}"
+        t0 = datetime.combine(cfg.start, time(0), tzinfo=UTC)
+        t_end = t0 + timedelta(days=cfg.days)
+        t_settled = t_end + timedelta(days=cfg.settle_days)
+        clock = SimulatedClock(t0)
+        policy = cfg.policy
+        if "dst" in self.faults:
+            policy = replace(policy, schedule="30 2 * * *", tz="America/Chicago")
+        book = _load_book(cfg.seed, cfg.start, cfg.invoices_csv, cfg.payments_csv)
+        store = open_store(url)
+        store.migrate()
+        store.before_statement = self.blip
+        crashpoints.hook = self.crash
+        try:
+            with MailSink(maildir) as sink, Mailer(sink.url, timeout=5) as mailer:
+                return self._loop(store, sink, mailer, clock, policy, book, t0, t_end, t_settled, url, maildir)
+        finally:
+            crashpoints.hook = None
+            store.before_statement = None
+            store.close()
+
+    def _loop(self, store: Store, sink: MailSink, mailer: Mailer, clock: SimulatedClock, policy: Policy, book: Book,
+              t0: datetime, t_end: datetime, t_settled: datetime, url: str, maildir: Path) -> SimReport:
+        rng = self.rng
+        service = ReminderService(store, policy, clock=clock, mailer=mailer)
+        with self.quiet():
+            service.upsert(book.customers, book.invoices)
+        app = build_app(service)
+        definitions: dict[str, list[ScheduleDef]] = {k: [d] for k, d in app.schedules.items()}
+        if "dst" in self.faults:
+            @app.task("sim.probe")
+            def probe(ctx: Any) -> None:
+                ctx.effect(f"probe:{ctx.job.occurrence_id}", lambda: {"fired": ctx.job.occurrence_id})
+            for key, expr, tz in PROBES:
+                definitions[key] = [app.schedule(key, expr, tz=tz, task="sim.probe", catchup="all")]
+        if "smtp-permanent" in self.faults:
+            for c in book.customers:
+                if rng.random() < self.faults["smtp-permanent"]:
+                    sink.faults.reject_recipient(c.email, code=550, text="5.1.1 mailbox unavailable")
+                    self.injected["smtp-permanent"] += 1
+
+        def new_clock(defs_app: App, name: str, version: str | None = None) -> ClockProcess:
+            src = current_source("clock", name=name)
+            if version:
+                src = replace(src, version=version)
+            return ClockProcess(defs_app, store, clock=clock, source=src)
+
+        clocks: dict[str, ClockProcess | None] = {}
+        pending_start: set[str] = set()
+        if "double-clock" in self.faults:
+            old_app = App()
+            old_app.tasks.update(app.tasks)
+            old_app.schedules.update(app.schedules)
+            legacy = old_app.schedule("legacy-reminders", "0 7 * * *", tz="America/Chicago", task="reminders.scan")
+            definitions["legacy-reminders"] = [legacy]
+            clocks["old"] = new_clock(old_app, "clock.old", version="0.0.9")
+            clocks["second"] = new_clock(app, "clock.2")
+            pending_start |= {"old", "second"}
+            self.injected["double-clock"] += 2
+        clocks["primary"] = new_clock(app, "clock.1")
+        pending_start.add("primary")
+
+        # planned events: (instant, kind, payload)
+        events: list[tuple[datetime, str, Any]] = []
+        reminder_fires = list(app.schedules[SCHEDULE_KEY].schedule().between(t0, t_end))
+        if "clock-restart" in self.faults:
+            for t in reminder_fires:
+                if rng.random() < self.faults["clock-restart"]:
+                    variant = rng.choice(("at", "before", "after", "downtime"))
+                    self.injected[f"clock-restart:{variant}"] += 1
+                    if variant == "downtime":
+                        down, up = t - timedelta(hours=1), t + timedelta(hours=rng.uniform(1, 60))
+                    else:
+                        up = t + {"at": timedelta(0), "before": timedelta(seconds=-1),
+                                  "after": timedelta(seconds=1)}[variant]
+                        down = up - timedelta(minutes=5)
+                    events += [(down, "stop", "primary"), (up, "start", "primary")]
+        if "leftover-trigger" in self.faults:
+            hour = t0
+            while hour < t_end:
+                if rng.random() < self.faults["leftover-trigger"]:
+                    events.append((hour + timedelta(seconds=rng.randrange(3600)), "trigger", None))
+                hour += timedelta(hours=1)
+        if "schedule-change" in self.faults:
+            events.append((t0 + (t_end - t0) * 0.4, "change", None))
+        events.sort(key=lambda e: e[0])
+        payments = sorted(book.payments, key=lambda p: p.paid_on)
+        leftover = Source(kind="cli", host="old-cron-host", pid=4242, name="cron: oncebeat trigger reminders",
+                          version="0.0.9")
+
+        workers = [Worker(app, store, clock=clock, source=current_source("worker", name=f"worker.{i + 1}"))
+                   for i in range(self.cfg.workers)]
+        generation = Counter[str]()
+
+        def attempt(fn: Callable[[], Any]) -> bool:
+            try:
+                fn()
+                return True
+            except TransientStoreError:
+                return False
+
+        settling = False
+        while True:
+            now = clock.now()
+            if not settling and now >= t_end:
+                settling = True
+                self.active = False
+                sink.faults.clear()
+            # 1. payments that arrived
+            while payments and payment_instant(payments[0].paid_on) <= now:
+                p = payments.pop(0)
+                self._pay(service, [p], payment_instant(p.paid_on))
+            # 2. planned events
+            while events and events[0][0] <= now:
+                _, kind, payload = events.pop(0)
+                if kind == "stop":
+                    clocks[payload] = None
+                elif kind == "start" and clocks.get(payload) is None:
+                    generation[payload] += 1
+                    clocks[payload] = new_clock(app if payload != "old" else app, f"clock.1 (restart {generation[payload]})")
+                    pending_start.add(payload)
+                elif kind == "trigger" and self.active:
+                    self.injected["leftover-trigger"] += 1
+                    attempt(lambda: ClockProcess(app, store, clock=clock, source=leftover).trigger(SCHEDULE_KEY,
+                                                                                                    kind="cli"))
+                elif kind == "change":
+                    changed = replace(app.schedules[SCHEDULE_KEY], expression="0 9 * * *", tz="America/Denver")
+                    app.schedules[SCHEDULE_KEY] = changed
+                    definitions[SCHEDULE_KEY].append(changed)
+                    self.injected["schedule-change"] += 1
+                    clocks["primary"] = new_clock(app, "clock.1 (new config)")
+                    pending_start.add("primary")
+            # 3. clocks
+            for name in sorted(clocks):
+                c = clocks[name]
+                if c is None:
+                    continue
+                if name in pending_start:
+                    if attempt(c.start):
+                        pending_start.discard(name)
+                    continue
+                attempt(c.tick)
+            # 4. workers: rescue, then drain
+            attempt(workers[0].rescue)
+            self._drain(workers, app, store, clock, sink, service)
+            # 5. next wake-up
+            if now >= t_settled:
+                break
+            candidates = [t_settled, now + MAX_STEP]
+            candidates += [t for c in clocks.values() if c is not None and (t := c.next_fire_at()) is not None]
+            if payments:
+                candidates.append(payment_instant(payments[0].paid_on))
+            if events:
+                candidates.append(events[0][0])
+            with self.quiet():
+                nra = workers[0].queue.next_run_at(("default",))
+            if nra is not None:
+                candidates.append(nra)
+            wake = min(candidates)
+            clock.set(max(wake, now + timedelta(seconds=1)))
+        with self.quiet():
+            for w in workers:
+                w.drain()
+        self.doubt_budget += self.injected["smtp-transient:drop-before-reply"]
+        report = check(store, maildir=maildir, stages=policy.stages, definitions=definitions,
+                       payments=self.payments_log, in_doubt_budget=self.doubt_budget)
+        injected: Counter[str] = Counter()
+        for k, v in self.injected.items():
+            injected[k.split(":")[0]] += v
+        return SimReport(seed=self.cfg.seed, days=self.cfg.days, start=t0.isoformat(), end=t_end.isoformat(),
+                         faults=dict(self.faults), faults_injected=dict(sorted(injected.items())), check=report,
+                         wall_seconds=0.0, database=redact_url(url), maildir=str(maildir))
+
+    def _pay(self, service: ReminderService, payments: list[Payment], at: datetime) -> None:
+        with self.quiet():
+            service.apply_payments(payments)
+        for p in payments:
+            self.payments_log.setdefault(p.number, (at, at))
+
+    def _drain(self, workers: list[Worker], app: App, store: Store, clock: SimulatedClock, sink: MailSink,
+               service: ReminderService) -> None:
+        rng = self.rng
+        for _ in range(100_000):
+            progressed = 0
+            for i, w in enumerate(workers):
+                rate = self._rate("smtp-transient")
+                if rate and rng.random() < rate:
+                    kind = rng.choice(("451", "drop-before-reply", "drop-after-accept"))
+                    self.injected[f"smtp-transient:{kind}"] += 1
+                    if kind == "451":
+                        sink.faults.fail_next(1, code=451, text="4.7.1 greylisted, try again later")
+                    elif kind == "drop-before-reply":
+                        sink.faults.drop_before_reply_next(1)
+                    else:
+                        sink.faults.drop_after_accept_next(1)
+                try:
+                    progressed += w.drain(max_batches=1)
+                except SimulatedCrash:
+                    progressed += 1
+                    workers[i] = Worker(app, store, clock=clock,
+                                        source=current_source("worker", name=f"worker.{i + 1} (restarted)"))
+                except TransientStoreError:
+                    progressed += 1
+                self._payment_race(store, service, clock)
+            if not progressed:
+                return
+        raise RuntimeError("simulation made no progress: a job is claimed and fails forever")
+
+    def _payment_race(self, store: Store, service: ReminderService, clock: SimulatedClock) -> None:
+        rate = self._rate("payment-race")
+        if not rate or self.rng.random() >= rate:
+            return
+        with self.quiet():
+            pending = [r for r in store.read("list_reminders") if r["state"] == "pending"]
+        if not pending:
+            return
+        r = self.rng.choice(pending)
+        now = clock.now()
+        self.injected["payment-race"] += 1
+        local_day = now.astimezone(service.policy.zone).date()
+        self._pay(service, [Payment(number=r["number"], paid_on=local_day)], now)
+
+
+def simulate(cfg: SimConfig) -> SimReport:
+    """Run one simulation (see module docstring) and return its report."""
+    return _Sim(cfg).run()
+
+
+_ = (generate_book, CRASH_POINTS, FAULTS)  # re-exported names used by the CLI help
