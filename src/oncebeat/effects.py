@@ -186,6 +186,11 @@ class EffectLedger:
                 return self._execute(key, fn, holder)
         raise EffectInDoubt(key, str(row.get("detail") or ""))
 
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The ledger row of ``key`` (state started|done|in_doubt|failed, result, detail), or None."""
+        rows = self.store.read("effect_get", key=key)
+        return rows[0] if rows else None
+
     def resolve(self, key: str, outcome: str, result: Any = None) -> bool:
         """Operator decision on an in-doubt key: ``done`` (it happened) or ``not_done`` (allow a re-run).
 

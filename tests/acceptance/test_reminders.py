@@ -207,3 +207,24 @@ def test_connection_dropped_before_the_final_reply_is_in_doubt_not_resent(harnes
     (effect,) = harness.store.read("list_effects", state="in_doubt")
     assert effect["key"] == f"reminder:{row['id']}"
     assert harness.messages() == []  # this sink dropped it unstored; a real server might have kept it
+
+
+def test_reminder_delivered_then_paid_before_the_outcome_was_recorded_counts_as_sent(harness: Harness) -> None:
+    harness.add_invoices(invoice("INV-10", date(2026, 3, 1)))
+    harness.tick_to(FIRST_FIRE)
+    first = harness.new_worker("doomed")
+    first.drain(max_batches=1)  # scan
+    crashpoints.arm("after_effect_record")  # the email went out and the effect is recorded; the job is not
+    with pytest.raises(SimulatedCrash):
+        first.drain()
+    crashpoints.disarm()
+    from oncebeat.reminders.model import Payment
+
+    harness.service.apply_payments([Payment(number="INV-10", paid_on=date(2026, 3, 2))])
+    harness.clock.advance(first.lease_seconds + 1)
+    survivor = harness.new_worker("survivor")
+    survivor.rescue()
+    survivor.drain()
+    (row,) = harness.reminders()
+    assert row["state"] == "sent" and row["message_id"]
+    assert len(harness.messages()) == 1

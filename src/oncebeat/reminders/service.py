@@ -148,6 +148,13 @@ class ReminderService:
     def _send(self, ctx: Any, reminder_id: int, r: dict[str, Any]) -> str:
         if r["state"] != "pending":
             return str(r["state"])  # already decided by an earlier job: nothing to do
+        key = f"reminder:{reminder_id}"
+        done = ctx.worker.effects.get(key)
+        if done is not None and done["state"] == "done":
+            # An earlier attempt delivered it and died before recording: it was sent, whatever
+            # happened to the invoice since (checking the invoice first would call it skipped).
+            return self._finish(reminder_id, "sent", None, message_id=done["result"]["message_id"],
+                                sent_at=done["finished_at"])
         if r["status"] != "open":
             reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
             return self._finish(reminder_id, "skipped", reason)
@@ -173,7 +180,7 @@ class ReminderService:
                 raise EffectOutcomeUnknown(str(exc)) from exc
 
         try:
-            ctx.effect(f"reminder:{reminder_id}", deliver,
+            ctx.effect(key, deliver,
                        payload={"invoice": r["number"], "stage": r["stage"], "to": r["email"]})
         except EffectInDoubt as exc:
             return self._finish(reminder_id, "in_doubt", str(exc), message_id=message_id)

@@ -137,18 +137,22 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     required: set[tuple[str, int]] = set()
     allowed: set[tuple[str, int]] = set()
     for job in jobs:
-        if job["task"] != SCAN_TASK or job["state"] != "completed" or job["occurrence_id"] not in occ_by_id:
+        # A scan ran at some instant between its occurrence's creation and its job's completion
+        # (retries and rescues move it later); a job that never completed may still have run.
+        if job["task"] != SCAN_TASK or job["attempt"] < 1 or job["occurrence_id"] not in occ_by_id:
             continue
-        ran_at = job["finished_at"]
-        business = occ_by_id[job["occurrence_id"]]["business_date"]
+        occurrence = occ_by_id[job["occurrence_id"]]
+        earliest = occurrence["created_at"]
+        completed_at = job["finished_at"] if job["state"] == "completed" else None
+        business = occurrence["business_date"]
         for number, i in invoices.items():
             if i["status"] in ("void", "uncollectible"):
                 continue
             window = payments.get(number)
             if i["status"] == "paid" and window is None:
                 continue  # paid before the run began
-            certainly_open = window is None or window[0] > ran_at
-            maybe_open = window is None or window[1] > ran_at
+            certainly_open = completed_at is not None and (window is None or window[0] > completed_at)
+            maybe_open = window is None or window[1] >= earliest  # a tie: paid in the same instant
             for s in stages:
                 if i["due_on"] + timedelta(days=s) <= business:
                     if certainly_open:

@@ -15,7 +15,7 @@ FAULTS: dict[str, tuple[float, str]] = {
     "clock-restart": (0.25, "a clock process stops and restarts at, just before or just after a fire instant, "
                             "or after downtime spanning fire instants (per fire instant)"),
     "double-clock": (1.0, "two more clocks run all the time, one an old version that still has a retired schedule"),
-    "leftover-trigger": (0.1, "an old cron entry runs `oncebeat trigger reminders` at arbitrary times (per hour)"),
+    "leftover-trigger": (0.02, "an old cron entry runs `oncebeat trigger reminders` at arbitrary times (per hour)"),
     "worker-crash": (0.01, "a worker dies after claiming, mid-batch, after the SMTP server accepted a message but "
                            "before the effect was recorded, or after recording before completing (per crash point)"),
     "smtp-transient": (0.05, "451 replies, connections dropped before or after the final reply (per delivery)"),
