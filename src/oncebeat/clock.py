@@ -246,7 +246,6 @@ class ClockProcess:
     def _load(self, now: datetime) -> None:
         """Re-read schedule rows; keep those this clock may fire (ours, not retired, same definition)."""
         rows = self.store.read("list_schedules")
-        last = {r["schedule_key"]: r["last_fire_at"] for r in self.store.read("last_fires")}
         keep: dict[str, dict[str, Any]] = {}
         for r in rows:
             d = self.definitions.get(r["key"])
@@ -257,7 +256,8 @@ class ClockProcess:
                 self._parsed[r["key"]] = ScheduleDef.from_row(r).schedule()
                 self._next.pop(r["key"], None)
             if r["key"] not in self._next:
-                cursor = max(x for x in (last.get(r["key"]), r["active_since"]) if x is not None)
+                last = self.store.read("last_fire_at", key=r["key"])[0]["last_fire_at"]
+                cursor = max(x for x in (last, r["active_since"]) if x is not None)
                 self._next[r["key"]] = self._parsed[r["key"]].next_after(cursor)
         for key in set(self._next) - set(keep):
             self._next.pop(key, None)

@@ -228,3 +228,24 @@ def test_reminder_delivered_then_paid_before_the_outcome_was_recorded_counts_as_
     (row,) = harness.reminders()
     assert row["state"] == "sent" and row["message_id"]
     assert len(harness.messages()) == 1
+
+
+def test_invoice_paid_after_a_delivery_of_unknown_outcome_stays_in_doubt_not_skipped(harness: Harness) -> None:
+    harness.add_invoices(invoice("INV-11", date(2026, 3, 1)))
+    harness.tick_to(FIRST_FIRE)
+    first = harness.new_worker("doomed")
+    first.drain(max_batches=1)  # scan
+    crashpoints.arm("effect_before_record")
+    with pytest.raises(SimulatedCrash):
+        first.drain()
+    crashpoints.disarm()
+    from oncebeat.reminders.model import Payment
+
+    harness.service.apply_payments([Payment(number="INV-11", paid_on=date(2026, 3, 2))])
+    harness.clock.advance(first.lease_seconds + 1)
+    survivor = harness.new_worker("survivor")
+    survivor.rescue()
+    survivor.drain()
+    (row,) = harness.reminders()
+    assert row["state"] == "in_doubt"  # the email may have gone out: "skipped" would hide it
+    assert len(harness.messages()) == 1

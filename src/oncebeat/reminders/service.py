@@ -149,13 +149,10 @@ class ReminderService:
         if r["state"] != "pending":
             return str(r["state"])  # already decided by an earlier job: nothing to do
         key = f"reminder:{reminder_id}"
-        done = ctx.worker.effects.get(key)
-        if done is not None and done["state"] == "done":
-            # An earlier attempt delivered it and died before recording: it was sent, whatever
-            # happened to the invoice since (checking the invoice first would call it skipped).
-            return self._finish(reminder_id, "sent", None, message_id=done["result"]["message_id"],
-                                sent_at=done["finished_at"])
-        if r["status"] != "open":
+        earlier = ctx.worker.effects.get(key)
+        # If an earlier attempt started the delivery, the ledger decides (sent, in doubt or busy), whatever
+        # happened to the invoice since: calling it skipped could hide an email that went out.
+        if (earlier is None or earlier["state"] == "failed") and r["status"] != "open":
             reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
             return self._finish(reminder_id, "skipped", reason)
         days = (r["business_date"] - r["due_on"]).days

@@ -178,7 +178,8 @@ class _Sim:
             shutil.rmtree(cfg.workdir)
         cfg.workdir.mkdir(parents=True)
         maildir = cfg.workdir / "maildir"
-        url = cfg.db_url or f"sqlite:///{cfg.workdir / 'oncebeat.db'}"
+        # synchronous=normal: durability against power loss is not what a simulation tests
+        url = cfg.db_url or f"sqlite:///{cfg.workdir / 'oncebeat.db'}?synchronous=normal"
         t0 = datetime.combine(cfg.start, time(0), tzinfo=UTC)
         t_end = t0 + timedelta(days=cfg.days)
         t_settled = t_end + timedelta(days=cfg.settle_days)
@@ -380,7 +381,7 @@ class _Sim:
         if not rate or self.rng.random() >= rate:
             return
         with self.quiet():
-            pending = [r for r in store.read("list_reminders") if r["state"] == "pending"]
+            pending = store.read("pending_reminders")
         if not pending:
             return
         r = self.rng.choice(pending)

@@ -118,3 +118,7 @@ FROM (SELECT currency, amount_due, CAST(:as_of AS date) - due_on AS d
       FROM invoices WHERE status = 'open') AS o
 GROUP BY currency, bucket
 ORDER BY currency, bucket;
+
+-- name: pending_reminders
+SELECT r.id, r.stage, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
+WHERE r.state = 'pending' ORDER BY r.id;
