@@ -1,0 +1,163 @@
+"""The design most teams start with, run against the same days and faults, for comparison.
+
+The naive design: a scheduler process remembers "last run" in memory and, at
+08:00 (or when it boots later that day and has no memory of a run), enqueues a
+job; the job selects invoices not yet reminded for their current stage, sends
+each email, then marks the invoice. "Today" is the host's date. There is no
+occurrence ledger, no effect ledger, no unique reminder rows.
+
+Each fault is applied where it bites this design: a restarted or second
+scheduler runs the job again (two runs that overlap both select before either
+marks); a worker that dies after sending and before marking, or a database
+error on the mark, retries the job and resends; an invoice paid between the
+select and the send is still sent; a host zone ahead of the business zone
+moves "today" and so the stage.
+
+The report counts duplicates from the Maildir (the same invoice and stage
+delivered more than once), sends after payment, sends on the wrong business
+date, and lost reminders (a stage that was due while the invoice was open and
+was never delivered).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from ..mail import MailSink, Mailer, build_message, make_message_id, read_maildir
+from ..reminders.book import Book
+from ..reminders.demo import payment_instant
+from ..reminders.policy import Policy
+from ..schedules import Schedule
+
+__all__ = ["NaiveReport", "run_naive"]
+
+
+@dataclass(kw_only=True)
+class NaiveReport:
+    messages_delivered: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    sent_after_paid: int = 0
+    wrong_business_date: int = 0
+    runs: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"messages_delivered": self.messages_delivered, "duplicates": self.duplicates, "lost": self.lost,
+                "sent_after_paid": self.sent_after_paid, "wrong_business_date": self.wrong_business_date,
+                "runs": self.runs, "examples": self.examples[:10]}
+
+
+class _Crash(Exception):
+    pass
+
+
+def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int, start: datetime, end: datetime,
+              workdir: Path, host_tz: str | None) -> NaiveReport:
+    """Simulate the naive design over ``[start, end)`` with ``faults``; see the module docstring."""
+    rng = random.Random(seed)
+    maildir = workdir / "naive-maildir"
+    zone = ZoneInfo(policy.tz)
+    host = ZoneInfo(host_tz) if host_tz else zone
+    sched = Schedule(expression=policy.schedule, tz=policy.tz)
+    fires = list(sched.between(start, end))
+    paid_at = {p.number: payment_instant(p.paid_on) for p in book.payments}
+    invoices = [i for i in book.invoices if i.status == "open"]
+    marked: dict[str, int] = {}  # invoice → highest stage marked as reminded
+    emails = {c.email: c for c in book.customers}
+    report = NaiveReport()
+    sent_log: list[tuple[str, int, datetime]] = []
+
+    def is_open(number: str, at: datetime) -> bool:
+        return number not in paid_at or paid_at[number] > at
+
+    def select(at: datetime) -> list[tuple[Any, int]]:
+        today = at.astimezone(host).date()  # the naive mistake: the host's date
+        todo = []
+        for inv in invoices:
+            if not is_open(inv.number, at):
+                continue
+            due = [s for s in policy.stages if inv.due_on + timedelta(days=s) <= today]
+            if due and max(due) > marked.get(inv.number, -10**6):
+                todo.append((inv, max(due)))
+        return todo
+
+    with MailSink(maildir) as sink, Mailer(sink.url, timeout=5) as mailer:
+        def send(inv: Any, stage: int, at: datetime) -> None:
+            customer = emails[inv.customer_email]
+            msg = build_message(sender=policy.sender, to=customer.email, subject=f"Invoice {inv.number} reminder",
+                                text="Please pay.", html=None,
+                                message_id=make_message_id(f"naive:{inv.number}:{stage}:{rng.random()}", "example.com"),
+                                headers={"X-Oncebeat-Invoice": inv.number, "X-Oncebeat-Stage": str(stage)})
+            mailer.send(msg)
+            sent_log.append((inv.number, stage, at))
+
+        def run_job(at: datetime, batches: list[list[tuple[Any, int]]] | None = None) -> None:
+            """One job; retried from the start (up to 3 times) when it fails midway."""
+            for _attempt in range(3):
+                todo = select(at)
+                report.runs += 1
+                try:
+                    for inv, stage in todo:
+                        if faults.get("payment-race") and rng.random() < faults["payment-race"] / 5:
+                            paid_at.setdefault(inv.number, at)  # paid just after the select
+                        send(inv, stage, at)
+                        if faults.get("worker-crash") and rng.random() < faults["worker-crash"] * 5:
+                            raise _Crash("worker died after sending, before marking")
+                        if faults.get("db-blip") and rng.random() < faults["db-blip"] * 5:
+                            raise _Crash("database error on the mark")
+                        marked[inv.number] = stage
+                    return
+                except _Crash:
+                    continue
+
+        for t in fires:
+            runs = 1
+            if faults.get("double-clock"):
+                runs += 1  # a second scheduler with its own memory fires too
+            if faults.get("clock-restart") and rng.random() < faults["clock-restart"]:
+                runs += 1  # restarted after 08:00 with no memory of today's run: fires on boot
+            if faults.get("leftover-trigger") and rng.random() < min(1.0, faults["leftover-trigger"] * 24):
+                runs += 1  # the old cron entry
+            if runs > 1 and rng.random() < 0.5:
+                # overlapping runs: each selects before the other marks
+                selections = [select(t) for _ in range(runs)]
+                report.runs += runs
+                for todo in selections:
+                    for inv, stage in todo:
+                        send(inv, stage, t)
+                        marked[inv.number] = stage
+            else:
+                for _ in range(runs):
+                    run_job(t)
+        messages = read_maildir(maildir)
+
+    report.messages_delivered = len(messages)
+    pairs = Counter((m.headers.get("X-Oncebeat-Invoice"), m.headers.get("X-Oncebeat-Stage")) for m in messages)
+    report.duplicates = sum(n - 1 for n in pairs.values() if n > 1)
+    report.examples += [f"{n} stage {s} delivered {c} times" for (n, s), c in pairs.items() if c > 1][:5]
+    for number, stage, at in sent_log:
+        if not is_open(number, at):
+            report.sent_after_paid += 1
+    delivered = {(n, int(s)) for n, s in pairs}
+    for number, stage, at in sent_log:
+        business = at.astimezone(zone).date()
+        inv = next(i for i in invoices if i.number == number)
+        if inv.due_on + timedelta(days=stage) > business:
+            report.wrong_business_date += 1
+    lost: set[tuple[str, int]] = set()
+    for inv in invoices:
+        for t in fires:
+            if not is_open(inv.number, t):
+                break
+            due = [s for s in policy.stages if inv.due_on + timedelta(days=s) <= t.astimezone(zone).date()]
+            if due and not any(n == inv.number and s >= max(due) for n, s in delivered):
+                lost.add((inv.number, max(due)))
+    report.lost = len(lost)
+    return report
