@@ -524,6 +524,70 @@ def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
     click.echo(f"{key}: {'resolved ' + outcome if ok else 'not in doubt; nothing changed'}")
 
 
+@cli.command()
+@click.option("--days", default=30, show_default=True, type=click.IntRange(1, 3650))
+@click.option("--from", "start", default=None, help="First simulated day YYYY-MM-DD (default 2026-01-05).")
+@click.option("--until", "until", default=None, help="Day after the last simulated day (instead of --days).")
+@click.option("--seed", default=7, show_default=True)
+@click.option("--faults", default="none", show_default=True, metavar="all|NAME[=RATE],…",
+              help="Faults to inject: " + ", ".join(__import__("oncebeat.simulate.faults", fromlist=["FAULTS"]).FAULTS))
+@click.option("--db", "database_url", default=None, metavar="URL", help="Database (default a fresh SQLite file in --dir).")
+@click.option("--invoices", "invoices_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--payments", "payments_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--dir", "workdir", default="oncebeat-sim", show_default=True, type=click.Path(path_type=Path))
+@click.option("--compare-naive", is_flag=True, help="Also run the naive design on the same days and faults.")
+@CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True)
+def simulate(days: int, start: str | None, until: str | None, seed: int, faults: str, database_url: str | None,
+             invoices_csv: Path | None, payments_csv: Path | None, workdir: Path, compare_naive: bool,
+             config: Path | None, as_json: bool) -> None:
+    """Replay the reminder schedule over simulated days through the real code, with faults, then check it."""
+    from .reminders.demo import DEFAULT_DEMO_START
+    from .reminders.policy import load_policy
+    from .simulate import SimConfig, parse_faults
+    from .simulate import simulate as run_simulation
+
+    first = _parse_date(start, "--from") or DEFAULT_DEMO_START
+    last = _parse_date(until, "--until")
+    if last is not None:
+        if last <= first:
+            raise click.BadParameter("must be after --from", param_hint="--until")
+        days = (last - first).days
+    if not logging.getLogger().isEnabledFor(logging.INFO):
+        logging.getLogger("oncebeat").setLevel(logging.ERROR)  # injected faults log by design
+    report = run_simulation(SimConfig(days=days, start=first, seed=seed, faults=parse_faults(faults),
+                                      db_url=database_url, workdir=workdir, invoices_csv=invoices_csv,
+                                      payments_csv=payments_csv, policy=load_policy(config),
+                                      compare_naive=compare_naive))
+    if as_json:
+        _print_json(report.as_dict())
+    else:
+        click.echo(report.to_text())
+    sys.exit(0 if report.passed else 1)
+
+
+@cli.command()
+@DB_OPTION
+@click.option("--maildir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The Maildir the SMTP server delivered to (evidence from outside the database).")
+@CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True)
+def check(database_url: str | None, maildir: Path | None, config: Path | None, as_json: bool) -> None:
+    """Check the invariants (nothing twice, nothing lost) on a database and a Maildir; exit 1 on a violation."""
+    from .simulate.standalone import check_deployment
+
+    rt = _runtime(config=config, database_url=database_url, migrate=False)
+    try:
+        report = check_deployment(rt.store, rt.app, rt.policy, maildir=maildir)
+    finally:
+        rt.close()
+    if as_json:
+        _print_json(report.as_dict())
+    else:
+        click.echo(report.to_text())
+    sys.exit(0 if report.passed else 1)
+
+
 def main() -> None:
     """Entry point: run the CLI; print oncebeat errors as one clear message (exit status 2)."""
     try:

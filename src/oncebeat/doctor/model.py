@@ -204,6 +204,7 @@ class DoctorReport:
     scope: Mapping[str, Any]
     checks: tuple[CheckRun, ...]
     findings: tuple[Finding, ...]
+    notes: tuple[str, ...] = ()
 
     @staticmethod
     def ordered(findings: Iterable[Finding]) -> tuple[Finding, ...]:
@@ -235,6 +236,7 @@ class DoctorReport:
             "exit_code": self.exit_code,
             "counts": self.counts(),
             "checks": [c.to_json() for c in self.checks],
+            "notes": list(self.notes),
             "findings": [f.to_json() for f in self.findings],
         }
 
@@ -247,6 +249,7 @@ class DoctorReport:
                  if v is not None]
         if scope:
             lines.append("scope: " + ", ".join(scope))
+        lines.extend(f"note: {n}" for n in self.notes)
         if not self.findings:
             lines.append("no findings: nothing duplicated, lost or at risk in what the database and mail show")
         else:

@@ -1,0 +1,992 @@
+"""The doctor's checks: one function per cause code, each returning its findings.
+
+Every check reads through :class:`~oncebeat.doctor.facts.Facts` and explains
+what it saw with evidence rows (ids, instants local and UTC, hosts and pids)
+and a fix. Severity: ``error`` when something was duplicated, lost, or needs a
+person now; ``warning`` for a risk or a leftover that the engine absorbed;
+``info`` for what happened as designed but is worth knowing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..schedules import Schedule
+from . import evidence as ev
+from .dst import Transition, fates, transitions
+from .facts import Facts, Proc, header, source_text, version_key
+from .model import Evidence, Finding, duration_text
+
+__all__ = ["CHECK_FUNCTIONS", "Skip", "MAX_EVIDENCE", "RESTART_WINDOW", "PENDING_GRACE", "OVERDUE_AFTER",
+           "SKEW_TOLERANCE", "UPCOMING_DST", "LEASE_RESCUE_EXPECTED"]
+
+MAX_EVIDENCE = 20  # evidence rows per finding; the rest is counted in a note
+MAX_FINDINGS_PER_CHECK = 50
+RESTART_WINDOW = timedelta(minutes=15)  # a clock start this soon after a fire instant is "near" it
+PENDING_GRACE = timedelta(hours=1)  # a reminder pending longer than this is reported
+OVERDUE_AFTER = timedelta(hours=1)  # a due job unclaimed this long means no worker takes its queue
+LEASE_RESCUE_EXPECTED = timedelta(minutes=5)  # workers rescue every 15 s; an expired lease older than this is stuck
+SKEW_TOLERANCE = timedelta(seconds=5)
+SKEW_ERROR = timedelta(seconds=30)  # ahead by a lease (30 s default): live jobs get rescued early
+UPCOMING_DST = timedelta(days=30)
+PAST_DST_LOOKBACK = timedelta(days=366 * 3)
+
+
+class Skip(Exception):
+    """A check could not run; the message says why (shown in the report's ``checks``).
+
+    ``findings`` are still reported (e.g. the info finding saying clock skew is not checked on SQLite).
+    """
+
+    def __init__(self, reason: str, findings: Iterable[Finding] = ()) -> None:
+        super().__init__(reason)
+        self.findings = list(findings)
+
+
+def _capped(items: Iterable[Evidence], total: int | None = None, what: str = "rows") -> tuple[Evidence, ...]:
+    out = list(items)
+    n = total if total is not None else len(out)
+    if len(out) > MAX_EVIDENCE:
+        out = out[:MAX_EVIDENCE]
+    if n > len(out):
+        out.append(ev.note(f"... and {n - len(out)} more {what}", more=n - len(out)))
+    return tuple(out)
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def _clocks(facts: Facts) -> list[Proc]:
+    out = []
+    for p in facts.processes():
+        if p.role != "clock":
+            continue
+        keys = p.schedules()
+        if facts.schedule_keys is not None and keys is not None and not (set(keys) & facts.schedule_keys):
+            continue
+        out.append(p)
+    return out
+
+
+# --- multiple-clocks ------------------------------------------------------------------------------------
+
+
+def check_multiple_clocks(facts: Facts) -> list[Finding]:
+    face = facts.face
+    clocks = _clocks(facts)
+    dups = facts.events("occurrence.duplicate_rejected")
+    dups_by_proc: dict[int | None, list[dict[str, Any]]] = defaultdict(list)
+    for d in dups:
+        dups_by_proc[d.get("process_id")].append(d)
+
+    # Connected groups of clocks whose lifetimes overlap.
+    groups: list[list[Proc]] = []
+    for p in sorted(clocks, key=lambda c: c.started_at):
+        joined = [g for g in groups if any(p.overlaps(q) for q in g)]
+        merged = [p] + [q for g in joined for q in g]
+        groups = [g for g in groups if g not in joined] + [merged]
+    findings: list[Finding] = []
+    covered: set[int] = set()
+    for group in groups:
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda c: (c.started_at, c.id))
+        ids = {p.id for p in group}
+        covered |= ids
+        rejected = [d for pid in sorted(ids) for d in dups_by_proc.get(pid, [])]
+        rejected.sort(key=lambda d: d["id"])
+        overlaps = []
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                if a.overlaps(b):
+                    overlaps.append(ev.note(
+                        f"processes {a.id} and {b.id} both alive from {face.text(max(a.started_at, b.started_at))} "
+                        f"to {face.text(min(a.end, b.end))}",
+                        processes=[a.id, b.id], start=face.json(max(a.started_at, b.started_at)),
+                        end=face.json(min(a.end, b.end))))
+        per_proc = Counter(d.get("process_id") for d in rejected)
+        counts = "; ".join(f"process {pid}: {n}" for pid, n in sorted(per_proc.items())) or "none"
+        start = max(group[0].started_at, group[1].started_at)
+        summary = (f"{len(group)} clock processes were alive at the same time (from {face.text(start)}); "
+                   f"the occurrence ledger rejected {_plural(len(rejected), 'duplicate fire')} ({counts})")
+        items = [ev.process(p, face) for p in group] + overlaps + [_dup_evidence(facts, d) for d in rejected]
+        findings.append(Finding(
+            code="multiple-clocks", severity="warning", summary=summary, subject=f"process:{group[0].id}",
+            evidence=_capped(items),
+            fix=("Run exactly one clock: scale the clock process (or `oncebeat run`) to one instance and stop the "
+                 "others. Nothing ran twice: the ledger's unique (schedule, instant) key turned their fires away.")))
+
+    # Rejected duplicates from firers not seen overlapping in the registry (unregistered or old clocks).
+    stray = [d for pid, rows in dups_by_proc.items() if pid is None or pid not in covered for d in rows
+             if d["source_kind"] == "clock"]
+    by_source: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    for d in stray:
+        by_source[(d["source_host"], int(d["source_pid"]), d["source_name"])].append(d)
+    for (host, pid, name), rows in sorted(by_source.items()):
+        findings.append(Finding(
+            code="multiple-clocks", severity="warning",
+            summary=(f"another clock ({name} pid {pid} on {host}) tried to fire {_plural(len(rows), 'occurrence')} "
+                     "that were already recorded; the ledger rejected them"),
+            subject=str(rows[0]["subject"]), evidence=_capped(_dup_evidence(facts, d) for d in rows),
+            fix=("Find and stop the second clock on that host; only one clock should run. Nothing ran twice: the "
+                 "ledger rejected each duplicate.")))
+    return findings
+
+
+def _dup_evidence(facts: Facts, d: dict[str, Any]) -> Evidence:
+    detail = d.get("detail") or {}
+    key = str(d["subject"]).partition(":")[2]
+    tz = facts.tz_of(key)
+    fire = _parse_iso(detail.get("fire_at"))
+    text = (f"{source_text(d)} tried to record {key} at {facts.face.text(fire, tz) if fire else detail.get('fire_at')} "
+            f"({detail.get('attempted')}) again: rejected")
+    return ev.event(d, facts.face, tz, text=text)
+
+
+def _parse_iso(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+# --- clock-restart ---------------------------------------------------------------------------------------
+
+
+def _period(s: Schedule, now: datetime) -> timedelta:
+    a = s.next_after(now)
+    b = s.next_after(a)
+    c = s.next_after(b)
+    return min(b - a, c - b)
+
+
+def check_clock_restart(facts: Facts) -> list[Finding]:
+    face = facts.face
+    clocks = sorted(_clocks(facts), key=lambda c: (c.started_at, c.id))
+    all_clocks = sorted((p for p in facts.processes() if p.role == "clock"), key=lambda c: (c.started_at, c.id))
+    catchups = facts.events("clock.catchup")
+    used: set[int] = set()
+    findings: list[Finding] = []
+    rows = facts.schedule_rows()
+    for p in clocks:
+        if p.started_at < facts.since:
+            continue
+        earlier = [q for q in all_clocks if q.started_at < p.started_at and q.id != p.id]
+        mine = [c for c in catchups if c.get("process_id") == p.id and (c.get("detail") or {}).get("at_startup")]
+        near: list[Evidence] = []
+        # A restart is a start with no other clock alive (a second clock alongside is multiple-clocks).
+        restart = bool(earlier) and not any(q.alive_at(p.started_at) for q in earlier)
+        for row in rows if restart else []:
+            sched = facts.parsed(row)
+            if sched is None or _period(sched, facts.now) < timedelta(hours=1):
+                continue
+            fire = sched.previous_before(p.started_at + timedelta(microseconds=1))
+            if fire is None or p.started_at - fire > RESTART_WINDOW or fire <= row["active_since"]:
+                continue
+            occ = facts.store.read("get_occurrence_by_instant", schedule_key=row["key"], fire_at=fire)
+            tz = str(row["tz"])
+            if occ:
+                o = occ[0]
+                by_me = o["source_pid"] == p.pid and o["source_host"] == p.host and o["created_at"] >= p.started_at
+                what = (f"this clock recorded it at start-up as {o['outcome']}" if by_me else
+                        f"already recorded ({o['outcome']}) {face.text(o['created_at'], tz)} by {source_text(o)}: "
+                        "nothing fired again on boot")
+            else:
+                what = "no occurrence recorded for it"
+            near.append(ev.note(
+                f"started {duration_text((p.started_at - fire).total_seconds())} after the {row['key']} fire at "
+                f"{face.text(fire, tz)}; {what}", schedule=row["key"], fire_at=face.json(fire, tz),
+                occurrence_id=occ[0]["id"] if occ else None))
+        if not near and not mine:
+            continue
+        used |= {int(c["id"]) for c in mine}
+        before = max(earlier, key=lambda q: q.end) if earlier else None
+        gap = (p.started_at - before.last_seen) if before else None
+        outcomes: Counter[str] = Counter()
+        outside = 0
+        for c in mine:
+            outcomes.update((c.get("detail") or {}).get("outcomes") or {})
+            outside += int((c.get("detail") or {}).get("missed_outside_window") or 0)
+        decisions = "; ".join(str((c.get("detail") or {}).get("summary")) for c in mine)
+        if before is None:
+            lead = f"clock {p.label()} started {face.text(p.started_at)}"
+        elif gap is not None and gap > timedelta(0) and before.end <= p.started_at:
+            lead = (f"clock {p.label()} started {face.text(p.started_at)}, {duration_text(gap.total_seconds())} "
+                    f"after the previous clock (process {before.id}) was last seen")
+        else:
+            lead = f"clock {p.label()} started {face.text(p.started_at)} while process {before.id} was still alive"
+        summary = lead + (f"; catch-up: {decisions}" if decisions else "; nothing was due, so nothing fired on boot")
+        missed = outcomes.get("missed", 0) + outside
+        items = [ev.process(p, face)] + ([ev.process(before, face)] if before else []) + near
+        items += [ev.event(c, face, facts.tz_of(str(c["subject"]).partition(":")[2])) for c in mine]
+        keys = sorted({str(c["subject"]).partition(":")[2] for c in mine})
+        findings.append(Finding(
+            code="clock-restart", severity="warning" if missed else "info", summary=summary,
+            subject=f"process:{p.id}", evidence=_capped(items), fix=_restart_fix(missed, keys)))
+
+    for c in catchups:  # catch-ups not made at a start: the clock was stalled, suspended or starved
+        if int(c["id"]) in used:
+            continue
+        detail = c.get("detail") or {}
+        key = str(c["subject"]).partition(":")[2]
+        outcomes = Counter(detail.get("outcomes") or {})
+        missed = outcomes.get("missed", 0) + int(detail.get("missed_outside_window") or 0)
+        proc = facts.proc(c.get("process_id"))
+        start_note = "at start-up" if detail.get("at_startup") else "between two ticks (the clock was stalled or suspended)"
+        findings.append(Finding(
+            code="clock-restart", severity="warning" if missed else "info",
+            summary=f"catch-up {start_note}: {detail.get('summary')}", subject=str(c["subject"]),
+            evidence=_capped([ev.event(c, face, facts.tz_of(key))] + ([ev.process(proc, face)] if proc else [])),
+            fix=_restart_fix(missed, [key])))
+    return findings
+
+
+def _restart_fix(missed: int, keys: list[str]) -> str:
+    if missed:
+        key = keys[0] if keys else "KEY"
+        return (f"{_plural(missed, 'occurrence')} did not run (catch-up policy or window). If they should have, "
+                f"run `oncebeat backfill {key} --start ... --end ...`; to catch up by itself next time set "
+                "catchup = \"latest\" or \"all\" with a wider catchup_window.")
+    return ("Nothing to do: the clock decided from the occurrence ledger, never from its own memory, so the restart "
+            "fired nothing twice. Change the schedule's catchup/catchup_window if the decision is not the one you want.")
+
+
+# --- leftover-trigger ------------------------------------------------------------------------------------
+
+
+def check_leftover_trigger(facts: Facts) -> list[Finding]:
+    face = facts.face
+    findings: list[Finding] = []
+    registry = facts.registry()
+
+    # a) occurrences fired outside the schedule (manual / cli / api), and backfills
+    occs = [o for o in facts.store.read("doctor_triggered_occurrences", since=facts.since) if facts.occurrence_ok(o)]
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for o in occs:
+        groups[(o["schedule_key"], o["source_host"], o["source_name"], o["source_kind"])].append(o)
+    for (key, host, name, kind), rows in sorted(groups.items(), key=lambda g: g[1][0]["created_at"]):
+        tz = str(rows[0]["tz"])
+        only_backfill = all(r["outcome"] == "backfilled" for r in rows)
+        unknown = [r for r in rows if (r["source_host"], int(r["source_pid"])) not in registry]
+        jobs = facts.load_jobs(int(r["job_id"]) for r in rows if r["job_id"])
+        times = [r["fire_at"].astimezone(facts.face.zone(tz)) for r in rows]
+        minutes = [t.hour * 60 + t.minute for t in times]
+        repeating = len({t.date() for t in times}) >= 2 and max(minutes) - min(minutes) <= 10
+        what = "backfilled" if only_backfill else "fired outside its schedule"
+        summary = (f"schedule {key} was {what} {_plural(len(rows), 'time')} by {kind} {name} on {host}"
+                   + (" (not a registered process: a one-off command, a cron entry or an old deployment)"
+                      if unknown else "")
+                   + ("; the fires repeat at about the same local time each day: looks like a leftover cron "
+                      "entry or scheduler add-on" if repeating else ""))
+        items = [ev.occurrence(r, face) for r in rows]
+        items += [ev.job(j, face, tz) for j in jobs.values()]
+        if only_backfill:
+            fix = "Nothing to do if the backfill was intended: each backfilled occurrence ran once."
+        else:
+            fix = (f"If no person did this, find what runs `oncebeat trigger {key}` (or the old command) on {host} "
+                   "- a cron entry, a PaaS scheduler add-on, an old deploy - and remove it; the clock already fires "
+                   f"{key}, and every manual fire is a run of its own.")
+        findings.append(Finding(code="leftover-trigger", severity="info" if only_backfill else "warning",
+                                summary=summary, subject=f"schedule:{key}", evidence=_capped(items), fix=fix))
+
+    # b) jobs of scheduled tasks enqueued directly (not through an occurrence)
+    tasks = sorted({str(r["task"]) for r in facts.schedule_rows(include_retired=True)})
+    if tasks:
+        direct = [j for j in facts.store.read("doctor_triggered_jobs", since=facts.since, tasks=tasks)
+                  if j["occurrence_id"] is None and facts.invoice_arg is None]
+        by_src: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        for j in direct:
+            by_src[(j["task"], j["source_host"], j["source_name"])].append(j)
+        for (task, host, name), rows in sorted(by_src.items()):
+            findings.append(Finding(
+                code="leftover-trigger", severity="warning",
+                summary=(f"{_plural(len(rows), 'job')} of scheduled task {task} were enqueued directly by {name} on "
+                         f"{host}, outside any schedule occurrence"),
+                subject=f"job:{rows[0]['id']}", evidence=_capped(ev.job(j, face) for j in rows),
+                fix=(f"Remove whatever enqueues {task} by hand on {host} (an old cron or script); the schedule "
+                     "already runs it, and work enqueued outside an occurrence has no business date.")))
+
+    # c) schedule fires (as a clock) from processes that are not in the registry
+    for s in facts.store.read("doctor_occurrence_sources", since=facts.since):
+        if s["source_kind"] != "clock" or not facts.schedule_ok(s["schedule_key"]):
+            continue
+        if (s["source_host"], int(s["source_pid"])) in registry:
+            continue
+        tz = facts.tz_of(s["schedule_key"])
+        findings.append(Finding(
+            code="leftover-trigger", severity="warning",
+            summary=(f"an unregistered process ({s['source_name']} pid {s['source_pid']} on {s['source_host']}, "
+                     f"v{s['source_version']}) recorded {_plural(int(s['n']), 'occurrence')} of {s['schedule_key']} "
+                     f"as a clock between {face.text(s['first_at'], tz)} and {face.text(s['last_at'], tz)}"),
+            subject=f"schedule:{s['schedule_key']}",
+            evidence=(ev.note("the process registry has no row for this host and pid",
+                              host=s["source_host"], pid=s["source_pid"], name=s["source_name"],
+                              version=s["source_version"], count=int(s["n"])),),
+            fix=("Find that process and stop it, or upgrade it: every oncebeat clock registers itself, so this is "
+                 "an old version or code that writes the ledger without ClockProcess.")))
+
+    # d) an old version still running next to a newer one
+    procs = [p for p in facts.processes() if p.role in ("clock", "worker")]
+    if len({p.version for p in procs}) > 1:
+        newest = max((p.version for p in procs), key=version_key)
+        first_new = min(p.started_at for p in procs if p.version == newest)
+        old = [p for p in procs if p.version != newest and p.end > first_new]
+        if old:
+            findings.append(Finding(
+                code="leftover-trigger", severity="warning",
+                summary=(f"{_plural(len(old), 'process', 'processes')} of an older version "
+                         f"({', '.join(sorted({p.version for p in old}, key=version_key))}) kept running after "
+                         f"v{newest} started at {face.text(first_new)}"),
+                subject=f"process:{old[0].id}", evidence=_capped(ev.process(p, face) for p in old),
+                fix=("Stop the old processes (check for a second app, a forgotten dyno formation or a host that was "
+                     "not redeployed); mixed versions may disagree about schedules and tasks.")))
+
+    # e) clocks running older schedule definitions
+    stale = facts.events("clock.stale_definitions")
+    by_proc: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for e in stale:
+        by_proc[(e.get("process_id"), e["source_host"], e["source_pid"])].append(e)
+    for (_pid, host, pid), rows in by_proc.items():
+        p = facts.proc(rows[0].get("process_id"))
+        findings.append(Finding(
+            code="leftover-trigger", severity="warning",
+            summary=(f"a clock with older schedule definitions is running ({rows[0]['source_name']} pid {pid} on "
+                     f"{host}, v{rows[0]['source_version']}): it changes nothing and fires only the schedules it "
+                     "shares with the newest set"),
+            subject=f"process:{rows[0].get('process_id')}",
+            evidence=_capped(([ev.process(p, face)] if p else []) + [ev.event(e, face) for e in rows]),
+            fix="Stop that clock and redeploy it with the current code (an old release is still running)."))
+
+    # f) retired schedules still defined by running clocks, or (never) still firing
+    for row in facts.schedule_rows(include_retired=True):
+        if row["state"] != "retired":
+            continue
+        retired_at = row["updated_at"]
+        key = str(row["key"])
+        tz = str(row["tz"])
+        holders = [p for p in facts.processes() if p.role == "clock" and key in (p.schedules() or [])
+                   and p.end > retired_at]
+        fired = facts.store.read("doctor_occurrences_after", schedule_key=key, after=retired_at)
+        if fired:
+            findings.append(Finding(
+                code="leftover-trigger", severity="error",
+                summary=f"retired schedule {key} (retired {face.text(retired_at, tz)}) has occurrences recorded after it was retired",
+                subject=f"schedule:{key}", evidence=_capped([ev.schedule(row, face)] + [ev.occurrence(o, face) for o in fired]),
+                fix="Stop the process that recorded them (see each occurrence's source); a retired schedule must never fire."))
+        if holders:
+            findings.append(Finding(
+                code="leftover-trigger", severity="warning",
+                summary=(f"retired schedule {key} (retired {face.text(retired_at, tz)}) is still defined by "
+                         f"{_plural(len(holders), 'clock process', 'clock processes')} that ran after its retirement; "
+                         "they do not fire it"),
+                subject=f"schedule:{key}", evidence=_capped([ev.schedule(row, face)] + [ev.process(p, face) for p in holders]),
+                fix="Redeploy or stop those clocks: they run an old release that still defines the schedule."))
+
+    # g) the caller's definitions against the database
+    if facts.definitions is not None:
+        for key, d in sorted(facts.definitions.items()):
+            if not facts.schedule_ok(key):
+                continue
+            stored = facts.schedules.get(key)
+            if stored is None:
+                findings.append(Finding(
+                    code="leftover-trigger", severity="info",
+                    summary=f"schedule {key} is defined in this code but not in the database: no clock with this code has started",
+                    subject=f"schedule:{key}", fix="Start the clock with this code; it adds the schedule (new schedules never fire for past instants).",
+                    evidence=(ev.note(f"defined: {d.expression} in {d.tz}", key=key, expression=d.expression, tz=d.tz),)))
+            elif stored["state"] == "retired":
+                findings.append(Finding(
+                    code="leftover-trigger", severity="warning",
+                    summary=f"schedule {key} is defined in this code but retired in the database: a newer release removed it",
+                    subject=f"schedule:{key}", evidence=(ev.schedule(stored, face),),
+                    fix="This code is older than the last clock that synced; deploy the current release everywhere."))
+            elif stored["definition_hash"] != d.definition_hash():
+                findings.append(Finding(
+                    code="leftover-trigger", severity="warning",
+                    summary=(f"the database holds another definition of {key} ({stored['expression']} in {stored['tz']}, "
+                             f"version {stored['version']}) than this code ({d.expression} in {d.tz})"),
+                    subject=f"schedule:{key}",
+                    evidence=(ev.schedule(stored, face),
+                              ev.note(f"defined here: {d.expression} in {d.tz}, catch-up {d.catchup}", key=key,
+                                      expression=d.expression, tz=d.tz, catchup=d.catchup)),
+                    fix="The last clock to sync ran other code: restart the clock with the code you mean to run."))
+        for key, stored in sorted(facts.schedules.items()):
+            if key not in facts.definitions and stored["state"] != "retired" and facts.schedule_ok(key):
+                findings.append(Finding(
+                    code="leftover-trigger", severity="warning",
+                    summary=f"schedule {key} is active in the database but not defined in this code",
+                    subject=f"schedule:{key}", evidence=(ev.schedule(stored, face),),
+                    fix=("A clock with other code defines it; a clock started with this code retires it. Make sure "
+                         "the code you deploy is the one you inspect.")))
+    return findings
+
+
+# --- retry-side-effect -----------------------------------------------------------------------------------
+
+
+def _mail_counts(facts: Facts) -> tuple[Counter[str], Counter[str]]:
+    """Messages per reminder id and per Message-ID in the Maildir (empty without one)."""
+    by_reminder: Counter[str] = Counter()
+    by_mid: Counter[str] = Counter()
+    for m in facts.messages():
+        rid = header(m, "X-Oncebeat-Reminder")
+        if rid:
+            by_reminder[rid] += 1
+        if m.message_id:
+            by_mid[m.message_id] += 1
+    return by_reminder, by_mid
+
+
+def check_retry_side_effect(facts: Facts) -> list[Finding]:
+    face = facts.face
+    events = facts.events("job.retried", "job.rescued")
+    reconciled = facts.events("effect.reconciled")
+    by_job: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        by_job[int(str(e["subject"]).partition(":")[2])].append(e)
+    if not by_job:
+        return []
+    jobs = facts.load_jobs(by_job)
+    effects = facts.effects_of_jobs(by_job)
+    by_reminder, _ = _mail_counts(facts)
+    reconciled_keys = {str(e["subject"]).partition(":")[2]: e for e in reconciled}
+    findings: list[Finding] = []
+    for jid in sorted(by_job, key=lambda j: by_job[j][0]["id"]):
+        rows = by_job[jid]
+        job = jobs.get(jid)
+        tz = facts.tz_of(facts.occurrence_key(int(job["occurrence_id"]))) if job and job["occurrence_id"] else None
+        retried = sum(1 for e in rows if e["kind"] == "job.retried")
+        rescued = sum(1 for e in rows if e["kind"] == "job.rescued")
+        held = effects.get(jid, [])
+        states = Counter(e["state"] for e in held)
+        twice = [e for e in held if e["key"].startswith("reminder:") and by_reminder.get(e["key"].partition(":")[2], 0) > 1]
+        again = [e for e in held if e["key"] in reconciled_keys
+                 and (reconciled_keys[e["key"]].get("detail") or {}).get("outcome") == "not_done"]
+        parts = []
+        if states.get("done"):
+            parts.append(f"{states['done']} done once (later attempts got the recorded result, nothing re-ran)")
+        if states.get("in_doubt"):
+            parts.append(f"{states['in_doubt']} in doubt")
+        if states.get("failed"):
+            parts.append(f"{states['failed']} failed (recorded as not having happened)")
+        if states.get("started"):
+            parts.append(f"{states['started']} started by a live attempt")
+        effect_text = "; effects: " + ", ".join(parts) if parts else "; no effect was started by this job"
+        if twice:
+            verdict = f"; {_plural(len(twice), 'effect')} reached the Maildir more than once"
+            severity = "error"
+        elif states.get("in_doubt"):
+            verdict = "; no effect is known to have run twice, but the in-doubt one must be resolved"
+            severity = "warning"
+        else:
+            verdict = "; no effect ran twice" if held else ""
+            severity = "info"
+        task = job["task"] if job else "?"
+        summary = (f"job {jid} ({task}) was retried {_plural(retried, 'time')} and rescued {_plural(rescued, 'time')}"
+                   f"{effect_text}{verdict}")
+        items: list[Evidence] = ([ev.job(job, face, tz)] if job else [ev.note(f"job {jid} is no longer in the jobs table (pruned)")])
+        for e in rows:
+            d = e.get("detail") or {}
+            if e["kind"] == "job.rescued":
+                dead = facts.proc(d.get("dead_worker"))
+                who = f"{dead.name} pid {dead.pid} on {dead.host}" if dead else f"worker {d.get('dead_worker')}"
+                text = (f"rescued after attempt {d.get('attempt')}: {who} stopped heartbeating; job now "
+                        f"{d.get('new_state')}")
+            else:
+                text = f"attempt {d.get('attempt')} failed and will be retried: {str(d.get('error') or '')[:200]}"
+            items.append(ev.event(e, face, tz, text=text))
+        for e in held:
+            holder = facts.proc(e.get("process_id"))
+            n = by_reminder.get(e["key"].partition(":")[2], 0) if e["key"].startswith("reminder:") else 0
+            note = f"{n} copies in the Maildir" if facts.maildir is not None and e["key"].startswith("reminder:") else ""
+            if e in again:
+                note = (note + "; " if note else "") + "re-run after it was reconciled as not done"
+            items.append(ev.effect(e, face, holder, tz, note=note))
+        if twice:
+            fix = ("An effect reached the outside world twice: see duplicate-delivery for the copies and find the "
+                   "resend path (a reconcile that said not_done, or a mail relay retry).")
+        elif states.get("in_doubt"):
+            fix = "Resolve the in-doubt effect (see in-doubt); retries will not run it blindly."
+        else:
+            fix = ("Nothing to do: the effect ledger returned the recorded result to the retry instead of running "
+                   "the effect again. Look at the errors if retries are frequent.")
+        findings.append(Finding(code="retry-side-effect", severity=severity, summary=summary, subject=f"job:{jid}",
+                                evidence=_capped(items), fix=fix))
+        if len(findings) >= MAX_FINDINGS_PER_CHECK:
+            break
+    return findings
+
+
+# --- in-doubt --------------------------------------------------------------------------------------------
+
+
+def check_in_doubt(facts: Facts) -> list[Finding]:
+    face = facts.face
+    rows = [e for e in facts.store.read("list_effects", state="in_doubt") if facts.effect_ok(e)]
+    rows.sort(key=lambda e: (e["started_at"], e["key"]))
+    _, by_mid = _mail_counts(facts)
+    reminder_ids = [int(e["key"].partition(":")[2]) for e in rows
+                    if e["key"].startswith("reminder:") and e["key"].partition(":")[2].isdigit()]
+    reminders = {int(r["id"]): r for r in facts.store.read("doctor_reminders_by_ids", ids=reminder_ids)} if reminder_ids else {}
+    jobs = facts.load_jobs(int(e["job_id"]) for e in rows if e["job_id"] is not None)
+    findings: list[Finding] = []
+    for e in rows[:MAX_FINDINGS_PER_CHECK]:
+        key = e["key"]
+        job = jobs.get(int(e["job_id"])) if e["job_id"] is not None else None
+        tz = facts.tz_of(facts.occurrence_key(int(job["occurrence_id"]))) if job and job["occurrence_id"] else None
+        holder = facts.proc(e.get("process_id"))
+        who = f"{holder.name} pid {holder.pid} on {holder.host}" if holder else f"process {e.get('process_id')}"
+        items = [ev.effect(e, face, holder, tz)]
+        if job:
+            items.append(ev.job(job, face, tz))
+        if holder:
+            items.append(ev.process(holder, face, tz))
+        mid = None
+        rem = reminders.get(int(key.partition(":")[2])) if key.startswith("reminder:") and key.partition(":")[2].isdigit() else None
+        if rem:
+            items.append(ev.reminder(rem, face, tz))
+            mid = rem.get("message_id")
+        delivered = None
+        if facts.maildir is not None and mid:
+            delivered = by_mid.get(mid, 0)
+            items.append(ev.note(f"the Maildir {facts.maildir} holds {_plural(delivered, 'message')} with Message-ID {mid}",
+                                 maildir=str(facts.maildir), message_id=mid, copies=delivered))
+        summary = (f"effect {key} is in doubt since {face.text(e['started_at'], tz)}: attempt {e['attempt']} of job "
+                   f"{e['job_id']} ({who}) died between doing it and recording it")
+        if delivered:
+            fix = (f"The Maildir shows it was delivered: run `oncebeat effects resolve {key} done`.")
+        elif delivered == 0:
+            fix = (f"The Maildir has no copy, so it most likely did not happen: after checking the mail server log "
+                   f"run `oncebeat effects resolve {key} not_done` to allow one re-run.")
+        else:
+            look = f" (for an email, look for Message-ID {mid} at the mail server)" if mid else ""
+            fix = (f"Check whether it happened{look}, then run `oncebeat effects resolve {key} done` if it did or "
+                   f"`oncebeat effects resolve {key} not_done` to allow one re-run.")
+        findings.append(Finding(code="in-doubt", severity="error", summary=summary, subject=f"effect:{key}",
+                                evidence=_capped(items), fix=fix))
+    if len(rows) > MAX_FINDINGS_PER_CHECK:
+        findings.append(Finding(
+            code="in-doubt", severity="error", summary=f"{len(rows) - MAX_FINDINGS_PER_CHECK} more effects are in doubt",
+            fix="List them with `oncebeat effects list --state in_doubt` and resolve each.",
+            evidence=(ev.note("not shown one by one", more=len(rows) - MAX_FINDINGS_PER_CHECK),)))
+    return findings
+
+
+# --- duplicate-delivery ----------------------------------------------------------------------------------
+
+
+def check_duplicate_delivery(facts: Facts) -> list[Finding]:
+    if facts.maildir is None:
+        raise Skip("no Maildir given (--maildir DIR): mail evidence not examined")
+    if not facts.maildir.is_dir():
+        raise Skip(f"Maildir {facts.maildir} does not exist")
+    face = facts.face
+    messages = facts.messages()
+    groups: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    by_mid: dict[str, list[Any]] = defaultdict(list)
+    for m in messages:
+        invoice, stage = header(m, "X-Oncebeat-Invoice"), header(m, "X-Oncebeat-Stage")
+        if invoice and stage:
+            groups[(invoice, stage)].append(m)
+        if m.message_id:
+            by_mid[m.message_id].append(m)
+    dup_sets: list[tuple[str, list[Any]]] = []
+    seen: set[str] = set()
+    for (invoice, stage), ms in groups.items():
+        if len(ms) > 1:
+            dup_sets.append((f"invoice {invoice} stage {stage}", ms))
+            seen |= {m.key for m in ms}
+    for mid, ms in by_mid.items():
+        if len(ms) > 1 and not {m.key for m in ms} <= seen:
+            dup_sets.append((f"Message-ID {mid}", ms))
+            seen |= {m.key for m in ms}
+    findings: list[Finding] = []
+    reminders = {(str(r["number"]), str(r["stage"])): r
+                 for r in facts.store.read("doctor_reminders_of_invoices",
+                                           numbers=sorted({k[0] for k in groups}))} if groups else {}
+    for label, ms in dup_sets[:MAX_FINDINGS_PER_CHECK]:
+        mids = {m.message_id for m in ms}
+        invoice, stage = header(ms[0], "X-Oncebeat-Invoice"), header(ms[0], "X-Oncebeat-Stage")
+        rem = reminders.get((invoice or "", stage or ""))
+        items: list[Evidence] = [ev.message(m, face) for m in ms]
+        tz = None
+        if rem:
+            items.append(ev.reminder(rem, face))
+            key = f"reminder:{rem['id']}"
+            for e in facts.effects_by_keys([key]):
+                items.append(ev.effect(e, face, facts.proc(e.get("process_id"))))
+            for j in facts.store.read("doctor_jobs_by_unique_keys", keys=[key]):
+                items.append(ev.job(j, face, tz))
+            for e in facts.store.read("doctor_events_for_subjects", subjects=[f"effect:{key}"]):
+                items.append(ev.event(e, face))
+        if len(mids) == 1:
+            cause = ("all copies carry one Message-ID, so one effect was delivered more than once: a resend of an "
+                     "in-doubt effect judged not done, an SMTP retry after a lost reply, or the relay duplicated it")
+        else:
+            cause = (f"the copies carry {len(mids)} different Message-IDs, so they were separate sends: something "
+                     "sent outside this effect ledger (another database, an old version, a manual script)")
+        findings.append(Finding(
+            code="duplicate-delivery", severity="error",
+            summary=f"{label} was delivered {len(ms)} times to {ms[0].to}: {cause}",
+            subject=f"invoice:{invoice}" if invoice else None, evidence=_capped(items),
+            fix=("Tell the customer if needed, then follow the evidence: with one Message-ID check the effect's "
+                 "history (`oncebeat doctor --invoice N`); with several, find the other sender and stop it.")))
+    return findings
+
+
+# --- lost ------------------------------------------------------------------------------------------------
+
+
+def check_lost(facts: Facts) -> list[Finding]:
+    face = facts.face
+    findings: list[Finding] = []
+    now = facts.now
+
+    # a) reminders still pending
+    pending = facts.store.read("doctor_pending_reminders")
+    if facts.invoice_arg is not None:
+        pending = [r for r in pending if r["number"] == facts.invoice_arg]
+    elif facts.schedule_keys is not None:
+        occs_of = facts.load_occurrences(int(r["occurrence_id"]) for r in pending if r["occurrence_id"] is not None)
+        pending = [r for r in pending if r["occurrence_id"] is not None and int(r["occurrence_id"]) in occs_of
+                   and occs_of[int(r["occurrence_id"])]["schedule_key"] in facts.schedule_keys]
+    jobs = facts.load_jobs(int(r["open_job_id"]) for r in pending if r["open_job_id"] is not None)
+    orphans = [r for r in pending if r["open_job_id"] is None]
+    slow = [r for r in pending if r["open_job_id"] is not None and now - r["created_at"] > PENDING_GRACE]
+    if orphans:
+        findings.append(Finding(
+            code="lost", severity="error",
+            summary=(f"{_plural(len(orphans), 'reminder')} pending with no unfinished send job (oldest created "
+                     f"{face.text(orphans[0]['created_at'])}): nothing will send them until the next scan"),
+            subject=f"invoice:{orphans[0]['number']}",
+            evidence=_capped([ev.reminder(r, face) for r in orphans]),
+            fix=("Run the scan again (`oncebeat trigger reminders`): it re-enqueues a send job for every pending "
+                 "reminder. Then find out what cancelled or dropped the jobs.")))
+    if slow:
+        items = []
+        for r in slow:
+            items.append(ev.reminder(r, face))
+            j = jobs.get(int(r["open_job_id"]))
+            if j:
+                items.append(ev.job(j, face))
+        findings.append(Finding(
+            code="lost", severity="warning",
+            summary=(f"{_plural(len(slow), 'reminder')} pending for more than {duration_text(PENDING_GRACE.total_seconds())} "
+                     f"(oldest created {face.text(slow[0]['created_at'])}), their send jobs not finished"),
+            subject=f"invoice:{slow[0]['number']}", evidence=_capped(items),
+            fix="Check that workers are running and look at the send jobs' last errors (SMTP down, retries backing off)."))
+
+    # b) occurrences that should have a job and have none
+    occs = [o for o in facts.store.read("doctor_occurrences_without_job", since=facts.since) if facts.occurrence_ok(o)]
+    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for o in occs:
+        by_key[str(o["schedule_key"])].append(o)
+    for key, rows in sorted(by_key.items()):
+        findings.append(Finding(
+            code="lost", severity="error",
+            summary=(f"{_plural(len(rows), 'occurrence')} of {key} recorded as {'/'.join(sorted({r['outcome'] for r in rows}))} "
+                     f"with no job (first at {face.text(rows[0]['fire_at'], str(rows[0]['tz']))}): they never ran"),
+            subject=f"schedule:{key}", evidence=_capped(ev.occurrence(o, face) for o in rows),
+            fix=(f"Something wrote the ledger without enqueueing (an old version or a hand-made insert; see the "
+                 f"source). Run `oncebeat trigger {key}` to run it now.")))
+
+    # c) running jobs whose lease expired
+    expired = [j for j in facts.store.read("doctor_expired_leases", now=now) if facts.job_ok(j)]
+    if expired:
+        stuck = [j for j in expired if now - j["lease_expires_at"] > LEASE_RESCUE_EXPECTED]
+        items = []
+        for j in expired:
+            items.append(ev.job(j, face, note=f"lease expired {duration_text((now - j['lease_expires_at']).total_seconds())} ago"))
+            p = facts.proc(j.get("worker_id"))
+            if p:
+                items.append(ev.process(p, face))
+        findings.append(Finding(
+            code="lost", severity="error" if stuck else "warning",
+            summary=(f"{_plural(len(expired), 'job')} still marked running past the lease (oldest expired "
+                     f"{face.text(expired[0]['lease_expires_at'])}): their worker died"
+                     + ("; no worker has rescued them" if stuck else "")),
+            subject=f"job:{expired[0]['id']}", evidence=_capped(items),
+            fix=("Start a worker: workers rescue expired leases every 15 s and the jobs run again (effects already "
+                 "done are not repeated)." if stuck else
+                 "Nothing to do yet: the next rescue (every 15 s in any worker) puts them back in the queue.")))
+
+    # d) due jobs that nobody claims
+    overdue = [j for j in facts.store.read("doctor_overdue_jobs", before=now - OVERDUE_AFTER, limit=1000) if facts.job_ok(j)]
+    if overdue:
+        queues = Counter(str(j["queue"]) for j in overdue)
+        workers = [p for p in facts.processes() if p.role == "worker" and p.alive_at(now)]
+        items = [ev.job(j, face) for j in overdue] + [ev.process(p, face) for p in workers]
+        findings.append(Finding(
+            code="lost", severity="warning",
+            summary=(f"{_plural(len(overdue), 'job')} due for more than {duration_text(OVERDUE_AFTER.total_seconds())} "
+                     f"and not claimed (queues: {', '.join(f'{q} {n}' for q, n in sorted(queues.items()))}); "
+                     f"{_plural(len(workers), 'worker')} alive"),
+            subject=f"job:{overdue[0]['id']}", evidence=_capped(items, total=len(overdue) + len(workers)),
+            fix="Start workers for those queues (`oncebeat worker --queue NAME`); jobs wait, they are not lost."))
+    return findings
+
+
+# --- timezone --------------------------------------------------------------------------------------------
+
+
+_UTC_NAMES = {"UTC", "Etc/UTC", "Etc/Universal", "Universal", "Zulu", "Etc/Zulu", "GMT", "Etc/GMT", "UCT", "Etc/UCT"}
+
+
+def _same_zone(a: str, b: str) -> bool:
+    a, b = a.lstrip(":"), b.lstrip(":")
+    return a == b or (a in _UTC_NAMES and b in _UTC_NAMES)
+
+
+def check_timezone(facts: Facts) -> list[Finding]:
+    face = facts.face
+    findings: list[Finding] = []
+    rows = facts.schedule_rows()
+
+    # a) process TZ against schedule zones
+    procs = [p for p in facts.processes() if p.tz_env]
+    by_tz: dict[str, list[Proc]] = defaultdict(list)
+    for p in procs:
+        by_tz[str(p.tz_env)].append(p)
+    for tz_env, ps in sorted(by_tz.items()):
+        differ = [r for r in rows if not _same_zone(tz_env, str(r["tz"]))]
+        if not differ:
+            continue
+        ps.sort(key=lambda p: p.started_at, reverse=True)
+        zones = ", ".join(sorted({f"{r['key']} in {r['tz']}" for r in differ}))
+        findings.append(Finding(
+            code="timezone", severity="warning",
+            summary=(f"{_plural(len(ps), 'process', 'processes')} run with TZ={tz_env} while schedules are in other "
+                     f"zones ({zones}): oncebeat uses each schedule's zone, but task code that calls date.today() "
+                     f"or datetime.now() gets {tz_env} dates"),
+            subject=f"process:{ps[0].id}",
+            evidence=_capped([ev.process(p, face) for p in ps] + [ev.schedule(r, face) for r in differ],
+                             total=len(ps) + len(differ)),
+            fix=("Use ctx.business_date() (the occurrence's local date in the schedule zone) in task code, never the "
+                 f"host's date; or set TZ to the schedule's zone on these processes.")))
+
+    for row in rows:
+        sched = facts.parsed(row)
+        if sched is None:
+            continue
+        key, tz = str(row["key"]), str(row["tz"])
+        # b) two fires on one local date of a daily schedule
+        if _period(sched, facts.now) >= timedelta(hours=20):
+            changes = [e for e in facts.events("schedule.changed") if e["subject"] == f"schedule:{key}"]
+            for day in facts.store.read("doctor_same_day_fires", schedule_key=key, since=facts.since):
+                occs = facts.store.read("doctor_occurrences_on_date", schedule_key=key, business_date=day["business_date"])
+                fired = [o for o in occs if o["outcome"] in ("enqueued", "backfilled")]
+                lo, hi = fired[0]["created_at"], fired[-1]["created_at"]
+                between = [c for c in changes if lo <= c["at"] <= hi]
+                why = ("after the schedule changed " + "; ".join(
+                    f"{face.text(c['at'], tz)} from {(c.get('detail') or {}).get('old')} to {(c.get('detail') or {}).get('new')}"
+                    for c in between)) if between else "without a schedule change between them"
+                findings.append(Finding(
+                    code="timezone", severity="warning",
+                    summary=(f"daily schedule {key} fired {_plural(len(fired), 'time')} for business date "
+                             f"{day['business_date']} ({why})"),
+                    subject=f"schedule:{key}",
+                    evidence=_capped([ev.occurrence(o, face) for o in fired] + [ev.event(c, face, tz) for c in between]),
+                    fix=("Harmless for reminders (the scan is idempotent per business date); other tasks should key "
+                         "their effects by ctx.business_date(). Change a schedule's zone or time after the day's run "
+                         "only if a second run that day is acceptable.")))
+
+        # c) past fires moved by a DST transition, and d) upcoming transitions within 30 days
+        if sched.is_interval:
+            continue
+        start = max(facts.since, row["active_since"], facts.now - PAST_DST_LOOKBACK)
+        for tr in transitions(tz, start, facts.now):
+            moved = _moved_fires(facts, row, sched, tr)
+            if moved:
+                findings.append(moved)
+        for tr in transitions(tz, facts.now, facts.now + UPCOMING_DST):
+            upcoming = _upcoming(facts, row, sched, tr)
+            if upcoming:
+                findings.append(upcoming)
+    return findings
+
+
+def _transition_evidence(facts: Facts, tr: Transition) -> Evidence:
+    start, end = tr.window()
+    return ev.transition(text=tr.describe(), tz=tr.tz, at=tr.at, offset_before=tr.before.total_seconds(),
+                         offset_after=tr.after.total_seconds(), type_=tr.kind, face=facts.face,
+                         local_window=[f"{start:%Y-%m-%dT%H:%M}", f"{end:%Y-%m-%dT%H:%M}"])
+
+
+def _moved_fires(facts: Facts, row: dict[str, Any], sched: Schedule, tr: Transition) -> Finding | None:
+    """A past transition: the ledger's fires at the instants the DST rule chose, and the wall times it dropped."""
+    walls = fates(sched, tr)
+    if not walls:
+        return None
+    key, tz = str(row["key"]), str(row["tz"])
+    margin = 2 * tr.width + timedelta(hours=1)
+    occs = facts.store.read("doctor_occurrences_between", schedule_key=key, start=tr.at - margin, end=tr.at + margin)
+    by_instant = {o["fire_at"]: o for o in occs if o["tz"] == tz and o["outcome"] != "manual"}
+    zone = facts.face.zone(tz)
+    fired: list[Evidence] = []
+    dropped: list[Evidence] = []
+    rules: list[str] = []
+    for w in walls:
+        for t in w.instants:
+            o = by_instant.get(t)
+            if o is not None:
+                fired.append(ev.occurrence(o, facts.face, note=(
+                    f"wall time {w.wall:%H:%M} -> {t.astimezone(zone):%H:%M:%S %Z}: {w.rule}")))
+                rules.append(w.rule)
+        if not w.instants:
+            dropped.append(ev.note(w.describe(tz), wall=f"{w.wall:%Y-%m-%dT%H:%M}", instants=[], rule=w.rule))
+            rules.append(w.rule)
+    if not fired and not dropped:
+        return None  # the schedule did not run then (paused, or not yet defined)
+    rule_text = "; ".join(dict.fromkeys(rules))
+    what = (f"{_plural(len(fired), 'fire')} at instants chosen by the DST rule" if fired else "")
+    what += (", " if fired and dropped else "") + (f"{_plural(len(dropped), 'wall time')} with no run" if dropped else "")
+    return Finding(
+        code="timezone", severity="info",
+        summary=(f"{key} ({row['expression']} in {tz}) around the {tr.kind} of {tr.window()[0]:%Y-%m-%d}: {what} "
+                 f"({rule_text})"),
+        subject=f"schedule:{key}",
+        evidence=_capped([_transition_evidence(facts, tr)] + fired + dropped),
+        fix="Nothing to do: this is the documented DST rule; choose dst_gap/dst_fold on the schedule to change it.")
+
+
+def _upcoming(facts: Facts, row: dict[str, Any], sched: Schedule, tr: Transition) -> Finding | None:
+    walls = fates(sched, tr)
+    if not walls:
+        return None
+    key, tz = str(row["key"]), str(row["tz"])
+    items = [_transition_evidence(facts, tr)] + [
+        ev.note(w.describe(tz), wall=f"{w.wall:%Y-%m-%dT%H:%M}", instants=[facts.face.json(t, tz) for t in w.instants],
+                rule=w.rule) for w in walls]
+    return Finding(
+        code="timezone", severity="info",
+        summary=(f"in {duration_text((tr.at - facts.now).total_seconds())} ({tr.window()[0]:%Y-%m-%d}) {tz} has a "
+                 f"{tr.kind}; {key} ({row['expression']}) matches {_plural(len(walls), 'wall time')} in it: "
+                 f"{walls[0].rule}"),
+        subject=f"schedule:{key}", evidence=_capped(items),
+        fix=("Nothing to do if that is what you want; otherwise set dst_gap (shift|skip) or dst_fold "
+             "(first|second|both) on the schedule, or move it out of the transition hour.")))
+
+
+# --- clock-skew ------------------------------------------------------------------------------------------
+
+
+def check_clock_skew(facts: Facts) -> list[Finding]:
+    face = facts.face
+    if facts.store.backend != "postgres":
+        raise Skip("SQLite has no server clock", [Finding(
+            code="clock-skew", severity="info",
+            summary=("clock skew not checked: SQLite has no server clock to compare with (every process using the "
+                     "file runs on this host and shares its clock)"),
+            evidence=(ev.note("skipped on SQLite", backend=facts.store.backend),),
+            fix="Nothing to do; on PostgreSQL the doctor compares process clocks with the server's now().")])
+    db_now = facts.db_now
+    limit = db_now + SKEW_TOLERANCE
+    findings: list[Finding] = []
+    ahead: dict[tuple[str, int], list[Evidence]] = defaultdict(list)
+    worst: dict[tuple[str, int], timedelta] = {}
+    label: dict[tuple[str, int], str] = {}
+    for p in facts.processes():
+        if p.heartbeat_at > limit:
+            k = (p.host, p.pid)
+            d = p.heartbeat_at - db_now
+            worst[k] = max(worst.get(k, d), d)
+            label[k] = f"{p.name} pid {p.pid} on {p.host}"
+            ahead[k].append(ev.process(p, face))
+            ahead[k].append(ev.measurement(
+                text=(f"process {p.id} stamped its heartbeat {face.text(p.heartbeat_at)} but the server's clock "
+                      f"reads {face.text(db_now)}: at least {duration_text(d.total_seconds())} ahead"),
+                what="heartbeat_ahead_of_server", value_seconds=d.total_seconds(), at=p.heartbeat_at,
+                reference=db_now, face=face, process_id=p.id, host=p.host, pid=p.pid))
+    for r in facts.store.read("doctor_future_events", after=limit):
+        k = (r["source_host"], int(r["source_pid"]))
+        d = r["last_at"] - db_now
+        worst[k] = max(worst.get(k, d), d)
+        label.setdefault(k, f"{r['source_name']} pid {r['source_pid']} on {r['source_host']}")
+        ahead[k].append(ev.measurement(
+            text=(f"{_plural(int(r['n']), 'audit event')} from {r['source_name']} pid {r['source_pid']} on "
+                  f"{r['source_host']} are stamped in the server's future (latest {face.text(r['last_at'])})"),
+            what="events_ahead_of_server", value_seconds=d.total_seconds(), at=r["last_at"], reference=db_now,
+            face=face, process_id=r.get("process_id"), host=r["source_host"], pid=r["source_pid"], count=int(r["n"])))
+    for k, items in sorted(ahead.items(), key=lambda kv: -worst[kv[0]]):
+        d = worst[k]
+        findings.append(Finding(
+            code="clock-skew", severity="error" if d >= SKEW_ERROR else "warning",
+            summary=(f"the clock of {label[k]} runs at least {duration_text(d.total_seconds())} ahead of the "
+                     "database server's"),
+            subject=f"host:{k[0]}", evidence=_capped(items),
+            fix=("Synchronise that host's clock (NTP/chrony): leases and fire instants written by one host are "
+                 "judged by others, so a clock ahead rescues live jobs early and fires early.")))
+    return findings
+
+
+# --- discarded -------------------------------------------------------------------------------------------
+
+
+def check_discarded(facts: Facts) -> list[Finding]:
+    face = facts.face
+    rows = [j for j in facts.store.read("doctor_discarded_jobs", since=facts.since) if facts.job_ok(j)]
+    findings: list[Finding] = []
+    reminder_ids = [int(j["args"]["reminder_id"]) for j in rows
+                    if isinstance(j.get("args"), dict) and isinstance(j["args"].get("reminder_id"), int)]
+    reminders = {int(r["id"]): r for r in facts.store.read("doctor_reminders_by_ids", ids=reminder_ids)} if reminder_ids else {}
+    occs = facts.load_occurrences(int(j["occurrence_id"]) for j in rows if j["occurrence_id"] is not None)
+    events = {str(e["subject"]): e for e in facts.events("job.discarded", "job.rescued")}
+    for j in rows[:MAX_FINDINGS_PER_CHECK]:
+        err = ev.last_error(j) or {}
+        occ = occs.get(int(j["occurrence_id"])) if j["occurrence_id"] is not None else None
+        tz = str(occ["tz"]) if occ else None
+        items = [ev.job(j, face, tz)]
+        for e in (j.get("errors") or [])[-5:]:
+            items.append(ev.note(f"attempt {e.get('attempt')} at {e.get('at')} ({e.get('kind')}): "
+                                 f"{str(e.get('error') or '')[:300]}", **{k: e.get(k) for k in ("attempt", "at", "kind", "error")}))
+        if occ:
+            items.append(ev.occurrence(occ, face))
+        rid = j["args"].get("reminder_id") if isinstance(j.get("args"), dict) else None
+        rem = reminders.get(rid) if isinstance(rid, int) else None
+        if rem:
+            items.append(ev.reminder(rem, face, tz))
+        if f"job:{j['id']}" in events:
+            items.append(ev.event(events[f"job:{j['id']}"], face, tz))
+        kind = err.get("kind")
+        if kind == "in_doubt":
+            fix = "Resolve the effect (see in-doubt); the job gave up rather than repeat an effect that may have happened."
+        elif kind == "unknown_task":
+            fix = f"Deploy workers that register task {j['task']}, then enqueue the work again."
+        elif kind == "rescue":
+            fix = ("Its workers kept dying while running it (killed, out of memory, past the grace period): find why "
+                   "before enqueueing it again.")
+        else:
+            fix = ("Fix the cause named in the last error, then enqueue the work again"
+                   + ("; the next reminder scan re-enqueues pending reminders by itself." if rem and rem["state"] == "pending" else "."))
+        first = str(err.get("error") or "no error recorded").strip().splitlines()
+        findings.append(Finding(
+            code="discarded", severity="error",
+            summary=(f"job {j['id']} ({j['task']}) gave up after {_plural(int(j['attempt']), 'attempt')} at "
+                     f"{face.text(j['finished_at'], tz)}: {(first[-1] if first else '')[:200]}"),
+            subject=f"job:{j['id']}", evidence=_capped(items), fix=fix))
+    if len(rows) > MAX_FINDINGS_PER_CHECK:
+        findings.append(Finding(
+            code="discarded", severity="error", summary=f"{len(rows) - MAX_FINDINGS_PER_CHECK} more jobs were discarded",
+            fix="List them with `oncebeat jobs --state discarded`.",
+            evidence=(ev.note("not shown one by one", more=len(rows) - MAX_FINDINGS_PER_CHECK),)))
+    return findings
+
+
+CHECK_FUNCTIONS: dict[str, Callable[[Facts], list[Finding]]] = {
+    "multiple-clocks": check_multiple_clocks,
+    "clock-restart": check_clock_restart,
+    "leftover-trigger": check_leftover_trigger,
+    "retry-side-effect": check_retry_side_effect,
+    "in-doubt": check_in_doubt,
+    "duplicate-delivery": check_duplicate_delivery,
+    "lost": check_lost,
+    "timezone": check_timezone,
+    "clock-skew": check_clock_skew,
+    "discarded": check_discarded,
+}

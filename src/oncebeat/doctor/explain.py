@@ -1,0 +1,314 @@
+"""The full story of one occurrence, job or invoice, in order, from its rows and the audit trail.
+
+Each line starts with the instant (local time in the schedule's zone and UTC)
+and says who did what. The first lines describe the thing as it is now.
+
+Example::
+
+    for line in explain(store, "job", 42):
+        print(line)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..errors import OncebeatError
+from ..schedules import Schedule
+from ..store import Store
+from .dst import fates, transitions
+from .facts import source_text
+from .model import Timeface
+
+__all__ = ["explain", "EXPLAIN_KINDS"]
+
+EXPLAIN_KINDS = ("occurrence", "job", "invoice")
+_MAX_RELATED = 20
+
+
+@dataclass
+class _Story:
+    face: Timeface
+    tz: str | None
+    header: list[str] = field(default_factory=list)
+    entries: list[tuple[datetime, int, str]] = field(default_factory=list)
+
+    def add(self, at: datetime | None, text: str) -> None:
+        if at is not None:
+            self.entries.append((at, len(self.entries), text))
+
+    def lines(self) -> list[str]:
+        ordered = sorted(self.entries, key=lambda e: (e[0], e[1]))
+        return self.header + [f"{self.face.text(at, self.tz)}  {text}" for at, _, text in ordered]
+
+
+def explain(store: Store, kind: str, id_or_number: int | str) -> list[str]:
+    """Tell the story of one thing, oldest first.
+
+    Args:
+        kind: ``"occurrence"`` or ``"job"`` (``id_or_number`` is the numeric id) or
+            ``"invoice"`` (``id_or_number`` is the invoice number).
+    Returns:
+        Lines: a few describing the thing now, then one per event in time order, each
+        starting with its instant in local time and UTC.
+    Raises:
+        OncebeatError: unknown kind, or no such occurrence, job or invoice.
+    """
+    if kind not in EXPLAIN_KINDS:
+        raise OncebeatError(f"explain: kind must be one of {', '.join(EXPLAIN_KINDS)}, not {kind!r}")
+    if kind == "invoice":
+        return _invoice(store, str(id_or_number))
+    try:
+        ident = int(id_or_number)
+    except (TypeError, ValueError):
+        raise OncebeatError(f"explain {kind}: {id_or_number!r} is not a numeric id") from None
+    return _occurrence(store, ident) if kind == "occurrence" else _job_story(store, ident)
+
+
+def _default_tz(store: Store) -> str:
+    zones = {r["tz"] for r in store.read("list_schedules") if r["state"] != "retired"}
+    return str(zones.pop()) if len(zones) == 1 else "UTC"
+
+
+def _occurrence_row(store: Store, occurrence_id: int) -> dict[str, Any] | None:
+    rows = store.read("get_occurrence", id=occurrence_id)
+    return rows[0] if rows else None
+
+
+# --- occurrence --------------------------------------------------------------------------------------------
+
+
+def _occurrence(store: Store, occurrence_id: int) -> list[str]:
+    o = _occurrence_row(store, occurrence_id)
+    if o is None:
+        raise OncebeatError(f"no occurrence {occurrence_id}")
+    tz = str(o["tz"])
+    story = _Story(face=Timeface(tz), tz=tz)
+    face = story.face
+    story.header.append(f"occurrence {o['id']} of schedule {o['schedule_key']}: fire instant {face.text(o['fire_at'], tz)}, "
+                        f"business date {o['business_date']}, outcome {o['outcome']}"
+                        + (f", job {o['job_id']}" if o["job_id"] else ", no job")
+                        + (f" (tzdata {o['tzdata_version']})" if o.get("tzdata_version") else ""))
+    sched_rows = store.read("get_schedule", key=o["schedule_key"])
+    if sched_rows:
+        s = sched_rows[0]
+        story.header.append(f"schedule {s['key']} now: {s['expression']} in {s['tz']} (DST: gap {s['dst_gap']}, fold "
+                            f"{s['dst_fold']}), catch-up {s['catchup']}, {s['state']}, version {s['version']} since "
+                            f"{face.text(s['active_since'], s['tz'])}")
+        story.header.extend(_dst_lines(s, o))
+    story.add(o["created_at"], f"recorded {o['outcome']} by {source_text(o)}")
+    for e in store.read("doctor_events_about_occurrence", subject=f"schedule:{o['schedule_key']}",
+                        fire_at_iso=o["fire_at"].isoformat(), occurrence_id=o["id"], created_at=o["created_at"]):
+        d = e.get("detail") or {}
+        if e["kind"] == "occurrence.duplicate_rejected":
+            story.add(e["at"], f"{source_text(e)} tried to record it again ({d.get('attempted')}): rejected by the "
+                               "ledger, no job enqueued")
+        elif e["kind"] == "clock.catchup":
+            story.add(e["at"], f"catch-up decision by {source_text(e)}: {d.get('summary')}")
+        elif not e["kind"].startswith("occurrence."):
+            story.add(e["at"], f"{e['kind']} by {source_text(e)}: {json.dumps(d, default=str)}")
+    if o["job_id"]:
+        rows = store.read("get_job", id=o["job_id"])
+        if rows:
+            _job_entries(store, story, rows[0], prefix=f"job {o['job_id']}: ")
+        else:
+            story.header.append(f"job {o['job_id']} is no longer in the jobs table (pruned after it finished)")
+    spawned = [j for j in store.read("doctor_jobs_of_occurrences", ids=[o["id"]]) if j["id"] != o["job_id"]]
+    for j in spawned[:_MAX_RELATED]:
+        story.add(j["created_at"], f"job {j['id']} ({j['task']}) enqueued for this occurrence by {source_text(j)}"
+                                   + ("" if j["finished_at"] else f"; now {j['state']}"))
+        if j["finished_at"]:
+            story.add(j["finished_at"], f"job {j['id']} ({j['task']}) {j['state']}")
+    if len(spawned) > _MAX_RELATED:
+        story.header.append(f"{len(spawned)} jobs were enqueued for this occurrence; the first {_MAX_RELATED} are shown")
+    reminders = store.read("doctor_reminders_of_occurrence", occurrence_id=o["id"])
+    for r in reminders[:_MAX_RELATED]:
+        story.add(r["created_at"], f"reminder {r['id']} created for invoice {r['number']} stage {r['stage']}"
+                                   + (f" ({r['reason']})" if r["state"] == "skipped" and r["reason"] else ""))
+        if r["sent_at"]:
+            story.add(r["sent_at"], f"reminder {r['id']} (invoice {r['number']} stage {r['stage']}) sent, Message-ID "
+                                    f"{r['message_id']}")
+        elif r["state"] not in ("pending", "skipped"):
+            story.add(r["updated_at"], f"reminder {r['id']} (invoice {r['number']}) {r['state']}: {r['reason']}")
+    if len(reminders) > _MAX_RELATED:
+        story.header.append(f"{len(reminders)} reminders were created by this occurrence; the first {_MAX_RELATED} are shown")
+    return story.lines()
+
+
+def _dst_lines(s: dict[str, Any], o: dict[str, Any]) -> list[str]:
+    """If the occurrence's instant was chosen by a DST rule, say which."""
+    if s["tz"] != o["tz"]:
+        return [f"note: the occurrence was recorded under zone {o['tz']}; the schedule is now in {s['tz']}"]
+    try:
+        sched = Schedule(expression=s["expression"], tz=s["tz"], dst_gap=s["dst_gap"], dst_fold=s["dst_fold"])
+    except OncebeatError:
+        return []
+    out = []
+    for tr in transitions(s["tz"], o["fire_at"] - timedelta(days=1), o["fire_at"] + timedelta(days=1)):
+        for w in fates(sched, tr):
+            if o["fire_at"] in w.instants:
+                out.append(f"DST: {tr.describe()}; wall time {w.wall:%H:%M}: {w.rule}")
+    return out
+
+
+# --- job ---------------------------------------------------------------------------------------------------
+
+
+def _job_story(store: Store, job_id: int) -> list[str]:
+    rows = store.read("get_job", id=job_id)
+    if not rows:
+        raise OncebeatError(f"no job {job_id}: it never existed or was pruned after it finished")
+    j = rows[0]
+    tz = None
+    occ = _occurrence_row(store, int(j["occurrence_id"])) if j["occurrence_id"] is not None else None
+    if occ is not None:
+        tz = str(occ["tz"])
+    tz = tz or _default_tz(store)
+    story = _Story(face=Timeface(tz), tz=tz)
+    story.header.append(f"job {j['id']} ({j['task']}) in queue {j['queue']}: {j['state']}, attempt {j['attempt']}/"
+                        f"{j['max_attempts']}, args {json.dumps(j['args'], sort_keys=True, default=str)}"
+                        + (f", unique key {j['unique_key']}" if j["unique_key"] else ""))
+    if occ is not None:
+        story.header.append(f"caused by occurrence {occ['id']} of {occ['schedule_key']} at "
+                            f"{story.face.text(occ['fire_at'], tz)} ({occ['outcome']}, business date {occ['business_date']})")
+    _job_entries(store, story, j, prefix="")
+    return story.lines()
+
+
+def _procs(store: Store) -> dict[int, dict[str, Any]]:
+    return {int(p["id"]): p for p in store.read("list_processes")}
+
+
+def _proc_text(procs: dict[int, dict[str, Any]], pid: Any) -> str:
+    p = procs.get(int(pid)) if isinstance(pid, int) else None
+    return f"worker {pid} ({p['name']} pid {p['pid']} on {p['host']})" if p else f"worker {pid}"
+
+
+def _job_entries(store: Store, story: _Story, j: dict[str, Any], *, prefix: str) -> None:
+    procs = _procs(store)
+    face = story.face
+    story.add(j["created_at"], f"{prefix}enqueued by {source_text(j)}"
+                               + (f" for occurrence {j['occurrence_id']}" if j["occurrence_id"] is not None else ""))
+    for e in j.get("errors") or []:
+        at = _iso(e.get("at"))
+        story.add(at or j["created_at"], f"{prefix}attempt {e.get('attempt')} failed ({e.get('kind')}): "
+                                         f"{_last_line(e.get('error'))}")
+    events = store.read("doctor_events_for_subjects", subjects=[f"job:{j['id']}"])
+    events += store.read("doctor_events_returning_job", job_id=j["id"])
+    for e in events:
+        d = e.get("detail") or {}
+        if e["kind"] == "job.retried":
+            story.add(e["at"], f"{prefix}retry scheduled in {d.get('retry_in')} s (by {source_text(e)})")
+        elif e["kind"] == "job.rescued":
+            story.add(e["at"], f"{prefix}rescued by {source_text(e)}: {_proc_text(procs, d.get('dead_worker'))} "
+                               f"stopped heartbeating during attempt {d.get('attempt')}; now {d.get('new_state')}")
+        elif e["kind"] == "job.discarded":
+            story.add(e["at"], f"{prefix}gave up (discarded) after attempt {d.get('attempt')}"
+                               + (" (permanent error)" if d.get("permanent") else ""))
+        elif e["kind"] == "job.cancelled":
+            story.add(e["at"], f"{prefix}cancelled by {source_text(e)}")
+        elif e["kind"] == "job.returned":
+            story.add(e["at"], f"{prefix}given back to the queue at shutdown by {source_text(e)} (no attempt used)")
+        else:
+            story.add(e["at"], f"{prefix}{e['kind']} by {source_text(e)}")
+    if j["started_at"] is not None:
+        story.add(j["started_at"], f"{prefix}claimed for attempt {j['attempt']} by {_proc_text(procs, j['worker_id'])}"
+                                   + (f", lease until {face.text(j['lease_expires_at'], story.tz)}"
+                                      if j["lease_expires_at"] else ""))
+    effects = store.read("doctor_effects_of_jobs", ids=[j["id"]])
+    if isinstance(j.get("unique_key"), str) and j["unique_key"].startswith("reminder:"):
+        known = {e["key"] for e in effects}
+        effects += [e for e in store.read("doctor_effects_by_keys", keys=[j["unique_key"]]) if e["key"] not in known]
+    for e in effects:
+        _effect_entries(store, story, e, prefix=prefix, procs=procs)
+    if j["finished_at"] is not None:
+        story.add(j["finished_at"], f"{prefix}{j['state']}")
+
+
+def _effect_entries(store: Store, story: _Story, e: dict[str, Any], *, prefix: str,
+                    procs: dict[int, dict[str, Any]]) -> None:
+    story.add(e["started_at"], f"{prefix}effect {e['key']} started by job {e['job_id']} attempt {e['attempt']} "
+                               f"({_proc_text(procs, e['process_id'])})")
+    if e["finished_at"] is not None:
+        story.add(e["finished_at"], f"{prefix}effect {e['key']} {e['state']}"
+                                    + (f": {e['detail']}" if e.get("detail") else "")
+                                    + (f" (result {json.dumps(e['result'], default=str)[:200]})"
+                                       if e["state"] == "done" and e.get("result") is not None else ""))
+    elif e["state"] == "started":
+        story.header.append(f"effect {e['key']} is started and not finished: a live attempt holds it, or it died "
+                            "(the next attempt marks it in doubt)")
+    for ev in store.read("doctor_events_for_subjects", subjects=[f"effect:{e['key']}"]):
+        d = ev.get("detail") or {}
+        if ev["kind"] == "effect.in_doubt":
+            story.add(ev["at"], f"{prefix}effect {e['key']} marked in doubt by {source_text(ev)}: {d.get('detail')}")
+        elif ev["kind"] == "effect.reconciled":
+            story.add(ev["at"], f"{prefix}effect {e['key']} reconciled {d.get('outcome')}"
+                                + (" by an operator" if d.get("by") == "operator" else " by the reconcile hook")
+                                + f" ({source_text(ev)})")
+        else:
+            story.add(ev["at"], f"{prefix}{ev['kind']} on effect {e['key']} by {source_text(ev)}")
+    if e["state"] == "in_doubt":
+        story.header.append(f"effect {e['key']} is in doubt: check the outside world, then `oncebeat effects resolve "
+                            f"{e['key']} done|not_done`")
+
+
+def _last_line(value: Any) -> str:
+    """The telling line of an error: the last line of a traceback, else the first line."""
+    lines = str(value or "").strip().splitlines()
+    if not lines:
+        return "(no message)"
+    return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:300]
+
+
+def _iso(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+# --- invoice -----------------------------------------------------------------------------------------------
+
+
+def _invoice(store: Store, number: str) -> list[str]:
+    rows = store.read("doctor_invoice", number=number)
+    if not rows:
+        raise OncebeatError(f"no invoice {number!r}")
+    inv = rows[0]
+    reminders = store.read("doctor_reminders_of_invoices", numbers=[number])
+    occ_ids = sorted({int(r["occurrence_id"]) for r in reminders if r["occurrence_id"] is not None})
+    occs = {int(o["id"]): o for o in store.read("doctor_occurrences_by_ids", ids=occ_ids)} if occ_ids else {}
+    tz = next((str(o["tz"]) for o in occs.values()), None) or _default_tz(store)
+    story = _Story(face=Timeface(tz), tz=tz)
+    face = story.face
+    story.header.append(f"invoice {inv['number']}: {inv['amount_due']} minor units of {inv['currency']} due {inv['due_on']}, "
+                        f"issued {inv['issued_on']}, status {inv['status']}"
+                        + (f" (paid {inv['paid_on']})" if inv["paid_on"] else "")
+                        + f"; customer {inv['name']} <{inv['email']}>")
+    if not reminders:
+        story.header.append("no reminder has been created for it")
+    for r in reminders:
+        story.header.append(f"reminder {r['id']} stage {r['stage']}: {r['state']}"
+                            + (f", Message-ID {r['message_id']}" if r["message_id"] else "")
+                            + (f" ({r['reason']})" if r["reason"] else ""))
+        occ = occs.get(int(r["occurrence_id"])) if r["occurrence_id"] is not None else None
+        by = (f" by the scan of occurrence {occ['id']} ({occ['schedule_key']} at {face.text(occ['fire_at'], tz)}, "
+              f"{occ['outcome']} by {source_text(occ)})" if occ else "")
+        story.add(r["created_at"], f"reminder {r['id']} stage {r['stage']} created "
+                                   f"({'pending' if r['state'] != 'skipped' else 'skipped: ' + str(r['reason'])}) for "
+                                   f"business date {r['business_date']}{by}")
+        for j in store.read("doctor_jobs_by_unique_keys", keys=[f"reminder:{r['id']}"]):
+            _job_entries(store, story, j, prefix=f"send job {j['id']}: ")
+        if r["sent_at"] is not None:
+            story.add(r["sent_at"], f"reminder {r['id']} stage {r['stage']} sent, Message-ID {r['message_id']}")
+        elif r["state"] in ("failed", "in_doubt") or (r["state"] == "skipped" and r["updated_at"] != r["created_at"]):
+            story.add(r["updated_at"], f"reminder {r['id']} stage {r['stage']} {r['state']}: {r['reason']}")
+    story.add(inv["updated_at"], f"invoice row last written (status now {inv['status']})")
+    return story.lines()

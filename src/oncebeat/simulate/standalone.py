@@ -1,0 +1,45 @@
+"""``oncebeat check`` on a deployment: the checker's inputs taken from the database itself.
+
+Without the simulator's exact payment instants, a payment counts as happening
+at some instant of its ``paid_on`` day in the policy zone (so a reminder for an
+invoice paid that day is neither required nor forbidden). Definitions are the
+current ones plus every earlier expression and zone recorded by
+``schedule.changed`` events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..app import App, ScheduleDef
+from ..reminders.policy import Policy
+from ..store import Store
+from .checker import CheckReport, check, payments_from_db
+
+__all__ = ["check_deployment", "definitions_from_db"]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def definitions_from_db(store: Store, app: App) -> dict[str, list[ScheduleDef]]:
+    """Every definition each schedule key has had: stored rows, the app's, and changed-from versions."""
+    out: dict[str, list[ScheduleDef]] = {}
+    for row in store.read("list_schedules"):
+        current = ScheduleDef.from_row(row)
+        out.setdefault(row["key"], []).append(current)
+    for key, d in app.schedules.items():
+        out.setdefault(key, []).append(d)
+    for e in store.read("list_events", subject=None, kind="schedule.changed", since=EPOCH):
+        key = e["subject"].removeprefix("schedule:")
+        old = e["detail"].get("old", {})
+        if key in out and old.get("expression"):
+            out[key].append(replace(out[key][0], expression=old["expression"], tz=old.get("tz", out[key][0].tz)))
+    return out
+
+
+def check_deployment(store: Store, app: App, policy: Policy, *, maildir: Path | None) -> CheckReport:
+    """Run every invariant on a live or finished deployment (see module docstring)."""
+    return check(store, maildir=maildir, stages=policy.stages, definitions=definitions_from_db(store, app),
+                 payments=payments_from_db(store, policy.tz), in_doubt_budget=None)
