@@ -295,6 +295,22 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
         findings.append(Finding(code="leftover-trigger", severity="info" if only_backfill else "warning",
                                 summary=summary, subject=f"schedule:{key}", evidence=_capped(items), fix=fix))
 
+    # a') manual fires at an instant already in the ledger: rejected, but someone is still triggering
+    refused = [d for d in facts.events("occurrence.duplicate_rejected") if d["source_kind"] in ("manual", "cli", "api")]
+    by_trigger: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for d in refused:
+        by_trigger[(str(d["subject"]).partition(":")[2], d["source_host"], d["source_name"])].append(d)
+    for (key, host, name), rows in sorted(by_trigger.items()):
+        unknown = any((d["source_host"], int(d["source_pid"])) not in registry for d in rows)
+        findings.append(Finding(
+            code="leftover-trigger", severity="warning",
+            summary=(f"{_plural(len(rows), 'manual fire')} of {key} by {rows[0]['source_kind']} {name} on {host} hit an "
+                     "instant already in the ledger and were rejected"
+                     + (" (not a registered process)" if unknown else "")),
+            subject=f"schedule:{key}", evidence=_capped(_dup_evidence(facts, d) for d in rows),
+            fix=(f"Nothing ran twice; but if no person did this, find what runs `oncebeat trigger {key}` on {host} "
+                 "and remove it.")))
+
     # b) jobs of scheduled tasks enqueued directly (not through an occurrence)
     tasks = sorted({str(r["task"]) for r in facts.schedule_rows(include_retired=True)})
     if tasks:
@@ -870,7 +886,7 @@ def _upcoming(facts: Facts, row: dict[str, Any], sched: Schedule, tr: Transition
                  f"{walls[0].rule}"),
         subject=f"schedule:{key}", evidence=_capped(items),
         fix=("Nothing to do if that is what you want; otherwise set dst_gap (shift|skip) or dst_fold "
-             "(first|second|both) on the schedule, or move it out of the transition hour.")))
+             "(first|second|both) on the schedule, or move it out of the transition hour."))
 
 
 # --- clock-skew ------------------------------------------------------------------------------------------

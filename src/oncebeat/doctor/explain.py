@@ -27,6 +27,8 @@ __all__ = ["explain", "EXPLAIN_KINDS"]
 
 EXPLAIN_KINDS = ("occurrence", "job", "invoice")
 _MAX_RELATED = 20
+# Lines stamped with the same instant are told in causal order:
+_CREATED, _RESCUED, _CLAIMED, _EFFECT_START, _EFFECT_END, _FAILED, _GAVE_UP, _FINISHED = range(8)
 
 
 @dataclass
@@ -36,9 +38,10 @@ class _Story:
     header: list[str] = field(default_factory=list)
     entries: list[tuple[datetime, int, str]] = field(default_factory=list)
 
-    def add(self, at: datetime | None, text: str) -> None:
+    def add(self, at: datetime | None, text: str, rank: int = _FAILED) -> None:
+        """Add a line at ``at``; ``rank`` orders lines of one instant by cause (``_CREATED`` … ``_FINISHED``)."""
         if at is not None:
-            self.entries.append((at, len(self.entries), text))
+            self.entries.append((at, rank * 1_000_000 + len(self.entries), text))
 
     def lines(self) -> list[str]:
         ordered = sorted(self.entries, key=lambda e: (e[0], e[1]))
@@ -99,7 +102,7 @@ def _occurrence(store: Store, occurrence_id: int) -> list[str]:
                             f"{s['dst_fold']}), catch-up {s['catchup']}, {s['state']}, version {s['version']} since "
                             f"{face.text(s['active_since'], s['tz'])}")
         story.header.extend(_dst_lines(s, o))
-    story.add(o["created_at"], f"recorded {o['outcome']} by {source_text(o)}")
+    story.add(o["created_at"], f"recorded {o['outcome']} by {source_text(o)}", _CREATED)
     for e in store.read("doctor_events_about_occurrence", subject=f"schedule:{o['schedule_key']}",
                         fire_at_iso=o["fire_at"].isoformat(), occurrence_id=o["id"], created_at=o["created_at"]):
         d = e.get("detail") or {}
@@ -107,7 +110,7 @@ def _occurrence(store: Store, occurrence_id: int) -> list[str]:
             story.add(e["at"], f"{source_text(e)} tried to record it again ({d.get('attempted')}): rejected by the "
                                "ledger, no job enqueued")
         elif e["kind"] == "clock.catchup":
-            story.add(e["at"], f"catch-up decision by {source_text(e)}: {d.get('summary')}")
+            story.add(e["at"], f"catch-up decision by {source_text(e)}: {d.get('summary')}", _CREATED)
         elif not e["kind"].startswith("occurrence."):
             story.add(e["at"], f"{e['kind']} by {source_text(e)}: {json.dumps(d, default=str)}")
     if o["job_id"]:
@@ -119,20 +122,22 @@ def _occurrence(store: Store, occurrence_id: int) -> list[str]:
     spawned = [j for j in store.read("doctor_jobs_of_occurrences", ids=[o["id"]]) if j["id"] != o["job_id"]]
     for j in spawned[:_MAX_RELATED]:
         story.add(j["created_at"], f"job {j['id']} ({j['task']}) enqueued for this occurrence by {source_text(j)}"
-                                   + ("" if j["finished_at"] else f"; now {j['state']}"))
+                                   + ("" if j["finished_at"] else f"; now {j['state']}"), _EFFECT_START)
         if j["finished_at"]:
-            story.add(j["finished_at"], f"job {j['id']} ({j['task']}) {j['state']}")
+            story.add(j["finished_at"], f"job {j['id']} ({j['task']}) {j['state']}", _FINISHED)
     if len(spawned) > _MAX_RELATED:
         story.header.append(f"{len(spawned)} jobs were enqueued for this occurrence; the first {_MAX_RELATED} are shown")
     reminders = store.read("doctor_reminders_of_occurrence", occurrence_id=o["id"])
     for r in reminders[:_MAX_RELATED]:
         story.add(r["created_at"], f"reminder {r['id']} created for invoice {r['number']} stage {r['stage']}"
-                                   + (f" ({r['reason']})" if r["state"] == "skipped" and r["reason"] else ""))
+                                   + (f" ({r['reason']})" if r["state"] == "skipped" and r["reason"] else ""),
+                  _EFFECT_START)
         if r["sent_at"]:
             story.add(r["sent_at"], f"reminder {r['id']} (invoice {r['number']} stage {r['stage']}) sent, Message-ID "
-                                    f"{r['message_id']}")
+                                    f"{r['message_id']}", _EFFECT_END)
         elif r["state"] not in ("pending", "skipped"):
-            story.add(r["updated_at"], f"reminder {r['id']} (invoice {r['number']}) {r['state']}: {r['reason']}")
+            story.add(r["updated_at"], f"reminder {r['id']} (invoice {r['number']}) {r['state']}: {r['reason']}",
+                      _FAILED)
     if len(reminders) > _MAX_RELATED:
         story.header.append(f"{len(reminders)} reminders were created by this occurrence; the first {_MAX_RELATED} are shown")
     return story.lines()
@@ -191,33 +196,36 @@ def _job_entries(store: Store, story: _Story, j: dict[str, Any], *, prefix: str)
     procs = _procs(store)
     face = story.face
     story.add(j["created_at"], f"{prefix}enqueued by {source_text(j)}"
-                               + (f" for occurrence {j['occurrence_id']}" if j["occurrence_id"] is not None else ""))
+                               + (f" for occurrence {j['occurrence_id']}" if j["occurrence_id"] is not None else ""),
+              _CREATED)
     for e in j.get("errors") or []:
         at = _iso(e.get("at"))
         story.add(at or j["created_at"], f"{prefix}attempt {e.get('attempt')} failed ({e.get('kind')}): "
-                                         f"{_last_line(e.get('error'))}")
+                                         f"{_last_line(e.get('error'))}", _RESCUED if e.get("kind") == "rescue" else _FAILED)
     events = store.read("doctor_events_for_subjects", subjects=[f"job:{j['id']}"])
     events += store.read("doctor_events_returning_job", job_id=j["id"])
     for e in events:
         d = e.get("detail") or {}
         if e["kind"] == "job.retried":
-            story.add(e["at"], f"{prefix}retry scheduled in {d.get('retry_in')} s (by {source_text(e)})")
+            story.add(e["at"], f"{prefix}retry scheduled in {d.get('retry_in')} s (by {source_text(e)})", _FAILED)
         elif e["kind"] == "job.rescued":
             story.add(e["at"], f"{prefix}rescued by {source_text(e)}: {_proc_text(procs, d.get('dead_worker'))} "
-                               f"stopped heartbeating during attempt {d.get('attempt')}; now {d.get('new_state')}")
+                               f"stopped heartbeating during attempt {d.get('attempt')}; now {d.get('new_state')}",
+                      _RESCUED)
         elif e["kind"] == "job.discarded":
             story.add(e["at"], f"{prefix}gave up (discarded) after attempt {d.get('attempt')}"
-                               + (" (permanent error)" if d.get("permanent") else ""))
+                               + (" (permanent error)" if d.get("permanent") else ""), _GAVE_UP)
         elif e["kind"] == "job.cancelled":
-            story.add(e["at"], f"{prefix}cancelled by {source_text(e)}")
+            story.add(e["at"], f"{prefix}cancelled by {source_text(e)}", _GAVE_UP)
         elif e["kind"] == "job.returned":
-            story.add(e["at"], f"{prefix}given back to the queue at shutdown by {source_text(e)} (no attempt used)")
+            story.add(e["at"], f"{prefix}given back to the queue at shutdown by {source_text(e)} (no attempt used)",
+                      _FAILED)
         else:
             story.add(e["at"], f"{prefix}{e['kind']} by {source_text(e)}")
     if j["started_at"] is not None:
         story.add(j["started_at"], f"{prefix}claimed for attempt {j['attempt']} by {_proc_text(procs, j['worker_id'])}"
                                    + (f", lease until {face.text(j['lease_expires_at'], story.tz)}"
-                                      if j["lease_expires_at"] else ""))
+                                      if j["lease_expires_at"] else ""), _CLAIMED)
     effects = store.read("doctor_effects_of_jobs", ids=[j["id"]])
     if isinstance(j.get("unique_key"), str) and j["unique_key"].startswith("reminder:"):
         known = {e["key"] for e in effects}
@@ -225,31 +233,34 @@ def _job_entries(store: Store, story: _Story, j: dict[str, Any], *, prefix: str)
     for e in effects:
         _effect_entries(store, story, e, prefix=prefix, procs=procs)
     if j["finished_at"] is not None:
-        story.add(j["finished_at"], f"{prefix}{j['state']}")
+        story.add(j["finished_at"], f"{prefix}{j['state']}", _FINISHED)
 
 
 def _effect_entries(store: Store, story: _Story, e: dict[str, Any], *, prefix: str,
                     procs: dict[int, dict[str, Any]]) -> None:
     story.add(e["started_at"], f"{prefix}effect {e['key']} started by job {e['job_id']} attempt {e['attempt']} "
-                               f"({_proc_text(procs, e['process_id'])})")
-    if e["finished_at"] is not None:
+                               f"({_proc_text(procs, e['process_id'])})", _EFFECT_START)
+    events = store.read("doctor_events_for_subjects", subjects=[f"effect:{e['key']}"])
+    marked = any(ev["kind"] == "effect.in_doubt" for ev in events)
+    if e["finished_at"] is not None and not (e["state"] == "in_doubt" and marked):
         story.add(e["finished_at"], f"{prefix}effect {e['key']} {e['state']}"
                                     + (f": {e['detail']}" if e.get("detail") else "")
                                     + (f" (result {json.dumps(e['result'], default=str)[:200]})"
-                                       if e["state"] == "done" and e.get("result") is not None else ""))
+                                       if e["state"] == "done" and e.get("result") is not None else ""), _EFFECT_END)
     elif e["state"] == "started":
         story.header.append(f"effect {e['key']} is started and not finished: a live attempt holds it, or it died "
                             "(the next attempt marks it in doubt)")
-    for ev in store.read("doctor_events_for_subjects", subjects=[f"effect:{e['key']}"]):
+    for ev in events:
         d = ev.get("detail") or {}
         if ev["kind"] == "effect.in_doubt":
-            story.add(ev["at"], f"{prefix}effect {e['key']} marked in doubt by {source_text(ev)}: {d.get('detail')}")
+            story.add(ev["at"], f"{prefix}effect {e['key']} marked in doubt by {source_text(ev)}: {d.get('detail')}",
+                      _EFFECT_END)
         elif ev["kind"] == "effect.reconciled":
             story.add(ev["at"], f"{prefix}effect {e['key']} reconciled {d.get('outcome')}"
                                 + (" by an operator" if d.get("by") == "operator" else " by the reconcile hook")
-                                + f" ({source_text(ev)})")
+                                + f" ({source_text(ev)})", _EFFECT_END)
         else:
-            story.add(ev["at"], f"{prefix}{ev['kind']} on effect {e['key']} by {source_text(ev)}")
+            story.add(ev["at"], f"{prefix}{ev['kind']} on effect {e['key']} by {source_text(ev)}", _EFFECT_END)
     if e["state"] == "in_doubt":
         story.header.append(f"effect {e['key']} is in doubt: check the outside world, then `oncebeat effects resolve "
                             f"{e['key']} done|not_done`")
@@ -303,12 +314,13 @@ def _invoice(store: Store, number: str) -> list[str]:
               f"{occ['outcome']} by {source_text(occ)})" if occ else "")
         story.add(r["created_at"], f"reminder {r['id']} stage {r['stage']} created "
                                    f"({'pending' if r['state'] != 'skipped' else 'skipped: ' + str(r['reason'])}) for "
-                                   f"business date {r['business_date']}{by}")
+                                   f"business date {r['business_date']}{by}", _CREATED)
         for j in store.read("doctor_jobs_by_unique_keys", keys=[f"reminder:{r['id']}"]):
             _job_entries(store, story, j, prefix=f"send job {j['id']}: ")
         if r["sent_at"] is not None:
-            story.add(r["sent_at"], f"reminder {r['id']} stage {r['stage']} sent, Message-ID {r['message_id']}")
+            story.add(r["sent_at"], f"reminder {r['id']} stage {r['stage']} sent, Message-ID {r['message_id']}",
+                      _EFFECT_END)
         elif r["state"] in ("failed", "in_doubt") or (r["state"] == "skipped" and r["updated_at"] != r["created_at"]):
-            story.add(r["updated_at"], f"reminder {r['id']} stage {r['stage']} {r['state']}: {r['reason']}")
-    story.add(inv["updated_at"], f"invoice row last written (status now {inv['status']})")
+            story.add(r["updated_at"], f"reminder {r['id']} stage {r['stage']} {r['state']}: {r['reason']}", _FAILED)
+    story.add(inv["updated_at"], f"invoice row last written (status now {inv['status']})", _CREATED)
     return story.lines()

@@ -266,6 +266,7 @@ class Facts:
         return self._occ_keys.get(occurrence_id)
 
     def load_occurrences(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The occurrence rows of ``ids``."""
         wanted = sorted({int(i) for i in ids})
         out: dict[int, dict[str, Any]] = {}
         for chunk in self.store.iter_chunks(wanted, 500):
@@ -280,7 +281,9 @@ class Facts:
         return self._jobs.get(job_id)
 
     def load_jobs(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        wanted = sorted({int(i) for i in ids} - set(self._jobs))
+        """The job rows of ``ids`` that still exist (pruned ones are left out)."""
+        ids = [int(i) for i in ids]
+        wanted = sorted(set(ids) - set(self._jobs))
         for chunk in self.store.iter_chunks(wanted, 500):
             rows = self.store.read("doctor_jobs_by_ids", ids=chunk)
             for r in rows:
@@ -293,7 +296,7 @@ class Facts:
                    if j is not None and j["occurrence_id"] is not None and int(j["occurrence_id"]) not in self._occ_keys]
         if occ_ids:
             self.load_occurrences(occ_ids)
-        return {int(i): j for i in ids if (j := self._jobs.get(int(i))) is not None}
+        return {i: j for i in ids if (j := self._jobs.get(i)) is not None}
 
     def effects_by_keys(self, keys: Sequence[str]) -> list[dict[str, Any]]:
         out = []

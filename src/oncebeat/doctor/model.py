@@ -93,7 +93,10 @@ class Timeface:
                 "tz": tz or self.default_tz}
 
     def text(self, instant: datetime | None, tz: str | None = None) -> str:
-        """``2026-03-02 08:00:00 CST (America/Chicago) = 2026-03-02 14:00:00 UTC``; UTC zones once."""
+        """``2026-03-02 08:00:00 CST = 14:00:00 UTC``: local time, then UTC (with its date when it differs).
+
+        The zone's name is added when it is not the report's zone; a UTC zone is shown once.
+        """
         if instant is None:
             return "never"
         name = tz or self.default_tz
@@ -102,7 +105,10 @@ class Timeface:
         if name in ("UTC", "Etc/UTC", "Etc/Universal", "Universal", "Zulu", "Etc/Zulu"):
             return utc_text
         local = utc.astimezone(self.zone(name))
-        return f"{local.strftime('%Y-%m-%d %H:%M:%S %Z')} ({name}) = {utc_text}"
+        zone = "" if name == self.default_tz else f" ({name})"
+        if local.date() == utc.date():
+            utc_text = utc.strftime("%H:%M:%S") + " UTC"
+        return f"{local.strftime('%Y-%m-%d %H:%M:%S %Z')}{zone} = {utc_text}"
 
 
 def _frac(instant: datetime) -> str:
@@ -244,7 +250,8 @@ class DoctorReport:
         """The report for a terminal: a header, then each finding with its evidence and fix."""
         face = Timeface(self.tz)
         counts = self.counts()
-        lines = [f"oncebeat doctor: {self.backend} {self.database}, at {face.text(self.generated_at)}"]
+        lines = [f"oncebeat doctor: {self.backend} {self.database}, at {face.text(self.generated_at)} "
+                 f"(times in {self.tz}" + (" and UTC)" if self.tz != "UTC" else ")")]
         scope = [f"{k} {face.text(v) if isinstance(v, datetime) else v}" for k, v in self.scope.items()
                  if v is not None]
         if scope:

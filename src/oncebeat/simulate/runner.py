@@ -116,6 +116,23 @@ class SimReport:
         return "\n".join(lines)
 
 
+def _transitions(zones: set[str], start: datetime, end: datetime) -> int:
+    """How many UTC-offset changes (DST transitions) of ``zones`` fall in ``[start, end)``."""
+    from zoneinfo import ZoneInfo
+
+    count = 0
+    for tz in zones:
+        zone = ZoneInfo(tz)
+        t = start
+        offset = t.astimezone(zone).utcoffset()
+        while t < end:
+            t += timedelta(hours=6)
+            now_offset = t.astimezone(zone).utcoffset()
+            count += now_offset != offset
+            offset = now_offset
+    return count
+
+
 @contextmanager
 def _host_tz(zone: str | None) -> Iterator[None]:
     if zone is None:
@@ -226,6 +243,9 @@ class _Sim:
                 ctx.effect(f"probe:{ctx.job.occurrence_id}", lambda: {"fired": ctx.job.occurrence_id})
             for key, expr, tz in PROBES:
                 definitions[key] = [app.schedule(key, expr, tz=tz, task="sim.probe", catchup="all")]
+            self.injected["dst"] = _transitions({tz for _, _, tz in PROBES} | {policy.tz}, t0, t_end)
+        if "host-tz" in self.faults:
+            self.injected["host-tz"] = 1
         if "smtp-permanent" in self.faults:
             for c in book.customers:
                 if rng.random() < self.faults["smtp-permanent"]:

@@ -1,0 +1,147 @@
+"""The simulator and the invariant checker: faults injected, nothing twice, nothing lost — and the checker can fail."""
+
+from __future__ import annotations
+
+import json
+import mailbox
+import shutil
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from oncebeat.app import ScheduleDef
+from oncebeat.simulate import FAULTS, SimConfig, check, parse_faults, simulate
+from oncebeat.simulate.checker import PaymentWindow
+from oncebeat.store import open_store
+
+
+def run(tmp_path: Path, db_url: str, faults: str, *, days: int = 12, start: date = date(2026, 1, 5), seed: int = 7,
+        naive: bool = False):
+    return simulate(SimConfig(days=days, start=start, seed=seed, faults=parse_faults(faults), db_url=db_url,
+                              workdir=tmp_path / "sim", compare_naive=naive, settle_days=1.5))
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_each_fault_kind_leaves_every_invariant_holding(fault: str, tmp_path: Path, db_url: str) -> None:
+    # dst needs a transition inside the run: start just before the US spring-forward.
+    start = date(2026, 3, 2) if fault == "dst" else date(2026, 1, 5)
+    heavy = {"worker-crash": "worker-crash=0.08", "db-blip": "db-blip=0.03", "smtp-transient": "smtp-transient=0.4",
+             "smtp-permanent": "smtp-permanent=0.3", "clock-restart": "clock-restart=0.8",
+             "leftover-trigger": "leftover-trigger=0.2", "payment-race": "payment-race=0.5"}
+    report = run(tmp_path, db_url, heavy.get(fault, fault), start=start)
+    assert report.passed, report.to_text()
+    assert report.faults_injected.get(fault, 0) > 0, report.faults_injected
+    assert report.check.summary["due"] > 0
+
+
+def test_all_faults_together_on_a_longer_run(tmp_path: Path, db_url: str) -> None:
+    report = run(tmp_path, db_url, "all", days=40, start=date(2026, 2, 20))
+    assert report.passed, report.to_text()
+    assert report.check.summary["duplicates"] == 0 and report.check.summary["lost"] == 0
+    assert len(report.faults_injected) >= 9
+
+
+def test_same_seed_gives_the_same_fault_plan_and_report(tmp_path: Path) -> None:
+    a = run(tmp_path / "a", None, "all", days=10).as_dict()  # type: ignore[arg-type]
+    b = run(tmp_path / "b", None, "all", days=10).as_dict()  # type: ignore[arg-type]
+    for r in (a, b):
+        r.pop("wall_seconds")
+        r.pop("database")
+        r.pop("maildir")
+    assert a == b
+    c = run(tmp_path / "c", None, "all", days=10, seed=8).as_dict()  # type: ignore[arg-type]
+    assert c["faults_injected"] != a["faults_injected"] or c["summary"] != a["summary"]
+
+
+def test_naive_design_shows_duplicates_under_the_same_faults(tmp_path: Path) -> None:
+    report = run(tmp_path, None, "double-clock,worker-crash,payment-race", days=20, naive=True)  # type: ignore[arg-type]
+    assert report.passed and report.check.summary["duplicates"] == 0
+    assert report.naive is not None and report.naive.duplicates > 0
+    assert "naive" in report.to_text()
+
+
+# --- the checker catches planted violations ---------------------------------------------------------------
+@pytest.fixture
+def finished(tmp_path: Path) -> tuple[Path, Path, dict[str, list[ScheduleDef]], dict[str, PaymentWindow]]:
+    """A clean finished simulation on SQLite, copied so each test can damage it."""
+    report = run(tmp_path, None, "none", days=15)  # type: ignore[arg-type]
+    assert report.passed
+    db = tmp_path / "sim" / "oncebeat.db"
+    return db, Path(report.maildir), {}, {}
+
+
+def _check(db: Path, maildir: Path):
+    from oncebeat.app import App
+    from oncebeat.reminders.policy import Policy
+    from oncebeat.simulate.standalone import check_deployment
+
+    with open_store(f"sqlite:///{db}") as store:
+        return check_deployment(store, App(), Policy(), maildir=maildir)
+
+
+def test_checker_passes_the_untouched_run(finished) -> None:
+    db, maildir, _, _ = finished
+    assert _check(db, maildir).passed
+
+
+def test_checker_detects_a_message_delivered_twice(finished) -> None:
+    db, maildir, _, _ = finished
+    box = mailbox.Maildir(maildir, create=False)
+    key = next(iter(box.keys()))
+    box.add(box[key])
+    report = _check(db, maildir)
+    assert not report.invariants["no-duplicate-delivery"].passed
+
+
+def test_checker_detects_a_lost_reminder(finished) -> None:
+    db, maildir, _, _ = finished
+    with open_store(f"sqlite:///{db}") as store, store.transaction() as tx:
+        tx.execute("DELETE FROM reminders WHERE id = (SELECT MAX(id) FROM reminders WHERE state = 'skipped')")
+    report = _check(db, maildir)
+    assert not report.invariants["due-reminders-terminal"].passed
+
+
+def test_checker_detects_a_wrong_skip_reason(finished) -> None:
+    db, maildir, _, _ = finished
+    with open_store(f"sqlite:///{db}") as store, store.transaction() as tx:
+        tx.execute("UPDATE reminders SET reason = 'invoice paid on 2026-01-01' WHERE id = "
+                   "(SELECT MIN(r.id) FROM reminders r JOIN invoices i ON i.id = r.invoice_id "
+                   " WHERE r.state = 'skipped' AND i.status = 'open')")
+    report = _check(db, maildir)
+    assert not report.invariants["skip-reasons-true"].passed
+
+
+def test_checker_detects_a_second_job_for_an_occurrence(finished) -> None:
+    db, maildir, _, _ = finished
+    with open_store(f"sqlite:///{db}") as store, store.transaction() as tx:
+        tx.execute("INSERT INTO jobs (queue, task, args, state, priority, attempt, max_attempts, run_at, "
+                   "occurrence_id, source_kind, source_host, source_pid, source_name, source_version, errors, "
+                   "created_at) SELECT queue, task, args, 'completed', priority, 1, max_attempts, run_at, "
+                   "occurrence_id, 'cli', 'x', 1, 'x', '0', '[]', created_at FROM jobs "
+                   "WHERE task = 'reminders.scan' LIMIT 1")
+    report = _check(db, maildir)
+    assert not report.invariants["one-job-per-occurrence"].passed
+
+
+def test_checker_detects_a_sent_reminder_missing_from_the_maildir(finished) -> None:
+    db, maildir, _, _ = finished
+    shutil.rmtree(maildir / "new")
+    (maildir / "new").mkdir()
+    report = _check(db, maildir)
+    assert not report.invariants["sent-matches-maildir"].passed
+
+
+def test_simulate_cli_prints_json_with_invariants_and_faults(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    src = Path(__file__).resolve().parents[2] / "src"
+    out = subprocess.run([sys.executable, "-m", "oncebeat.cli", "simulate", "--days", "5", "--faults",
+                          "worker-crash=0.05,db-blip", "--json"], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(src)}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["pass"] is True and set(data["invariants"]) >= {"no-duplicate-delivery", "due-reminders-terminal"}
+    assert set(data["faults_injected"]) <= {"worker-crash", "db-blip"}
