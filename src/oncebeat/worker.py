@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import queue as _queue
+import random
 import signal
 import threading
 import time
@@ -102,12 +103,13 @@ class Worker:
         lease_seconds: lease taken at claim and renewed by heartbeat.
         poll_interval: seconds to wait when the queue is empty.
         grace_seconds: how long running jobs may take to finish after SIGTERM.
+        rng: source of retry jitter (the simulator passes a seeded one).
     """
 
     def __init__(self, app: App, store: Store, *, clock: Clock | None = None, queues: Sequence[str] = ("default",),
                  concurrency: int = 1, batch_size: int | None = None, lease_seconds: float = 30.0,
                  poll_interval: float = 1.0, grace_seconds: float = 25.0, rescue_interval: float = 15.0,
-                 source: Source | None = None) -> None:
+                 source: Source | None = None, rng: random.Random | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.app = app
@@ -121,7 +123,7 @@ class Worker:
         self.grace_seconds = grace_seconds
         self.rescue_interval = rescue_interval
         self.source = source or current_source("worker")
-        self.queue = Queue(store, clock=self.clock, source=self.source)
+        self.queue = Queue(store, clock=self.clock, source=self.source, rng=rng)
         self.effects = EffectLedger(store, clock=self.clock, source=self.source)
         self.process_id: int | None = None
         self.stop_requested = threading.Event()

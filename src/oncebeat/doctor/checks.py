@@ -26,13 +26,15 @@ __all__ = ["CHECK_FUNCTIONS", "Skip", "MAX_EVIDENCE", "RESTART_WINDOW", "PENDING
 MAX_EVIDENCE = 20  # evidence rows per finding; the rest is counted in a note
 MAX_FINDINGS_PER_CHECK = 50
 RESTART_WINDOW = timedelta(minutes=15)  # a clock start this soon after a fire instant is "near" it
+HANDOVER_GRACE = timedelta(seconds=60)  # two clocks overlapping this briefly, rejecting nothing, are a deploy's handover
+OLD_VERSION_GRACE = timedelta(minutes=10)  # an old version may outlive a new one's start by this much (rolling deploy)
 PENDING_GRACE = timedelta(hours=1)  # a reminder pending longer than this is reported
 OVERDUE_AFTER = timedelta(hours=1)  # a due job unclaimed this long means no worker takes its queue
 LEASE_RESCUE_EXPECTED = timedelta(minutes=5)  # workers rescue every 15 s; an expired lease older than this is stuck
 SKEW_TOLERANCE = timedelta(seconds=5)
 SKEW_ERROR = timedelta(seconds=30)  # ahead by a lease (30 s default): live jobs get rescued early
 UPCOMING_DST = timedelta(days=30)
-PAST_DST_LOOKBACK = timedelta(days=366 * 3)
+PAST_DST_LOOKBACK = timedelta(days=60)  # without --since, past DST moves are shown for this long
 
 
 class Skip(Exception):
@@ -96,18 +98,22 @@ def check_multiple_clocks(facts: Facts) -> list[Finding]:
             continue
         group.sort(key=lambda c: (c.started_at, c.id))
         ids = {p.id for p in group}
-        covered |= ids
         rejected = [d for pid in sorted(ids) for d in dups_by_proc.get(pid, [])]
         rejected.sort(key=lambda d: d["id"])
         overlaps = []
+        longest = timedelta(0)
         for i, a in enumerate(group):
             for b in group[i + 1:]:
                 if a.overlaps(b):
+                    start, end = a.overlap(b)
+                    longest = max(longest, end - start)
                     overlaps.append(ev.note(
-                        f"processes {a.id} and {b.id} both alive from {face.text(max(a.started_at, b.started_at))} "
-                        f"to {face.text(min(a.end, b.end))}",
-                        processes=[a.id, b.id], start=face.json(max(a.started_at, b.started_at)),
-                        end=face.json(min(a.end, b.end))))
+                        f"processes {a.id} and {b.id} both alive from {face.text(start)} to {face.text(end)} "
+                        f"(their last signs of life)", processes=[a.id, b.id], start=face.json(start),
+                        end=face.json(end)))
+        if not rejected and longest < HANDOVER_GRACE:
+            continue  # a brief handover (deploy, restart) that fired nothing twice
+        covered |= ids
         per_proc = Counter(d.get("process_id") for d in rejected)
         counts = "; ".join(f"process {pid}: {n}" for pid, n in sorted(per_proc.items())) or "none"
         start = max(group[0].started_at, group[1].started_at)
@@ -180,8 +186,8 @@ def check_clock_restart(facts: Facts) -> list[Finding]:
         earlier = [q for q in all_clocks if q.started_at < p.started_at and q.id != p.id]
         mine = [c for c in catchups if c.get("process_id") == p.id and (c.get("detail") or {}).get("at_startup")]
         near: list[Evidence] = []
-        # A restart is a start with no other clock alive (a second clock alongside is multiple-clocks).
-        restart = bool(earlier) and not any(q.alive_at(p.started_at) for q in earlier)
+        # A restart is a start with no other clock still showing life (a second clock alongside is multiple-clocks).
+        restart = bool(earlier) and not any(q.seen_after_start_of(p) for q in earlier)
         for row in rows if restart else []:
             sched = facts.parsed(row)
             if sched is None or _period(sched, facts.now) < timedelta(hours=1):
@@ -216,7 +222,7 @@ def check_clock_restart(facts: Facts) -> list[Finding]:
         decisions = "; ".join(str((c.get("detail") or {}).get("summary")) for c in mine)
         if before is None:
             lead = f"clock {p.label()} started {face.text(p.started_at)}"
-        elif gap is not None and gap > timedelta(0) and before.end <= p.started_at:
+        elif gap is not None and gap > timedelta(0):
             lead = (f"clock {p.label()} started {face.text(p.started_at)}, {duration_text(gap.total_seconds())} "
                     f"after the previous clock (process {before.id}) was last seen")
         else:
@@ -301,12 +307,12 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
     for d in refused:
         by_trigger[(str(d["subject"]).partition(":")[2], d["source_host"], d["source_name"])].append(d)
     for (key, host, name), rows in sorted(by_trigger.items()):
-        unknown = any((d["source_host"], int(d["source_pid"])) not in registry for d in rows)
+        unregistered = any((d["source_host"], int(d["source_pid"])) not in registry for d in rows)
         findings.append(Finding(
             code="leftover-trigger", severity="warning",
             summary=(f"{_plural(len(rows), 'manual fire')} of {key} by {rows[0]['source_kind']} {name} on {host} hit an "
                      "instant already in the ledger and were rejected"
-                     + (" (not a registered process)" if unknown else "")),
+                     + (" (not a registered process)" if unregistered else "")),
             subject=f"schedule:{key}", evidence=_capped(_dup_evidence(facts, d) for d in rows),
             fix=(f"Nothing ran twice; but if no person did this, find what runs `oncebeat trigger {key}` on {host} "
                  "and remove it.")))
@@ -320,10 +326,13 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
         for j in direct:
             by_src[(j["task"], j["source_host"], j["source_name"])].append(j)
         for (task, host, name), rows in sorted(by_src.items()):
+            unregistered = any((j["source_host"], int(j["source_pid"])) not in registry for j in rows)
+            kinds = sorted({str(j["source_kind"]) for j in rows})
             findings.append(Finding(
-                code="leftover-trigger", severity="warning",
-                summary=(f"{_plural(len(rows), 'job')} of scheduled task {task} were enqueued directly by {name} on "
-                         f"{host}, outside any schedule occurrence"),
+                code="leftover-trigger", severity="info" if kinds == ["api"] else "warning",
+                summary=(f"{_plural(len(rows), 'job')} of scheduled task {task} {'was' if len(rows) == 1 else 'were'} "
+                         f"enqueued directly ({'/'.join(kinds)}) by {name} on {host}, outside any schedule occurrence"
+                         + (" (not a registered process)" if unregistered else "")),
                 subject=f"job:{rows[0]['id']}", evidence=_capped(ev.job(j, face) for j in rows),
                 fix=(f"Remove whatever enqueues {task} by hand on {host} (an old cron or script); the schedule "
                      "already runs it, and work enqueued outside an occurrence has no business date.")))
@@ -334,12 +343,12 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
             continue
         if (s["source_host"], int(s["source_pid"])) in registry:
             continue
-        tz = facts.tz_of(s["schedule_key"])
+        zone = facts.tz_of(s["schedule_key"])
         findings.append(Finding(
             code="leftover-trigger", severity="warning",
             summary=(f"an unregistered process ({s['source_name']} pid {s['source_pid']} on {s['source_host']}, "
                      f"v{s['source_version']}) recorded {_plural(int(s['n']), 'occurrence')} of {s['schedule_key']} "
-                     f"as a clock between {face.text(s['first_at'], tz)} and {face.text(s['last_at'], tz)}"),
+                     f"as a clock between {face.text(s['first_at'], zone)} and {face.text(s['last_at'], zone)}"),
             subject=f"schedule:{s['schedule_key']}",
             evidence=(ev.note("the process registry has no row for this host and pid",
                               host=s["source_host"], pid=s["source_pid"], name=s["source_name"],
@@ -352,7 +361,7 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
     if len({p.version for p in procs}) > 1:
         newest = max((p.version for p in procs), key=version_key)
         first_new = min(p.started_at for p in procs if p.version == newest)
-        old = [p for p in procs if p.version != newest and p.end > first_new]
+        old = [p for p in procs if p.version != newest and p.last_seen > first_new + OLD_VERSION_GRACE]
         if old:
             findings.append(Finding(
                 code="leftover-trigger", severity="warning",
@@ -387,7 +396,7 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
         key = str(row["key"])
         tz = str(row["tz"])
         holders = [p for p in facts.processes() if p.role == "clock" and key in (p.schedules() or [])
-                   and p.end > retired_at]
+                   and p.last_seen > retired_at + OLD_VERSION_GRACE]
         fired = facts.store.read("doctor_occurrences_after", schedule_key=key, after=retired_at)
         if fired:
             findings.append(Finding(
@@ -406,7 +415,7 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
 
     # g) the caller's definitions against the database
     if facts.definitions is not None:
-        for key, d in sorted(facts.definitions.items()):
+        for key, defn in sorted(facts.definitions.items()):
             if not facts.schedule_ok(key):
                 continue
             stored = facts.schedules.get(key)
@@ -415,22 +424,22 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
                     code="leftover-trigger", severity="info",
                     summary=f"schedule {key} is defined in this code but not in the database: no clock with this code has started",
                     subject=f"schedule:{key}", fix="Start the clock with this code; it adds the schedule (new schedules never fire for past instants).",
-                    evidence=(ev.note(f"defined: {d.expression} in {d.tz}", key=key, expression=d.expression, tz=d.tz),)))
+                    evidence=(ev.note(f"defined: {defn.expression} in {defn.tz}", key=key, expression=defn.expression, tz=defn.tz),)))
             elif stored["state"] == "retired":
                 findings.append(Finding(
                     code="leftover-trigger", severity="warning",
                     summary=f"schedule {key} is defined in this code but retired in the database: a newer release removed it",
                     subject=f"schedule:{key}", evidence=(ev.schedule(stored, face),),
                     fix="This code is older than the last clock that synced; deploy the current release everywhere."))
-            elif stored["definition_hash"] != d.definition_hash():
+            elif stored["definition_hash"] != defn.definition_hash():
                 findings.append(Finding(
                     code="leftover-trigger", severity="warning",
                     summary=(f"the database holds another definition of {key} ({stored['expression']} in {stored['tz']}, "
-                             f"version {stored['version']}) than this code ({d.expression} in {d.tz})"),
+                             f"version {stored['version']}) than this code ({defn.expression} in {defn.tz})"),
                     subject=f"schedule:{key}",
                     evidence=(ev.schedule(stored, face),
-                              ev.note(f"defined here: {d.expression} in {d.tz}, catch-up {d.catchup}", key=key,
-                                      expression=d.expression, tz=d.tz, catchup=d.catchup)),
+                              ev.note(f"defined here: {defn.expression} in {defn.tz}, catch-up {defn.catchup}", key=key,
+                                      expression=defn.expression, tz=defn.tz, catchup=defn.catchup)),
                     fix="The last clock to sync ran other code: restart the clock with the code you mean to run."))
         for key, stored in sorted(facts.schedules.items()):
             if key not in facts.definitions and stored["state"] != "retired" and facts.schedule_ok(key):
@@ -504,8 +513,9 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
             verdict = "; no effect ran twice" if held else ""
             severity = "info"
         task = job["task"] if job else "?"
-        summary = (f"job {jid} ({task}) was retried {_plural(retried, 'time')} and rescued {_plural(rescued, 'time')}"
-                   f"{effect_text}{verdict}")
+        what = " and ".join(x for x in (f"retried {_plural(retried, 'time')}" if retried else "",
+                                        f"rescued {_plural(rescued, 'time')}" if rescued else "") if x)
+        summary = f"job {jid} ({task}) was {what}{effect_text}{verdict}"
         items: list[Evidence] = ([ev.job(job, face, tz)] if job else [ev.note(f"job {jid} is no longer in the jobs table (pruned)")])
         for e in rows:
             d = e.get("detail") or {}
@@ -784,7 +794,7 @@ def check_timezone(facts: Facts) -> list[Finding]:
             evidence=_capped([ev.process(p, face) for p in ps] + [ev.schedule(r, face) for r in differ],
                              total=len(ps) + len(differ)),
             fix=("Use ctx.business_date() (the occurrence's local date in the schedule zone) in task code, never the "
-                 f"host's date; or set TZ to the schedule's zone on these processes.")))
+                 "host's date; or set TZ to the schedule's zone on these processes.")))
 
     for row in rows:
         sched = facts.parsed(row)
@@ -815,7 +825,7 @@ def check_timezone(facts: Facts) -> list[Finding]:
         # c) past fires moved by a DST transition, and d) upcoming transitions within 30 days
         if sched.is_interval:
             continue
-        start = max(facts.since, row["active_since"], facts.now - PAST_DST_LOOKBACK)
+        start = max(facts.since_arg or facts.now - PAST_DST_LOOKBACK, row["active_since"])
         for tr in transitions(tz, start, facts.now):
             moved = _moved_fires(facts, row, sched, tr)
             if moved:
@@ -959,8 +969,10 @@ def check_discarded(facts: Facts) -> list[Finding]:
         tz = str(occ["tz"]) if occ else None
         items = [ev.job(j, face, tz)]
         for e in (j.get("errors") or [])[-5:]:
-            items.append(ev.note(f"attempt {e.get('attempt')} at {e.get('at')} ({e.get('kind')}): "
-                                 f"{str(e.get('error') or '')[:300]}", **{k: e.get(k) for k in ("attempt", "at", "kind", "error")}))
+            when = _parse_iso(e.get("at"))
+            items.append(ev.note(f"attempt {e.get('attempt')} failed {face.text(when, tz) if when else e.get('at')} "
+                                 f"({e.get('kind')}): {str(e.get('error') or '')[:300]}",
+                                 **{k: e.get(k) for k in ("attempt", "at", "kind", "error")}))
         if occ:
             items.append(ev.occurrence(occ, face))
         rid = j["args"].get("reminder_id") if isinstance(j.get("args"), dict) else None
@@ -968,7 +980,12 @@ def check_discarded(facts: Facts) -> list[Finding]:
         if rem:
             items.append(ev.reminder(rem, face, tz))
         if f"job:{j['id']}" in events:
-            items.append(ev.event(events[f"job:{j['id']}"], face, tz))
+            last = events[f"job:{j['id']}"]
+            d = last.get("detail") or {}
+            text = (f"gave up after attempt {d.get('attempt')}" + (" (permanent error)" if d.get("permanent") else "")
+                    if last["kind"] == "job.discarded" else
+                    f"rescued after attempt {d.get('attempt')} with no attempts left: now {d.get('new_state')}")
+            items.append(ev.event(last, face, tz, text=text))
         kind = err.get("kind")
         if kind == "in_doubt":
             fix = "Resolve the effect (see in-doubt); the job gave up rather than repeat an effect that may have happened."

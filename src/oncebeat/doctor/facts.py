@@ -58,10 +58,23 @@ class Proc:
     end: datetime
 
     def alive_at(self, instant: datetime) -> bool:
+        """Possibly alive at ``instant`` (within :data:`LIVENESS_MARGIN` of its last sign of life)."""
         return self.started_at <= instant <= self.end
 
+    def seen_after_start_of(self, other: Proc) -> bool:
+        """This process showed a sign of life at or after ``other`` started: both were certainly alive then."""
+        return self.last_seen >= other.started_at
+
     def overlaps(self, other: Proc) -> bool:
-        return self.started_at <= other.end and other.started_at <= self.end
+        """Both were certainly alive at once: each showed a sign of life after the other started.
+
+        A crashed process followed by its replacement does not overlap (the old one was last seen
+        before the new one started), whatever the liveness margin.
+        """
+        return self.seen_after_start_of(other) and other.seen_after_start_of(self)
+
+    def overlap(self, other: Proc) -> tuple[datetime, datetime]:
+        return max(self.started_at, other.started_at), min(self.last_seen, other.last_seen)
 
     def schedules(self) -> list[str] | None:
         keys = self.info.get("schedules") if isinstance(self.info, dict) else None
@@ -315,7 +328,8 @@ class Facts:
         """Messages in ``maildir`` (in scope); empty without a Maildir."""
         if self.maildir is None:
             return []
-        return self._once("messages", lambda: [m for m in read_maildir(self.maildir)  # type: ignore[arg-type]
+        maildir = self.maildir
+        return self._once("messages", lambda: [m for m in read_maildir(maildir)  # type: ignore[no-any-return]
                                                if self.message_ok(m) and self._message_since(m)])
 
     def _message_since(self, msg: StoredMessage) -> bool:

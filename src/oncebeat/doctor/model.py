@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = [
     "CHECKS",
@@ -54,10 +54,10 @@ def duration_text(seconds: float) -> str:
     if s < 3600:
         return f"{sign}{s / 60:.0f} min"
     if s < 2 * 86400:
-        h, rest = divmod(int(round(s)), 3600)
+        h, rest = divmod(round(s), 3600)
         m = rest // 60
         return f"{sign}{h} h" + (f" {m} min" if m else "")
-    d, rest = divmod(int(round(s)), 86400)
+    d, rest = divmod(round(s), 86400)
     h = rest // 3600
     return f"{sign}{d} d" + (f" {h} h" if h else "")
 
@@ -78,7 +78,7 @@ class Timeface:
         if name not in self._zones:
             try:
                 self._zones[name] = ZoneInfo(name)
-            except Exception:  # an unknown zone in old rows must not break the report
+            except (ZoneInfoNotFoundError, ValueError):  # an unknown zone in old rows must not break the report
                 self._zones[name] = ZoneInfo("UTC")
         return self._zones[name]
 

@@ -30,7 +30,7 @@ from ..errors import TransientStoreError
 from ..faults import SimulatedCrash, crashpoints
 from ..mail import MailSink, Mailer
 from ..provenance import Source, current_source
-from ..reminders.book import Book
+from ..reminders.book import Book, generate_book
 from ..reminders.demo import DEFAULT_DEMO_START, _load_book, payment_instant
 from ..reminders.model import Payment
 from ..reminders.policy import Policy
@@ -64,6 +64,7 @@ class SimConfig:
     settle_days: float = 2.0
     workers: int = 2
     compare_naive: bool = False
+    invoices: int = 200  # size of the generated book (ignored with invoices_csv)
 
 
 @dataclass(kw_only=True)
@@ -216,7 +217,8 @@ class _Sim:
         policy = cfg.policy
         if "dst" in self.faults:
             policy = replace(policy, schedule="30 2 * * *", tz="America/Chicago")
-        book = _load_book(cfg.seed, cfg.start, cfg.invoices_csv, cfg.payments_csv)
+        book = (_load_book(cfg.seed, cfg.start, cfg.invoices_csv, cfg.payments_csv) if cfg.invoices_csv else
+                generate_book(seed=cfg.seed, start=cfg.start, invoices=cfg.invoices, customers=max(10, cfg.invoices // 5)))
         store = open_store(url)
         store.migrate()
         store.before_statement = self.blip
@@ -301,8 +303,7 @@ class _Sim:
         leftover = Source(kind="cli", host="old-cron-host", pid=4242, name="cron: oncebeat trigger reminders",
                           version="0.0.9")
 
-        workers = [Worker(app, store, clock=clock, source=current_source("worker", name=f"worker.{i + 1}"))
-                   for i in range(self.cfg.workers)]
+        workers = [self._worker(app, store, clock, f"worker.{i + 1}") for i in range(self.cfg.workers)]
         generation = Counter[str]()
 
         def attempt(fn: Callable[[], Any]) -> bool:
@@ -387,6 +388,11 @@ class _Sim:
                          faults=dict(self.faults), faults_injected=dict(sorted(injected.items())), check=report,
                          wall_seconds=0.0, database=redact_url(url), maildir=str(maildir), naive=naive)
 
+    def _worker(self, app: App, store: Store, clock: SimulatedClock, name: str) -> Worker:
+        """A worker whose retry jitter comes from the simulation's seed (so runs repeat exactly)."""
+        return Worker(app, store, clock=clock, source=current_source("worker", name=name),
+                      rng=random.Random(self.rng.random()))
+
     def _pay(self, service: ReminderService, payments: list[Payment], at: datetime) -> None:
         with self.quiet():
             service.apply_payments(payments)
@@ -403,8 +409,7 @@ class _Sim:
                     progressed += w.drain(max_batches=1)
                 except SimulatedCrash:
                     progressed += 1
-                    workers[i] = Worker(app, store, clock=clock,
-                                        source=current_source("worker", name=f"worker.{i + 1} (restarted)"))
+                    workers[i] = self._worker(app, store, clock, f"worker.{i + 1} (restarted)")
                 except TransientStoreError:
                     progressed += 1
                 self._payment_race(store, service, clock)

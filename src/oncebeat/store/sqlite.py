@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
@@ -153,7 +154,7 @@ class SqliteStore(Store):
                 check_same_thread=False,
             )
             conn.row_factory = _dict_row
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._set_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
@@ -162,6 +163,20 @@ class SqliteStore(Store):
         with self._lock:
             self._all.append(conn)
         return conn
+
+    def _set_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching a new file to WAL upgrades a lock; while another process opening the same new
+        # file holds one, SQLite can report "database is locked" at once instead of waiting in the
+        # busy handler. Retry within busy_timeout (several processes starting together).
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     @contextmanager
     def transaction(self) -> Iterator[Tx]:

@@ -107,13 +107,6 @@ SELECT * FROM jobs
 WHERE created_at >= :since AND source_kind IN ('manual', 'cli', 'api') AND task = ANY(CAST(:tasks AS text[]))
 ORDER BY created_at, id;
 
--- name: doctor_job_sources
-SELECT source_host, source_pid, source_name, source_version, source_kind, task, COUNT(*) AS n,
-       MIN(created_at) AS first_at, MAX(created_at) AS last_at
-FROM jobs WHERE created_at >= :since AND task = ANY(CAST(:tasks AS text[]))
-GROUP BY source_host, source_pid, source_name, source_version, source_kind, task
-ORDER BY 8;
-
 -- name: doctor_effects_of_jobs
 SELECT * FROM effects WHERE job_id = ANY(CAST(:ids AS bigint[])) ORDER BY started_at, key;
 

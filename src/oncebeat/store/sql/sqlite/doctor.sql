@@ -110,13 +110,6 @@ WHERE created_at >= :since AND source_kind IN ('manual', 'cli', 'api')
   AND task IN (SELECT value FROM json_each(:tasks))
 ORDER BY created_at, id;
 
--- name: doctor_job_sources
-SELECT source_host, source_pid, source_name, source_version, source_kind, task, COUNT(*) AS n,
-       MIN(created_at) AS "first_at [TIMESTAMPTZ]", MAX(created_at) AS "last_at [TIMESTAMPTZ]"
-FROM jobs WHERE created_at >= :since AND task IN (SELECT value FROM json_each(:tasks))
-GROUP BY source_host, source_pid, source_name, source_version, source_kind, task
-ORDER BY 8;
-
 -- name: doctor_effects_of_jobs
 SELECT * FROM effects WHERE job_id IN (SELECT value FROM json_each(:ids)) ORDER BY started_at, key;
 

@@ -1,0 +1,66 @@
+"""The per-backend SQL files stay in step: same query names, same migrations, same tables."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from oncebeat.store import open_store
+from oncebeat.store.sqlfiles import load_migrations, load_queries, split_statements
+
+ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
+                 "processes", "events"}
+DOMAIN_TABLES = {"customers", "invoices", "reminders"}
+
+
+def created_objects(sql: str) -> list[str]:
+    """``CREATE TABLE x`` / ``CREATE [UNIQUE] INDEX y`` of each statement, in order."""
+    out = []
+    for statement in split_statements(sql):
+        match = re.match(r"CREATE\s+(UNIQUE\s+)?(TABLE|INDEX)\s+(\w+)", statement, re.IGNORECASE)
+        if match is None:
+            out.append(statement.split()[0].upper())
+        else:
+            unique, kind, name = match.groups()
+            out.append(f"{'UNIQUE ' if unique else ''}{kind.upper()} {name}")
+    return out
+
+
+def test_both_backends_define_exactly_the_same_query_names() -> None:
+    sqlite, postgres = load_queries("sqlite"), load_queries("postgres")
+    assert sorted(set(sqlite) - set(postgres)) == [], "defined for SQLite only"
+    assert sorted(set(postgres) - set(sqlite)) == [], "defined for PostgreSQL only"
+    assert all(sql.strip() for sql in sqlite.values()) and all(sql.strip() for sql in postgres.values())
+
+
+def test_both_backends_number_their_migrations_the_same_way() -> None:
+    sqlite = [(version, name) for version, name, _ in load_migrations("sqlite")]
+    postgres = [(version, name) for version, name, _ in load_migrations("postgres")]
+    assert sqlite == postgres
+    assert [version for version, _ in sqlite] == list(range(1, len(sqlite) + 1)), "no gaps, no duplicates"
+
+
+def test_each_migration_creates_the_same_tables_and_indexes_on_both_backends() -> None:
+    for (version, _, sqlite_sql), (_, _, pg_sql) in zip(load_migrations("sqlite"), load_migrations("postgres"),
+                                                        strict=True):
+        assert created_objects(sqlite_sql) == created_objects(pg_sql), f"migration {version:04d} differs"
+
+
+def test_replaying_every_migration_on_fresh_databases_gives_the_same_schema(
+        make_db_url: Callable[[], str]) -> None:
+    with open_store(make_db_url()) as first, open_store(make_db_url()) as second:
+        assert first.migrate() == second.migrate() == [1, 2]
+        schema = first.table_columns()
+        assert schema == second.table_columns()
+        assert set(schema) == ENGINE_TABLES | DOMAIN_TABLES
+
+
+def test_both_backends_have_the_same_tables_and_columns(tmp_path: Path, pg_db_url: str) -> None:
+    with open_store(f"sqlite:///{tmp_path}/oncebeat.db") as sqlite, open_store(pg_db_url) as postgres:
+        sqlite.migrate()
+        postgres.migrate()
+        sqlite_schema, pg_schema = sqlite.table_columns(), postgres.table_columns()
+    assert set(sqlite_schema) == set(pg_schema)
+    for table in sorted(sqlite_schema):
+        assert [c for c, _ in sqlite_schema[table]] == [c for c, _ in pg_schema[table]], f"columns of {table}"

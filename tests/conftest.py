@@ -1,0 +1,157 @@
+"""Shared fixtures: one store per backend, a simulated clock, disarmed crash points.
+
+- ``backend`` runs a test once on SQLite and once on PostgreSQL.
+- ``db_url`` is a fresh, empty database for that backend: a file under
+  ``tmp_path`` for SQLite, a schema of its own (``ob_t_<hex>``) for PostgreSQL,
+  dropped afterwards. ``make_db_url()`` gives further fresh databases of the
+  same backend; ``pg_db_url`` is a fresh PostgreSQL schema for tests that
+  compare the two backends.
+- ``store`` is ``open_store(db_url)`` already migrated.
+
+PostgreSQL comes from ``ONCEBEAT_TEST_PG_URL`` (default
+``postgresql://postgres@127.0.0.1:5432/test``). When it cannot be reached the
+PostgreSQL half of the suite is skipped on a laptop and fails when ``CI=true``
+(a CI run must never pass by skipping the backend it exists to test).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from oncebeat.faults import crashpoints
+from oncebeat.store import Store, open_store, redact_url
+from oncebeat.timebase import SimulatedClock
+
+BACKENDS = ["sqlite", "postgres"]
+DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+SIM_START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+_pg_probe: dict[str, str | None] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "postgres: needs a PostgreSQL server")
+    config.addinivalue_line("markers", "slow: real-process tests that take seconds")
+
+
+def pg_base_url() -> str:
+    return os.environ.get("ONCEBEAT_TEST_PG_URL", DEFAULT_PG_URL)
+
+
+def _libpq_url(url: str) -> str:
+    """``url`` without oncebeat's own query options (``schema``, ``pool_size``), for psycopg.connect."""
+    parts = urlsplit(url)
+    options = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("schema", "pool_size")]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(options), parts.fragment))
+
+
+def _with_schema(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    options = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"] + [("schema", schema)]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(options), parts.fragment))
+
+
+def require_postgres() -> str:
+    """The base PostgreSQL URL; skip (or fail under ``CI=true``) if the server is unreachable.
+
+    The server is probed once per session.
+    """
+    base = pg_base_url()
+    if base not in _pg_probe:
+        try:
+            with psycopg.connect(_libpq_url(base), connect_timeout=5) as conn:
+                conn.execute("SELECT 1")
+            _pg_probe[base] = None
+        except psycopg.Error as exc:
+            _pg_probe[base] = " ".join(str(exc).split()) or type(exc).__name__
+    error = _pg_probe[base]
+    if error is not None:
+        message = f"PostgreSQL not reachable at {redact_url(base)}: {error}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{message} (CI=true: the PostgreSQL backend must be tested, not skipped)")
+        pytest.skip(message)
+    return base
+
+
+def drop_pg_schema(url: str) -> None:
+    """Drop the ``?schema=`` of ``url`` and everything in it."""
+    schema = dict(parse_qsl(urlsplit(url).query))["schema"]
+    with psycopg.connect(_libpq_url(url), autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
+                        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend under test: "sqlite" or "postgres"."""
+    return str(request.param)
+
+
+@pytest.fixture
+def make_db_url(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], str]]:
+    """Factory of fresh, empty databases of ``backend``; PostgreSQL schemas are dropped at teardown."""
+    made: list[str] = []
+    base = require_postgres() if backend == "postgres" else ""
+
+    def make() -> str:
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path_factory.mktemp('db')}/oncebeat.db"
+        else:
+            url = _with_schema(base, f"ob_t_{secrets.token_hex(6)}")
+        made.append(url)
+        return url
+
+    yield make
+    for url in made:
+        if url.startswith("postgres"):
+            drop_pg_schema(url)
+
+
+@pytest.fixture
+def pg_db_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema URL whatever ``backend`` is (for tests that compare the backends)."""
+    url = _with_schema(require_postgres(), f"ob_t_{secrets.token_hex(6)}")
+    yield url
+    drop_pg_schema(url)
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Path, make_db_url: Callable[[], str]) -> str:
+    """A fresh, empty database URL: ``sqlite:///{tmp_path}/oncebeat.db`` or a PostgreSQL schema ``ob_t_<hex>``."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path}/oncebeat.db"
+    return make_db_url()
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """The store for ``db_url``, migrated; closed (and its PostgreSQL schema dropped) afterwards."""
+    opened = open_store(db_url)
+    try:
+        opened.migrate()
+        yield opened
+    finally:
+        opened.close()
+        drop_schema = getattr(opened, "drop_schema", None)
+        if drop_schema is not None:
+            drop_schema()
+
+
+@pytest.fixture
+def sim_clock() -> SimulatedClock:
+    """Simulated time starting at 2026-03-01 12:00 UTC; moves only when told to."""
+    return SimulatedClock(SIM_START)
+
+
+@pytest.fixture(autouse=True)
+def _disarm_crashpoints() -> Iterator[None]:
+    yield
+    crashpoints.disarm()
