@@ -60,6 +60,7 @@ class ScheduleDef:
     catchup_window: float = 86400.0
     dst_gap: str = "shift"
     dst_fold: str = "first"
+    _hash: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
         if self.catchup not in CATCHUP_POLICIES:
@@ -68,14 +69,16 @@ class ScheduleDef:
         if self.catchup_window < 0:
             raise ConfigError(f"schedule {self.key!r}: catchup_window must be >= 0 seconds")
         self.schedule()  # validates expression, zone and DST options (raises ScheduleError)
+        body = {k: getattr(self, k) for k in ("key", "expression", "tz", "task", "args", "queue", "catchup",
+                                              "catchup_window", "dst_gap", "dst_fold")}
+        object.__setattr__(self, "_hash", hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24])
 
     def schedule(self) -> Schedule:
         return Schedule(expression=self.expression, tz=self.tz, dst_gap=self.dst_gap, dst_fold=self.dst_fold)
 
     def definition_hash(self) -> str:
-        body = {k: getattr(self, k) for k in ("key", "expression", "tz", "task", "args", "queue", "catchup",
-                                              "catchup_window", "dst_gap", "dst_fold")}
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
+        """A digest of everything that defines when and what this schedule fires (computed once)."""
+        return self._hash
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ScheduleDef:

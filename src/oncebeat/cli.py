@@ -588,6 +588,44 @@ def check(database_url: str | None, maildir: Path | None, config: Path | None, a
     sys.exit(0 if report.passed else 1)
 
 
+@cli.command()
+@click.option("--since", default=None, help="Only history after this ISO instant (with offset).")
+@click.option("--schedule", default=None, help="Only this schedule key.")
+@click.option("--invoice", default=None, help="Only this invoice number.")
+@click.option("--maildir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A Maildir the SMTP server delivered to: duplicate deliveries are found there.")
+@click.option("--explain", "explain_", nargs=2, default=None, metavar="occurrence|job|invoice ID",
+              help="Tell the full story of one occurrence, job or invoice instead.")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+@click.option("--json", "as_json", is_flag=True)
+def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir: Path | None,
+           explain_: tuple[str, str] | None, database_url: str | None, config: Path | None, app: str | None,
+           as_json: bool) -> None:
+    """Explain duplicates, misses and risks from the audit trail; exit 1 when an error is found."""
+    from .doctor import explain, run_doctor
+
+    rt = _runtime(config=config, database_url=database_url, app=app, migrate=False)
+    try:
+        if explain_ is not None:
+            kind, ident = explain_
+            if kind not in ("occurrence", "job", "invoice"):
+                raise click.BadParameter("use occurrence, job or invoice", param_hint="--explain")
+            for line in explain(rt.store, kind, ident if kind == "invoice" else int(ident)):  # type: ignore[arg-type]
+                click.echo(line)
+            return
+        report = run_doctor(rt.store, now=rt.clock.now(), since=_parse_instant(since, "--since") if since else None,
+                            schedule=schedule, invoice=invoice, maildir=maildir, definitions=rt.app)
+    finally:
+        rt.close()
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        click.echo(report.to_text())
+    sys.exit(report.exit_code)
+
+
 def main() -> None:
     """Entry point: run the CLI; print oncebeat errors as one clear message (exit status 2)."""
     try:

@@ -258,7 +258,9 @@ class _Sim:
             src = current_source("clock", name=name)
             if version:
                 src = replace(src, version=version)
-            return ClockProcess(defs_app, store, clock=clock, source=src)
+            # Each fire re-reads its schedule row in the firing transaction; the periodic re-read only
+            # discovers new or resumed schedules, so simulated clocks need it rarely.
+            return ClockProcess(defs_app, store, clock=clock, source=src, resync_interval=3600)
 
         clocks: dict[str, ClockProcess | None] = {}
         pending_start: set[str] = set()
