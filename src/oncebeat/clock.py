@@ -58,6 +58,7 @@ __all__ = ["ClockProcess", "Fire", "SyncReport", "fire_occurrence"]
 
 log = logging.getLogger("oncebeat.clock")
 
+HEARTBEAT_SECONDS = 5.0  # how often a ticking clock refreshes its row in the process registry
 MAX_LEDGER_ROWS_PER_TICK = 1000  # older late instants are summarised in one audit event
 
 try:
@@ -181,6 +182,7 @@ class ClockProcess:
         self._parsed: dict[str, Schedule] = {}
         self._next: dict[str, datetime] = {}
         self._last_load: datetime | None = None
+        self._last_heartbeat: datetime | None = None
         self.stop_requested = threading.Event()
         self.fires = 0
 
@@ -284,6 +286,11 @@ class ClockProcess:
     def tick(self, *, startup: bool = False) -> list[Fire]:
         """Fire every schedule whose next instant has come; return the decisions made by this clock."""
         now = self.clock.now()
+        if self.process_id is not None and (self._last_heartbeat is None or
+                                            (now - self._last_heartbeat).total_seconds() >= HEARTBEAT_SECONDS):
+            with self.store.transaction() as tx:  # the registry shows this clock alive (doctor: multiple-clocks)
+                tx.run("heartbeat_process", id=self.process_id, now=now)
+            self._last_heartbeat = now
         if self._last_load is None or (now - self._last_load).total_seconds() >= self.resync_interval:
             self._load(now)
         fires: list[Fire] = []
@@ -436,16 +443,11 @@ class ClockProcess:
             signal.signal(signal.SIGINT, self.request_stop)
         self.start()
         started = time.monotonic()
-        last_hb = time.monotonic()
         while not self.stop_requested.is_set():
             if stop_after is not None and time.monotonic() - started >= stop_after:
                 break
             try:
                 self.tick()
-                if time.monotonic() - last_hb >= 5:
-                    last_hb = time.monotonic()
-                    with self.store.transaction() as tx:
-                        tx.run("heartbeat_process", id=self.process_id, now=self.clock.now())
             except OncebeatError as exc:  # a blip: the ledger makes the next tick safe to repeat
                 log.warning("tick failed: %s", exc, extra={"event": "clock.tick_failed"})
             nxt = self.next_fire_at()

@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from . import audit
@@ -129,6 +129,7 @@ class Worker:
         self.stop_requested = threading.Event()
         self.processed = 0
         self._holding: set[int] = set()
+        self._last_heartbeat: datetime | None = None
         self._holding_lock = threading.Lock()
 
     # --- registration -------------------------------------------------------------------------
@@ -184,6 +185,11 @@ class Worker:
     def run_batch(self) -> int:
         """Claim one batch of due jobs and run them serially in this thread; return how many were claimed."""
         wid = self.register()
+        now = self.clock.now()
+        if self._last_heartbeat is None or (now - self._last_heartbeat).total_seconds() >= self.lease_seconds / 3:
+            with self.store.transaction() as tx:  # drain mode has no heartbeat thread
+                tx.run("heartbeat_process", id=wid, now=now)
+            self._last_heartbeat = now
         jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds)
         if not jobs:
             return 0

@@ -275,6 +275,8 @@ class DoctorReport:
         for c in skipped:
             if c.note:
                 lines.append(f"  {c.code} skipped: {c.note}")
+        if not any(f.severity in ("error", "warning") for f in self.findings):
+            lines.append("all checks passed: no duplicate, miss or risk found")
         return "\n".join(lines) + "\n"
 
 
