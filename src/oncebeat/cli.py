@@ -202,6 +202,8 @@ def _worker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Jobs claimed per statement (default 10 per slot)."),
         click.option("--lease", default=30.0, show_default=True, help="Lease seconds, renewed by heartbeat."),
         click.option("--grace", default=25.0, show_default=True, help="Seconds running jobs get after SIGTERM."),
+        click.option("--rescue-interval", default=15.0, show_default=True,
+                     help="Seconds between looks for jobs whose worker died (lease expired)."),
     ]):
         fn = option(fn)
     return fn
@@ -213,14 +215,14 @@ def _worker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @APP_OPTION
 @_worker_options
 def worker(database_url: str | None, config: Path | None, app: str | None, concurrency: int, queues: tuple[str, ...],
-           batch_size: int | None, lease: float, grace: float) -> None:
+           batch_size: int | None, lease: float, grace: float, rescue_interval: float) -> None:
     """Run a worker: claims jobs with a lease and runs them; SIGTERM drains gracefully."""
     from .worker import Worker
 
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None)
     try:
         counts = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
-                        lease_seconds=lease, grace_seconds=grace).run()
+                        lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval).run()
     finally:
         rt.close()
     click.echo(f"worker stopped: {counts['processed']} jobs processed, {counts['returned']} returned to the queue",
@@ -233,7 +235,7 @@ def worker(database_url: str | None, config: Path | None, app: str | None, concu
 @APP_OPTION
 @_worker_options
 def run(database_url: str | None, config: Path | None, app: str | None, concurrency: int, queues: tuple[str, ...],
-        batch_size: int | None, lease: float, grace: float) -> None:
+        batch_size: int | None, lease: float, grace: float, rescue_interval: float) -> None:
     """Run the clock and a worker in one process (small deployments)."""
     import signal
     import threading
@@ -244,7 +246,7 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None)
     clk = ClockProcess(rt.app, rt.store, echo=click.echo)
     wrk = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
-                 lease_seconds=lease, grace_seconds=grace)
+                 lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval)
 
     def stop(*_: Any) -> None:
         clk.request_stop()
@@ -536,12 +538,22 @@ def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
 @click.option("--payments", "payments_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--dir", "workdir", default="oncebeat-sim", show_default=True, type=click.Path(path_type=Path))
 @click.option("--compare-naive", is_flag=True, help="Also run the naive design on the same days and faults.")
+@click.option("--processes", is_flag=True,
+              help="Instead: real time, 2 clock + 4 worker OS processes SIGKILLed at random, then the checker.")
+@click.option("--seconds", default=30.0, show_default=True, help="With --processes: how long to kill and restart.")
 @CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True)
 def simulate(days: int, start: str | None, until: str | None, seed: int, faults: str, database_url: str | None,
              invoices_csv: Path | None, payments_csv: Path | None, workdir: Path, compare_naive: bool,
-             config: Path | None, as_json: bool) -> None:
+             processes: bool, seconds: float, config: Path | None, as_json: bool) -> None:
     """Replay the reminder schedule over simulated days through the real code, with faults, then check it."""
+    if processes:
+        from .simulate.processes import run_processes
+
+        url = database_url or f"sqlite:///{workdir.resolve() / 'oncebeat.db'}"
+        result = run_processes(url, workdir, seconds=seconds, seed=seed)
+        _print_json(result.as_dict()) if as_json else click.echo(result.to_text())
+        sys.exit(0 if result.passed else 1)
     from .reminders.demo import DEFAULT_DEMO_START
     from .reminders.policy import load_policy
     from .simulate import SimConfig, parse_faults

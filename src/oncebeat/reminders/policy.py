@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from oncebeat.errors import ConfigError
+from oncebeat.errors import ConfigError, ScheduleError
+from oncebeat.schedules import Schedule
 
 __all__ = [
     "CATCHUP_POLICIES",
@@ -210,6 +211,11 @@ def _check_schedule(value: Any) -> str:
         raise _Invalid("is empty", 'Write a 5-field cron expression, e.g. "0 8 * * *" (08:00 every day).', value=value)
     if _has_control(value.replace("\t", " ")):
         raise _Invalid("must be a single line", 'Write the cron expression on one line, e.g. "0 8 * * *".', value=value)
+    try:
+        Schedule(expression=text, tz="UTC")
+    except ScheduleError as exc:
+        raise _Invalid(str(exc), 'Write a 5-field cron expression such as "0 8 * * *" or an interval such as '
+                       '"every 15m".', value=value) from exc
     return text
 
 
