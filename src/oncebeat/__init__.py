@@ -18,8 +18,17 @@ from __future__ import annotations
 from .app import App, ScheduleDef, TaskDef
 from .clock import ClockProcess
 from .effects import EffectLedger
-from .errors import (ConfigError, Discard, EffectBusy, EffectInDoubt, EffectKeyConflict, OncebeatError, Retry,
-                     ScheduleError, StoreError)
+from .errors import (
+                     ConfigError,
+                     Discard,
+                     EffectBusy,
+                     EffectInDoubt,
+                     EffectKeyConflict,
+                     OncebeatError,
+                     Retry,
+                     ScheduleError,
+                     StoreError,
+)
 from .provenance import VERSION, Source, current_source
 from .queue import Job, Queue
 from .schedules import Schedule, parse_schedule

@@ -131,9 +131,8 @@ def migrate(database_url: str | None) -> None:
     """Create or upgrade the database schema (safe to run from many processes at once)."""
     import os
 
-    from .store import open_store
-
     from .reminders.runtime import DEFAULT_DATABASE_URL
+    from .store import open_store
 
     with open_store(database_url or os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL) as store:
         applied = store.migrate()
@@ -153,8 +152,13 @@ def migrate(database_url: str | None) -> None:
 def import_(path: Path, is_payments: bool, column_map: str | None, skip_invalid: Path | None,
             database_url: str | None, config: Path | None) -> None:
     """Import invoices (upsert by invoice number) or payments from CSV. All rows or nothing."""
-    from .reminders.importing import (INVOICE_CSV_HELP, parse_column_map, read_invoices_csv, read_payments_csv,
-                                      write_rejects)
+    from .reminders.importing import (
+        INVOICE_CSV_HELP,
+        parse_column_map,
+        read_invoices_csv,
+        read_payments_csv,
+        write_rejects,
+    )
 
     mapping = parse_column_map(column_map)
     rt = _runtime(config=config, database_url=database_url)

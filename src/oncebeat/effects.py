@@ -41,7 +41,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import audit
-from .errors import EffectBusy, EffectInDoubt, EffectKeyConflict, EffectOutcomeUnknown, TransientStoreError
+from .errors import (
+    EffectBusy,
+    EffectInDoubt,
+    EffectKeyConflict,
+    EffectOutcomeUnknown,
+    TransientStoreError,
+)
 from .faults import crashpoints
 from .provenance import Source
 from .store import Json, Store

@@ -72,7 +72,13 @@ from types import TracebackType
 from typing import Literal
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from oncebeat.errors import ConfigError, DeliveryUnknown, MailError, PermanentMailError, TransientMailError
+from oncebeat.errors import (
+    ConfigError,
+    DeliveryUnknown,
+    MailError,
+    PermanentMailError,
+    TransientMailError,
+)
 
 from .message import idna_domain
 

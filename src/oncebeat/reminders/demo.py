@@ -19,18 +19,19 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, date, datetime, time as dtime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
 from ..clock import ClockProcess
-from ..mail import MailSink, Mailer, read_maildir
+from ..mail import Mailer, MailSink, read_maildir
 from ..provenance import current_source
 from ..store import Store, open_store
 from ..timebase import SimulatedClock
 from ..worker import Worker
 from .book import Book, generate_book
-from .importing import read_invoices_csv, read_payments_csv, raise_if_problems
+from .importing import raise_if_problems, read_invoices_csv, read_payments_csv
 from .model import Invoice, Payment
 from .policy import Policy
 from .service import ReminderService

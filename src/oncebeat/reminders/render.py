@@ -72,7 +72,14 @@ from typing import Any
 from babel import Locale, UnknownLocaleError
 from babel.dates import format_date
 from babel.numbers import format_currency, get_currency_precision, list_currencies
-from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, Template, TemplateError
+from jinja2 import (
+    ChoiceLoader,
+    Environment,
+    FileSystemLoader,
+    StrictUndefined,
+    Template,
+    TemplateError,
+)
 
 from oncebeat.errors import ConfigError
 from oncebeat.reminders.policy import stage_label

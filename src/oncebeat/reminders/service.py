@@ -13,14 +13,29 @@ every reminder ends ``sent``, ``skipped``, ``failed`` or ``in_doubt``.
 from __future__ import annotations
 
 import logging
-from email.headerregistry import Address
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from email.headerregistry import Address
 from typing import Any
 
-from ..errors import DeliveryUnknown, Discard, EffectInDoubt, EffectOutcomeUnknown, ImportRejected, PermanentMailError, Retry, TransientMailError
-from ..mail import Mailer, build_message, make_message_id, parse_address, sanitize_header_text
+from ..errors import (
+    DeliveryUnknown,
+    Discard,
+    EffectInDoubt,
+    EffectOutcomeUnknown,
+    ImportRejected,
+    PermanentMailError,
+    Retry,
+    TransientMailError,
+)
+from ..mail import (
+    Mailer,
+    build_message,
+    make_message_id,
+    parse_address,
+    sanitize_header_text,
+)
 from ..provenance import Source
 from ..store import Json, Store, Tx
 from ..timebase import Clock

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ..mail import MailSink, Mailer, build_message, make_message_id, read_maildir
+from ..mail import Mailer, MailSink, build_message, make_message_id, read_maildir
 from ..reminders.book import Book
 from ..reminders.demo import payment_instant
 from ..reminders.policy import Policy
@@ -142,7 +142,7 @@ def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int
     pairs = Counter((m.headers.get("X-Oncebeat-Invoice"), m.headers.get("X-Oncebeat-Stage")) for m in messages)
     report.duplicates = sum(n - 1 for n in pairs.values() if n > 1)
     report.examples += [f"{n} stage {s} delivered {c} times" for (n, s), c in pairs.items() if c > 1][:5]
-    for number, stage, at in sent_log:
+    for number, _stage, at in sent_log:
         if not is_open(number, at):
             report.sent_after_paid += 1
     delivered = {(n, int(s)) for n, s in pairs}

@@ -28,7 +28,7 @@ from ..app import App, ScheduleDef
 from ..clock import ClockProcess
 from ..errors import TransientStoreError
 from ..faults import SimulatedCrash, crashpoints
-from ..mail import MailSink, Mailer
+from ..mail import Mailer, MailSink
 from ..provenance import Source, current_source
 from ..reminders.book import Book, generate_book
 from ..reminders.demo import DEFAULT_DEMO_START, _load_book, payment_instant
@@ -195,7 +195,6 @@ class _Sim:
 
     # --- the run ------------------------------------------------------------------------------
     def run(self) -> SimReport:
-        cfg = self.cfg
         wall = _time.monotonic()
         with _host_tz(HOST_TZ if "host-tz" in self.faults else None):
             report = self._run()
@@ -403,7 +402,6 @@ class _Sim:
 
     def _drain(self, workers: list[Worker], app: App, store: Store, clock: SimulatedClock, sink: MailSink,
                service: ReminderService) -> None:
-        rng = self.rng
         for _ in range(100_000):
             progressed = 0
             for i, w in enumerate(workers):

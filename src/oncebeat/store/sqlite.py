@@ -20,13 +20,12 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
-
-from ..timebase import SystemClock
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import MigrationError, StoreError, TransientStoreError
+from ..timebase import SystemClock
 from .base import Json, Store, Tx
 from .sqlfiles import load_migrations, load_queries, split_statements
 
