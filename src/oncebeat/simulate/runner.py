@@ -44,7 +44,7 @@ from .naive import NaiveReport, run_naive
 
 __all__ = ["SimConfig", "SimReport", "simulate"]
 
-MAX_STEP = timedelta(hours=1)
+MAX_STEP = timedelta(hours=6)  # wake-ups are event driven; this only bounds idle stretches
 HOST_TZ = "Pacific/Kiritimati"  # UTC+14: the host's date differs from Chicago's for most of the day
 PROBES = (("dst-chicago-0230", "30 2 * * *", "America/Chicago"), ("dst-berlin-0230", "30 2 * * *", "Europe/Berlin"),
           ("dst-lord-howe-0200", "0 2 * * *", "Australia/Lord_Howe"), ("dst-chicago-3-hourly", "15 */3 * * *", "America/Chicago"))
@@ -162,6 +162,7 @@ class _Sim:
         self.doubt_budget = 0
         self.payments_log: dict[str, PaymentWindow] = {}
         self._blip_run: Counter[str] = Counter()
+        self.wakes: list[datetime] = []
 
     # --- fault hooks --------------------------------------------------------------------------
     def _rate(self, name: str) -> float:
@@ -367,6 +368,8 @@ class _Sim:
                 candidates.append(payment_instant(payments[0].paid_on))
             if events:
                 candidates.append(events[0][0])
+            self.wakes = [w for w in self.wakes if w > now]
+            candidates += self.wakes
             with self.quiet():
                 nra = workers[0].queue.next_run_at(("default",))
             if nra is not None:
@@ -389,6 +392,10 @@ class _Sim:
                          faults=dict(self.faults), faults_injected=dict(sorted(injected.items())), check=report,
                          wall_seconds=0.0, database=redact_url(url), maildir=str(maildir), naive=naive)
 
+    def _wake_for_rescue(self, worker: Worker, clock: SimulatedClock) -> None:
+        """Jobs the dead (or interrupted) worker held come back when their leases expire: wake then."""
+        self.wakes.append(clock.now() + timedelta(seconds=worker.lease_seconds + 1))
+
     def _worker(self, app: App, store: Store, clock: SimulatedClock, name: str) -> Worker:
         """A worker whose retry jitter comes from the simulation's seed (so runs repeat exactly)."""
         return Worker(app, store, clock=clock, source=current_source("worker", name=name),
@@ -410,8 +417,10 @@ class _Sim:
                 except SimulatedCrash:
                     progressed += 1
                     workers[i] = self._worker(app, store, clock, f"worker.{i + 1} (restarted)")
+                    self._wake_for_rescue(w, clock)
                 except TransientStoreError:
                     progressed += 1
+                    self._wake_for_rescue(w, clock)
                 self._payment_race(store, service, clock)
             if not progressed:
                 return
