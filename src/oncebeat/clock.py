@@ -386,7 +386,8 @@ class ClockProcess:
     def trigger(self, key: str, *, kind: str = "manual") -> Fire:
         """Fire ``key`` now, outside its schedule (recorded ``manual`` with this process's provenance)."""
         definition, sched = self._definition_for(key)
-        now = self.clock.now().replace(microsecond=0)
+        # Full precision: a manual fire never takes the identity of a scheduled instant.
+        now = self.clock.now()
         with self.store.transaction() as tx:
             fire = fire_occurrence(tx, queue=self.queue, definition=definition, schedule=sched, instant=now,
                                    outcome="manual", source=self.source.with_kind(kind), now=self.clock.now())

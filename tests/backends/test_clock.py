@@ -346,7 +346,8 @@ def test_retired_schedule_never_fires_even_from_an_old_clock_that_still_defines_
 
     new_clock = clock_for(new_app, store, sim_clock)  # the new release, without "dropped"
     assert new_clock.sync().retired == ["dropped"]
-    run_until(sim_clock, at(15, 30), 10, old_clock, new_clock)
+    run_until(sim_clock, at(13, 1), 5, old_clock, new_clock)  # the old clock's copy still says active at 13:00
+    run_until(sim_clock, at(15, 30), 600, old_clock, new_clock)
     restarted_old = clock_for(old_app, store, sim_clock)  # the old release restarted by its supervisor
     assert restarted_old.sync().stale is True
     run_until(sim_clock, at(17, 30), 600, old_clock, new_clock, restarted_old)
@@ -360,12 +361,14 @@ def test_retired_schedule_never_fires_even_from_an_old_clock_that_still_defines_
 
 def test_changed_expression_takes_effect_from_the_change(store: Store, sim_clock: SimulatedClock) -> None:
     old_clock = clock_for(hourly_app("report"), store, sim_clock, resync_interval=420)
-    old_clock.start()  # re-reads the schedules table every 7 minutes: last at 14:55, next at 15:02
+    old_clock.start()  # re-reads the schedules table at least 7 minutes apart
+    run_until(sim_clock, at(14, 55), 300, old_clock)  # … last re-read at 14:57, next at 15:04
     run_until(sim_clock, at(14, 59, 50), 10, old_clock)
 
     new_clock = clock_for(hourly_app("report", expression="15,45 * * * *"), store, sim_clock)
     assert new_clock.sync().changed == ["report"]
-    run_until(sim_clock, at(16, 30), 10, old_clock, new_clock)
+    run_until(sim_clock, at(15, 5), 10, old_clock, new_clock)
+    run_until(sim_clock, at(16, 30), 60, old_clock, new_clock)
 
     assert ledger(store) == [(at(13), "enqueued"), (at(14), "enqueued"), (at(15, 15), "enqueued"),
                              (at(15, 45), "enqueued"), (at(16, 15), "enqueued")]

@@ -20,7 +20,8 @@ SELECT * FROM processes ORDER BY id;
 SELECT * FROM schedules ORDER BY key;
 
 -- name: get_schedule
-SELECT * FROM schedules WHERE key = :key;
+-- FOR SHARE: a fire decided from this row cannot interleave with a concurrent retire/pause/change.
+SELECT * FROM schedules WHERE key = :key FOR SHARE;
 
 -- name: insert_schedule
 INSERT INTO schedules (key, expression, tz, dst_gap, dst_fold, catchup, catchup_window, task, args, queue,
