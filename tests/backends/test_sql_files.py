@@ -64,3 +64,17 @@ def test_both_backends_have_the_same_tables_and_columns(tmp_path: Path, pg_db_ur
     assert set(sqlite_schema) == set(pg_schema)
     for table in sorted(sqlite_schema):
         assert [c for c, _ in sqlite_schema[table]] == [c for c, _ in pg_schema[table]], f"columns of {table}"
+
+
+def test_upgrading_from_each_older_version_gives_the_same_schema_as_a_fresh_install(
+        make_db_url: Callable[[], str]) -> None:
+    with open_store(make_db_url()) as fresh:
+        fresh.migrate()
+        expected = fresh.table_columns()
+    versions = [v for v, _, _ in load_migrations("sqlite")]  # both backends number alike (tested above)
+    for stop in versions[:-1]:
+        with open_store(make_db_url()) as old:
+            assert old.migrate(target=stop) == [v for v in versions if v <= stop]
+            applied_later = old.migrate()
+            assert applied_later == [v for v in versions if v > stop]
+            assert old.table_columns() == expected

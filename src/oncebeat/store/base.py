@@ -83,8 +83,11 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def migrate(self) -> list[int]:
-        """Apply missing migrations; return the versions applied. Safe when many processes start at once."""
+    def migrate(self, target: int | None = None) -> list[int]:
+        """Apply missing migrations (up to ``target`` if given); return the versions applied.
+
+        Safe when many processes start at once.
+        """
 
     @abstractmethod
     def applied_migrations(self) -> list[int]:

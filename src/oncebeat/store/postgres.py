@@ -122,7 +122,7 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             raise _translate(exc, "transaction", self.url) from exc
 
-    def migrate(self) -> list[int]:
+    def migrate(self, target: int | None = None) -> list[int]:
         applied: list[int] = []
         try:
             with psycopg.connect(self._conninfo, **self._kwargs) as conn, conn.transaction():
@@ -137,6 +137,8 @@ class PostgresStore(Store):
                 for version, name, sql in load_migrations("postgres"):
                     if version in done:
                         continue
+                    if target is not None and version > target:
+                        break
                     for statement in split_statements(sql):
                         conn.execute(statement.replace("%", "%%"))
                     conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))

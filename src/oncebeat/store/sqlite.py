@@ -197,7 +197,7 @@ class SqliteStore(Store):
                 conn.execute("ROLLBACK")
             raise _translate(exc, "commit") from exc
 
-    def migrate(self) -> list[int]:
+    def migrate(self, target: int | None = None) -> list[int]:
         applied: list[int] = []
         conn = self._connect()
         try:
@@ -210,6 +210,8 @@ class SqliteStore(Store):
             for version, name, sql in load_migrations("sqlite"):
                 if version in done:
                     continue
+                if target is not None and version > target:
+                    break
                 for statement in split_statements(sql):
                     conn.execute(statement)
                 conn.execute(
