@@ -32,6 +32,7 @@ from typing import Any
 from . import audit
 from .provenance import Source
 from .store import Json, Store, Tx
+from .store.base import instant_text
 from .timebase import Clock, require_aware
 
 __all__ = ["Job", "Queue", "backoff_seconds", "JOB_STATES", "UNFINISHED_STATES"]
@@ -125,34 +126,46 @@ class Queue:
         return int(got["id"]) if got else None
 
     def enqueue_many(self, jobs: Sequence[dict[str, Any]], *, tx: Tx | None = None) -> int:
-        """Insert many jobs in one transaction (``executemany``); each dict takes :meth:`enqueue`'s keywords.
+        """Insert many jobs with one statement; each dict takes :meth:`enqueue`'s keywords (``task`` required).
 
-        Returns the number of jobs submitted (unique-key conflicts are skipped silently).
+        All rows get this queue's provenance. Returns the number of jobs submitted (unique-key
+        conflicts are skipped silently).
         """
         now = self.clock.now()
         rows = []
         for j in jobs:
             when = j.get("run_at") or now
-            rows.append({
-                "queue": j.get("queue", "default"), "task": j["task"], "args": Json(j.get("args") or {}),
-                "priority": j.get("priority", 0), "state": "scheduled" if when > now else "available",
-                "max_attempts": j.get("max_attempts", 20), "run_at": when, "unique_key": j.get("unique_key"),
-                "occurrence_id": j.get("occurrence_id"), "now": now, **self.source.params(),
-            })
+            rows.append([j.get("queue", "default"), j["task"], j.get("args") or {},
+                         "scheduled" if when > now else "available", j.get("priority", 0),
+                         j.get("max_attempts", 20), instant_text(when), j.get("unique_key"), j.get("occurrence_id")])
+        params = {"rows": Json(rows), "now": now, **self.source.params()}
         if tx is not None:
-            tx.many("insert_job", rows)
+            tx.run("insert_jobs_bulk", **params)
         else:
             with self.store.transaction() as own:
-                own.many("insert_job", rows)
+                own.run("insert_jobs_bulk", **params)
         return len(rows)
 
     def claim(self, worker_id: int, *, queues: Sequence[str] = ("default",), limit: int = 10,
-              lease_seconds: float = 30.0) -> list[Job]:
-        """Claim up to ``limit`` due jobs (priority, then run_at, then id) with a lease of ``lease_seconds``."""
+              lease_seconds: float = 30.0, complete: Sequence[int] = ()) -> list[Job]:
+        """Claim up to ``limit`` due jobs (priority, then run_at, then id) with a lease of ``lease_seconds``.
+
+        ``queues`` are served in the order given: a later queue gets what the earlier ones leave of ``limit``.
+
+        Args:
+            complete: ids of jobs this worker finished, marked ``completed`` in the same
+                transaction (one commit per batch instead of two).
+        """
         now = self.clock.now()
+        rows: list[dict[str, Any]] = []
         with self.store.transaction() as tx:
-            rows = tx.run("claim_jobs", worker_id=worker_id, queues=list(queues), limit=limit, now=now,
-                          lease_expires_at=now + timedelta(seconds=lease_seconds))
+            if complete:
+                tx.run("complete_jobs", worker_id=worker_id, ids=list(complete), now=now)
+            for name in queues:  # queues are served in the order given
+                rows += tx.run("claim_jobs", worker_id=worker_id, queue=name, limit=limit - len(rows), now=now,
+                               lease_expires_at=now + timedelta(seconds=lease_seconds))
+                if len(rows) >= limit:
+                    break
         jobs = [Job.from_row(r) for r in rows]
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return jobs

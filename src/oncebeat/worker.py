@@ -183,16 +183,24 @@ class Worker:
 
     # --- serial drain (tests, simulator, demo) ------------------------------------------------
     def run_batch(self) -> int:
-        """Claim one batch of due jobs and run them serially in this thread; return how many were claimed."""
+        """Claim one batch of due jobs, run them serially in this thread and complete them; return how many."""
+        n, done = self._batch(())
+        if n:
+            self.queue.complete(self.register(), done)
+        return n
+
+    def _batch(self, finished: Sequence[int]) -> tuple[int, list[int]]:
+        """Complete ``finished`` and claim the next batch in one transaction; run it; return (claimed, done)."""
         wid = self.register()
         now = self.clock.now()
         if self._last_heartbeat is None or (now - self._last_heartbeat).total_seconds() >= self.lease_seconds / 3:
             with self.store.transaction() as tx:  # drain mode has no heartbeat thread
                 tx.run("heartbeat_process", id=wid, now=now)
             self._last_heartbeat = now
-        jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds)
+        jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds,
+                                complete=finished)
         if not jobs:
-            return 0
+            return 0, []
         crashpoints.hit("after_claim")
         done: list[int] = []
         for i, job in enumerate(jobs):
@@ -201,20 +209,27 @@ class Worker:
             if self.execute(job):
                 done.append(job.id)
         crashpoints.hit("before_complete")
-        self.queue.complete(wid, done)
         self.processed += len(jobs)
-        return len(jobs)
+        return len(jobs), done
 
     def drain(self, *, max_batches: int | None = None) -> int:
-        """Run batches until no job is due now (simulated or real time); return jobs claimed."""
+        """Run batches until no job is due now (simulated or real time); return jobs claimed.
+
+        Each batch's completions commit with the next batch's claim; the last ones on their own.
+        """
         total = 0
         batches = 0
+        done: list[int] = []
         while max_batches is None or batches < max_batches:
-            n = self.run_batch()
+            n, done_next = self._batch(done)
+            done = []
             if n == 0:
                 break
+            done = done_next
             total += n
             batches += 1
+        if done:
+            self.queue.complete(self.register(), done)
         return total
 
     def rescue(self) -> list[dict[str, Any]]:
@@ -289,6 +304,7 @@ class Worker:
         started = time.monotonic()
         last_rescue = 0.0
         returned = 0
+        finished: list[int] = []  # done, completed together with the next claim (one commit per batch)
         try:
             while not self.stop_requested.is_set():
                 if stop_after is not None and time.monotonic() - started >= stop_after:
@@ -298,7 +314,8 @@ class Worker:
                         last_rescue = time.monotonic()
                         self.rescue()
                     jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size,
-                                            lease_seconds=self.lease_seconds)
+                                            lease_seconds=self.lease_seconds, complete=finished)
+                    finished = []
                 except StoreError as exc:  # database away: wait and try again; leases protect held work
                     log.warning("claim failed: %s", exc, extra={"event": "worker.claim_failed"})
                     self.stop_requested.wait(self.poll_interval)
@@ -328,7 +345,7 @@ class Worker:
                         raise outcome
                     if outcome:
                         done.append(job_id)
-                self._complete_retrying(wid, done)
+                finished = done
                 self.processed += len(done)
                 if pending:
                     # Grace period over: drop queued-but-unstarted work and give everything back.
@@ -346,6 +363,7 @@ class Worker:
             hb_done.set()
             for _ in slots:
                 inbox.put(None)
+        self._complete_retrying(wid, finished)
         self.stop_process()
         log.info("worker %s stopped: %d jobs processed, %d returned", wid, self.processed, returned,
                  extra={"event": "worker.stopped"})

@@ -19,9 +19,23 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Json", "Store", "Tx", "redact_url"]
+__all__ = ["Json", "Store", "Tx", "redact_url", "instant_text"]
+
+_INSTANT_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def instant_text(value: datetime) -> str:
+    """An aware instant as fixed-width UTC text (``2026-03-08T14:00:00.000000Z``).
+
+    Both backends parse it; SQLite stores instants this way, so text order is time order.
+    Raises ValueError for a naive datetime.
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value.isoformat()} passed to the store; use an aware UTC instant")
+    return value.astimezone(UTC).strftime(_INSTANT_FORMAT)
 
 
 @dataclass(frozen=True, slots=True)

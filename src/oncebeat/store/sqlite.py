@@ -26,18 +26,12 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..errors import MigrationError, StoreError, TransientStoreError
 from ..timebase import SystemClock
-from .base import Json, Store, Tx
+from .base import Json, Store, Tx, instant_text
 from .sqlfiles import load_migrations, load_queries, split_statements
 
 __all__ = ["SqliteStore"]
 
-_TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
-
-
-def _ts_to_text(value: datetime) -> str:
-    if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value.isoformat()} passed to the store; use an aware UTC instant")
-    return value.astimezone(UTC).strftime(_TS_FORMAT)
+_ts_to_text = instant_text
 
 
 def _convert_ts(raw: bytes) -> datetime:

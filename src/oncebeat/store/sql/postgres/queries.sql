@@ -95,6 +95,18 @@ VALUES (:queue, :task, :args, :state, :priority, :max_attempts, :run_at, :unique
 ON CONFLICT DO NOTHING
 RETURNING id;
 
+-- name: insert_jobs_bulk
+-- :rows is one JSON array of [queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id]:
+-- one statement and one parameter for the whole batch.
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT r ->> 0, r ->> 1, r -> 2, r ->> 3, CAST(r ->> 4 AS integer), CAST(r ->> 5 AS integer),
+       CAST(r ->> 6 AS timestamptz), r ->> 7, CAST(r ->> 8 AS bigint),
+       CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
+       CAST(:src_version AS text), CAST(:now AS timestamptz)
+FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS r
+ON CONFLICT DO NOTHING;
+
 -- name: get_job
 SELECT * FROM jobs WHERE id = :id;
 
@@ -110,14 +122,16 @@ ORDER BY id DESC LIMIT :limit;
 SELECT state, COUNT(*) AS n FROM jobs GROUP BY state ORDER BY state;
 
 -- name: claim_jobs
+-- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
+-- order, so a claim reads about :limit rows however long the backlog is and whatever the table
+-- statistics say (no sort of the whole queue after an idle period).
 UPDATE jobs
 SET state = 'running', attempt = attempt + 1, worker_id = :worker_id, lease_expires_at = :lease_expires_at,
     started_at = :now
 WHERE id IN (
     SELECT id FROM jobs
-    WHERE queue IN (SELECT unnest(CAST(:queues AS text[])))
-      AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
-    ORDER BY queue, priority, run_at, id
+    WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
+    ORDER BY priority, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED)
 RETURNING *;

@@ -94,6 +94,19 @@ VALUES (:queue, :task, :args, :state, :priority, :max_attempts, :run_at, :unique
 ON CONFLICT DO NOTHING
 RETURNING id;
 
+-- name: insert_jobs_bulk
+-- :rows is one JSON array of [queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id]
+-- (run_at as fixed-width UTC text): one statement and one parameter for the whole batch.
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'),
+       json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'),
+       :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
+FROM json_each(:rows)
+WHERE true
+ON CONFLICT DO NOTHING;
+
 -- name: get_job
 SELECT * FROM jobs WHERE id = :id;
 
@@ -109,14 +122,15 @@ ORDER BY id DESC LIMIT :limit;
 SELECT state, COUNT(*) AS n FROM jobs GROUP BY state ORDER BY state;
 
 -- name: claim_jobs
+-- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
+-- order, so a claim reads about :limit rows however long the backlog is (no sort of the whole queue).
 UPDATE jobs
 SET state = 'running', attempt = attempt + 1, worker_id = :worker_id, lease_expires_at = :lease_expires_at,
     started_at = :now
 WHERE id IN (
     SELECT id FROM jobs INDEXED BY jobs_fetch
-    WHERE queue IN (SELECT value FROM json_each(:queues))
-      AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
-    ORDER BY queue, priority, run_at, id
+    WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
+    ORDER BY priority, run_at, id
     LIMIT :limit)
 RETURNING *;
 
