@@ -79,6 +79,7 @@ from oncebeat.errors import (
     PermanentMailError,
     TransientMailError,
 )
+from oncebeat.redact import redact_url
 
 from .message import idna_domain
 
@@ -106,21 +107,6 @@ _FALSE = {"0", "false", "no", "off"}
 # scheme://user:PASSWORD@ — the password runs to the last '@' of the token, so
 # an unencoded '@' or '/' in a password is still hidden (we prefer hiding too
 # much to showing a secret).
-_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)(?P<pw>\S*)@")
-
-
-def redact_url(text: str) -> str:
-    """Mask the password of every ``scheme://user:password@host`` in ``text``.
-
-    Args:
-        text: Any text, e.g. an error message or a log line.
-
-    Returns:
-        str: ``text`` with each URL password replaced by ``***``
-        (``smtp://bob:s3cret@mx:25`` -> ``smtp://bob:***@mx:25``). Text
-        without credentials is returned unchanged.
-    """
-    return _URL_PASSWORD.sub(lambda m: f"{m.group('head')}***@", text)
 
 
 def _bad(problem: str) -> ConfigError:

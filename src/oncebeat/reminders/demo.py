@@ -14,7 +14,6 @@ reminders table — and have no terminal state.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import ClockProcess
+from ..workdir import prepare_workdir
 from ..mail import Mailer, MailSink, read_maildir
 from ..provenance import current_source
 from ..store import Store, open_store
@@ -144,9 +144,7 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
             probe = read_invoices_csv(invoices_csv)
             start = max((i.issued_on for i in probe.invoices), default=DEFAULT_DEMO_START) + timedelta(days=1)
     book = _load_book(seed, start, invoices_csv, payments_csv)
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
+    prepare_workdir(workdir)
     db_path = workdir / "oncebeat.db"
     maildir = workdir / "maildir"
     t0 = datetime.combine(start, dtime(0, 0), tzinfo=UTC)

@@ -30,6 +30,7 @@ from ..reminders.policy import Policy
 from ..reminders.service import ReminderService
 from ..store import open_store
 from ..timebase import SystemClock
+from ..workdir import prepare_workdir
 from .checker import CheckReport, PaymentWindow, check
 
 __all__ = ["ProcessRunReport", "run_processes"]
@@ -74,7 +75,7 @@ def run_processes(db_url: str, workdir: Path, *, seconds: float = 30.0, settle: 
                   seed: int = 7, clocks: int = 2, workers: int = 4) -> ProcessRunReport:
     """Run the cluster (see module docstring) against ``db_url`` and check it."""
     rng = random.Random(seed)
-    workdir.mkdir(parents=True, exist_ok=True)
+    prepare_workdir(workdir)
     config = workdir / "oncebeat.toml"
     config.write_text(CONFIG, encoding="utf-8")
     clock = SystemClock()

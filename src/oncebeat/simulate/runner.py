@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import time as _time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -39,6 +38,7 @@ from ..reminders.tasks import SCHEDULE_KEY, build_app
 from ..store import Store, open_store, redact_url
 from ..timebase import SimulatedClock
 from ..worker import Worker
+from ..workdir import prepare_workdir
 from .checker import CheckReport, PaymentWindow, check
 from .naive import NaiveReport, run_naive
 
@@ -204,9 +204,7 @@ class _Sim:
 
     def _run(self) -> SimReport:
         cfg = self.cfg
-        if cfg.workdir.exists():
-            shutil.rmtree(cfg.workdir)
-        cfg.workdir.mkdir(parents=True)
+        prepare_workdir(cfg.workdir)
         maildir = cfg.workdir / "maildir"
         # synchronous=normal: durability against power loss is not what a simulation tests
         url = cfg.db_url or f"sqlite:///{cfg.workdir / 'oncebeat.db'}?synchronous=normal"

@@ -14,13 +14,14 @@ so a library user's business writes and the jobs they enqueue commit together.
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from ..redact import redact_url
 
 __all__ = ["Json", "Store", "Tx", "redact_url", "instant_text"]
 
@@ -43,11 +44,6 @@ class Json:
     """Marks a parameter to be stored as JSON (any json-serialisable value)."""
 
     value: Any
-
-
-def redact_url(url: str) -> str:
-    """Mask the password in a URL: ``postgresql://u:***@h/db``."""
-    return re.sub(r"(://[^:/@\s]*:)[^@/\s]*@", r"\1***@", url)
 
 
 class Tx(ABC):
