@@ -518,16 +518,14 @@ def effects_list(state: str | None, database_url: str | None) -> None:
 @click.argument("outcome", type=click.Choice(["done", "not_done"]))
 @DB_OPTION
 def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
-    """Record whether in-doubt effect KEY happened (done) or not (not_done, allows a new attempt)."""
-    from .effects import EffectLedger
+    """Record whether in-doubt effect KEY happened (done) or not (not_done: one new attempt runs)."""
     from .provenance import current_source
 
-    rt = _runtime(database_url=database_url)
+    rt = _runtime(database_url=database_url, migrate=False)
     try:
-        ok = EffectLedger(rt.store, clock=rt.clock, source=current_source("cli")).resolve(key, outcome)
+        click.echo(rt.service.resolve_effect(key, outcome, source=current_source("cli")))
     finally:
         rt.close()
-    click.echo(f"{key}: {'resolved ' + outcome if ok else 'not in doubt; nothing changed'}")
 
 
 @cli.command()

@@ -50,7 +50,7 @@ from .errors import (
 )
 from .faults import crashpoints
 from .provenance import Source
-from .store import Json, Store
+from .store import Json, Store, Tx
 from .timebase import Clock
 
 __all__ = ["EffectLedger", "Holder", "Reconcile", "payload_hash"]
@@ -197,26 +197,30 @@ class EffectLedger:
         rows = self.store.read("effect_get", key=key)
         return rows[0] if rows else None
 
-    def resolve(self, key: str, outcome: str, result: Any = None) -> bool:
+    def resolve(self, key: str, outcome: str, result: Any = None, *, tx: Tx | None = None) -> bool:
         """Operator decision on an in-doubt key: ``done`` (it happened) or ``not_done`` (allow a re-run).
 
-        Returns True if the key was in doubt and is now resolved.
+        Args:
+            tx: resolve inside the caller's transaction (so a domain update commits with it).
+        Returns:
+            True if the key was in doubt and is now resolved; False if it is unknown or not in doubt.
+        Raises:
+            ValueError: ``outcome`` is neither ``done`` nor ``not_done``.
         """
+        if outcome not in ("done", "not_done"):
+            raise ValueError("outcome must be 'done' or 'not_done'")
+        if tx is None:
+            with self.store.transaction() as own:
+                return self.resolve(key, outcome, result, tx=own)
         now = self.clock.now()
-        with self.store.transaction() as tx:
-            row = tx.one("effect_get", key=key)
-            if row is None or row["state"] != "in_doubt":
-                return False
-            if outcome == "done":
-                tx.run("effect_finish", key=key, from_state="in_doubt", state="done", result=Json(result),
-                       detail="resolved by operator: it had happened", now=now, job_id=row["job_id"],
-                       attempt=row["attempt"])
-            elif outcome == "not_done":
-                tx.run("effect_finish", key=key, from_state="in_doubt", state="failed", result=Json(None),
-                       detail="resolved by operator: it had not happened", now=now, job_id=row["job_id"],
-                       attempt=row["attempt"])
-            else:
-                raise ValueError("outcome must be 'done' or 'not_done'")
-            audit.record(tx, now=now, kind="effect.reconciled", subject=f"effect:{key}", source=self.source,
-                         detail={"outcome": outcome, "by": "operator"})
+        row = tx.one("effect_get", key=key)
+        if row is None or row["state"] != "in_doubt":
+            return False
+        happened = outcome == "done"
+        tx.run("effect_finish", key=key, from_state="in_doubt", state="done" if happened else "failed",
+               result=Json(result if happened else None),
+               detail=f"resolved by operator: it had {'' if happened else 'not '}happened", now=now,
+               job_id=row["job_id"], attempt=row["attempt"])
+        audit.record(tx, now=now, kind="effect.reconciled", subject=f"effect:{key}", source=self.source,
+                     detail={"outcome": outcome, "by": "operator"})
         return True

@@ -249,3 +249,27 @@ def test_invoice_paid_after_a_delivery_of_unknown_outcome_stays_in_doubt_not_ski
     (row,) = harness.reminders()
     assert row["state"] == "in_doubt"  # the email may have gone out: "skipped" would hide it
     assert len(harness.messages()) == 1
+
+
+@pytest.mark.parametrize("outcome", ["done", "not_done"])
+def test_operator_resolving_an_in_doubt_reminder_settles_it(harness: Harness, outcome: str) -> None:
+    from oncebeat.provenance import current_source
+
+    harness.add_invoices(invoice("INV-12", date(2026, 3, 1)))
+    harness.sink.faults.drop_before_reply_next(1)  # delivery outcome unknown: in doubt
+    harness.tick_to(FIRST_FIRE)
+    harness.new_worker().drain()
+    (row,) = harness.reminders()
+    assert row["state"] == "in_doubt"
+    said = harness.service.resolve_effect(f"reminder:{row['id']}", outcome, source=current_source("cli"))
+    assert outcome in said
+    harness.new_worker().drain()
+    (row,) = harness.reminders()
+    if outcome == "done":
+        assert row["state"] == "sent" and harness.messages() == []  # the operator saw it in the server's log
+    else:
+        assert row["state"] == "sent" and len(harness.messages()) == 1  # sent again, exactly once
+    from oncebeat.errors import OncebeatError
+
+    with pytest.raises(OncebeatError, match="not in doubt"):
+        harness.service.resolve_effect(f"reminder:{row['id']}", outcome, source=current_source("cli"))

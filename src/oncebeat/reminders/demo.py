@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import ClockProcess
-from ..workdir import prepare_workdir
 from ..mail import Mailer, MailSink, read_maildir
 from ..provenance import current_source
 from ..store import Store, open_store
 from ..timebase import SimulatedClock
+from ..workdir import prepare_workdir
 from ..worker import Worker
 from .book import Book, generate_book
 from .importing import raise_if_problems, read_invoices_csv, read_payments_csv

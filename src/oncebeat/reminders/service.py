@@ -19,12 +19,14 @@ from datetime import date, datetime, timedelta
 from email.headerregistry import Address
 from typing import Any
 
+from ..effects import EffectLedger
 from ..errors import (
     DeliveryUnknown,
     Discard,
     EffectInDoubt,
     EffectOutcomeUnknown,
     ImportRejected,
+    OncebeatError,
     PermanentMailError,
     Retry,
     TransientMailError,
@@ -37,6 +39,7 @@ from ..mail import (
     sanitize_header_text,
 )
 from ..provenance import Source
+from ..queue import Queue
 from ..store import Json, Store, Tx
 from ..timebase import Clock
 from .importing import InvoiceImport, RowProblem
@@ -205,11 +208,50 @@ class ReminderService:
         return self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now())
 
     def _finish(self, reminder_id: int, state: str, reason: str | None, *, message_id: str | None = None,
-                sent_at: datetime | None = None) -> str:
-        with self.store.transaction() as tx:
-            tx.run("finish_reminder", id=reminder_id, state=state, reason=reason, message_id=message_id,
-                   sent_at=sent_at, now=self.clock.now())
+                sent_at: datetime | None = None, tx: Tx | None = None, from_state: str = "pending") -> str:
+        if tx is None:
+            with self.store.transaction() as own:
+                return self._finish(reminder_id, state, reason, message_id=message_id, sent_at=sent_at, tx=own,
+                                    from_state=from_state)
+        tx.run("finish_reminder", id=reminder_id, state=state, reason=reason, message_id=message_id,
+               sent_at=sent_at, now=self.clock.now(), from_state=from_state)
         return state
+
+    def resolve_effect(self, key: str, outcome: str, *, source: Source) -> str:
+        """An operator's decision on an in-doubt effect; for ``reminder:<id>`` keys the reminder follows.
+
+        ``done``: the email went out — the reminder becomes ``sent``. ``not_done``: it did not — the
+        reminder becomes ``pending`` again and a send job is enqueued (the ledger lets that one attempt run).
+        Returns a sentence saying what changed.
+
+        Raises:
+            OncebeatError: the key is unknown or not in doubt.
+            ValueError: ``outcome`` is neither ``done`` nor ``not_done``.
+        """
+        ledger = EffectLedger(self.store, clock=self.clock, source=source)
+        queue = Queue(self.store, clock=self.clock, source=source)
+        with self.store.transaction() as tx:
+            if not ledger.resolve(key, outcome, tx=tx):
+                raise OncebeatError(f"effect {key!r} is unknown or not in doubt; `oncebeat effects list "
+                                    "--state in_doubt` lists the keys that need a decision")
+            if not key.startswith("reminder:"):
+                return f"{key}: resolved {outcome}"
+            reminder_id = int(key.split(":", 1)[1])
+            rows = tx.run("get_reminder_for_send", id=reminder_id)
+            if not rows or rows[0]["state"] != "in_doubt":
+                return f"{key}: resolved {outcome} (reminder {reminder_id} was not in doubt)"
+            r = rows[0]
+            if outcome == "done":
+                message_id = make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)
+                self._finish(reminder_id, "sent", "resolved by operator: it was delivered", message_id=message_id,
+                             sent_at=self.clock.now(), tx=tx, from_state="in_doubt")
+                return f"{key}: resolved done; reminder {reminder_id} ({r['number']} stage {r['stage']}) is sent"
+            self._finish(reminder_id, "pending", "resolved by operator: not delivered; sending again", tx=tx,
+                         from_state="in_doubt")
+            queue.enqueue(SEND_TASK, {"reminder_id": reminder_id}, tx=tx, max_attempts=SEND_MAX_ATTEMPTS,
+                          unique_key=f"reminder:{reminder_id}")
+            return (f"{key}: resolved not_done; reminder {reminder_id} ({r['number']} stage {r['stage']}) "
+                    "will be sent again")
 
     # --- reports ------------------------------------------------------------------------------
     def preview(self, business_date: date) -> list[dict[str, Any]]:

@@ -37,8 +37,8 @@ from ..reminders.service import ReminderService
 from ..reminders.tasks import SCHEDULE_KEY, build_app
 from ..store import Store, open_store, redact_url
 from ..timebase import SimulatedClock
-from ..worker import Worker
 from ..workdir import prepare_workdir
+from ..worker import Worker
 from .checker import CheckReport, PaymentWindow, check
 from .naive import NaiveReport, run_naive
 

@@ -88,7 +88,7 @@ WHERE r.id = :id;
 
 -- name: finish_reminder
 UPDATE reminders SET state = :state, reason = :reason, message_id = :message_id, sent_at = :sent_at, updated_at = :now
-WHERE id = :id AND state = 'pending'
+WHERE id = :id AND state = :from_state
 RETURNING id;
 
 -- name: reminder_counts
