@@ -324,7 +324,7 @@ def schedules(ctx: click.Context, database_url: str | None, config: Path | None,
         return
     from .schedules_report import describe_schedules
 
-    rt = _runtime(config=config, database_url=database_url, app=app)
+    rt = _runtime(config=config, database_url=database_url, app=app, migrate=False)
     try:
         rows = describe_schedules(rt.app, rt.store, now=rt.clock.now(), count=count)
     finally:
@@ -406,7 +406,7 @@ def schedules_resume(key: str, database_url: str | None, config: Path | None, ap
 @click.option("--json", "as_json", is_flag=True)
 def jobs(state: str | None, limit: int, cancel_id: int | None, database_url: str | None, as_json: bool) -> None:
     """List recent jobs (or cancel one) and count jobs per state."""
-    rt = _runtime(database_url=database_url)
+    rt = _runtime(database_url=database_url, migrate=cancel_id is not None)
     try:
         from .provenance import current_source
         from .queue import Queue
@@ -440,7 +440,7 @@ def preview(days: int, database_url: str | None, config: Path | None, as_json: b
     """What the scan would send (dry run: nothing is written)."""
     from datetime import timedelta
 
-    rt = _runtime(config=config, database_url=database_url)
+    rt = _runtime(config=config, database_url=database_url, migrate=False)
     try:
         business_date = rt.clock.now().astimezone(rt.policy.zone).date() + timedelta(days=days)
         rows = rt.service.preview(business_date)
@@ -467,7 +467,7 @@ def aging(as_of: str | None, database_url: str | None, config: Path | None, as_j
     """Open amounts by days-past-due bucket, per currency."""
     from .reminders.render import format_money
 
-    rt = _runtime(config=config, database_url=database_url)
+    rt = _runtime(config=config, database_url=database_url, migrate=False)
     try:
         day = _parse_date(as_of, "--as-of") or rt.clock.now().astimezone(rt.policy.zone).date()
         rows = rt.service.aging(day)
@@ -503,7 +503,7 @@ def effects() -> None:
 @DB_OPTION
 def effects_list(state: str | None, database_url: str | None) -> None:
     """List effects (in-doubt ones first need an operator's decision)."""
-    rt = _runtime(database_url=database_url)
+    rt = _runtime(database_url=database_url, migrate=False)
     try:
         rows = rt.store.read("list_effects", state=state)
     finally:

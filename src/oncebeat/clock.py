@@ -106,13 +106,15 @@ class SyncReport:
         return out
 
 
-def _enqueue_for(tx: Tx, queue: Queue, definition: ScheduleDef, occurrence_id: int, source: Source) -> int | None:
+def _enqueue_for(tx: Tx, queue: Queue, definition: ScheduleDef, occurrence_id: int, source: Source,
+                 options: dict[str, int] | None) -> int | None:
     return queue.enqueue(definition.task, definition.args, tx=tx, queue=definition.queue,
-                         occurrence_id=occurrence_id, source=source)
+                         occurrence_id=occurrence_id, source=source, **(options or {}))
 
 
 def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: Schedule, instant: datetime,
-                    outcome: str, source: Source, now: datetime, process_id: int | None = None) -> Fire:
+                    outcome: str, source: Source, now: datetime, process_id: int | None = None,
+                    task_options: dict[str, int] | None = None) -> Fire:
     """Record one occurrence (and enqueue its job when ``outcome`` enqueues) inside ``tx``.
 
     ``outcome`` is one of enqueued, missed, coalesced, paused, manual, backfilled;
@@ -132,7 +134,7 @@ def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: 
     occ_id = int(row["id"])
     job_id = None
     if outcome in ("enqueued", "manual", "backfilled"):
-        job_id = _enqueue_for(tx, queue, definition, occ_id, source)
+        job_id = _enqueue_for(tx, queue, definition, occ_id, source, task_options)
         tx.run("set_occurrence_job", id=occ_id, job_id=job_id)
     if outcome != "enqueued":
         audit.record(tx, now=now, kind=f"occurrence.{outcome}", subject=f"schedule:{definition.key}",
@@ -176,6 +178,9 @@ class ClockProcess:
         self.resync_interval = resync_interval
         self.echo = echo or (lambda line: None)
         self.queue = Queue(store, clock=self.clock, source=self.source)
+        self.task_options: dict[str, dict[str, int]] = (
+            {name: {"priority": t.priority, "max_attempts": t.max_attempts}
+             for name, t in definitions.tasks.items()} if isinstance(definitions, App) else {})
         self.process_id: int | None = None
         self.stale = False
         self._rows: dict[str, dict[str, Any]] = {}
@@ -327,7 +332,7 @@ class ClockProcess:
                 instants = instants[-MAX_LEDGER_ROWS_PER_TICK:]
             decisions = self._decide(row, definition, instants, now)
             for instant, outcome in decisions:
-                fires.append(fire_occurrence(tx, queue=self.queue, definition=definition, schedule=sched,
+                fires.append(fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task), definition=definition, schedule=sched,
                                              instant=instant, outcome=outcome, source=self.source, now=now,
                                              process_id=self.process_id))
             late = [f for f in fires if f.outcome != "enqueued" or (now - f.fire_at).total_seconds() > self.misfire_grace]
@@ -389,7 +394,7 @@ class ClockProcess:
         # Full precision: a manual fire never takes the identity of a scheduled instant.
         now = self.clock.now()
         with self.store.transaction() as tx:
-            fire = fire_occurrence(tx, queue=self.queue, definition=definition, schedule=sched, instant=now,
+            fire = fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task), definition=definition, schedule=sched, instant=now,
                                    outcome="manual", source=self.source.with_kind(kind), now=self.clock.now())
         log.info("manual trigger %s", fire.describe(), extra={"event": "clock.manual"})
         return fire
@@ -405,7 +410,7 @@ class ClockProcess:
         fires: list[Fire] = []
         with self.store.transaction() as tx:
             for instant in sched.between(start - timedelta(microseconds=1), end):
-                fires.append(fire_occurrence(tx, queue=self.queue, definition=definition, schedule=sched,
+                fires.append(fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task), definition=definition, schedule=sched,
                                              instant=instant, outcome="backfilled",
                                              source=self.source.with_kind("cli"), now=self.clock.now()))
         return fires

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import audit
+from .app import App
 from .provenance import Source
 from .store import Json, Store, Tx
 from .store.base import instant_text
@@ -88,15 +89,17 @@ def backoff_seconds(attempt: int, *, base: float = 2.0, cap: float = 3600.0, rng
 class Queue:
     """Queue operations on a store. Thread-safe (each call opens its own transaction unless given ``tx``)."""
 
-    def __init__(self, store: Store, *, clock: Clock, source: Source, rng: random.Random | None = None) -> None:
+    def __init__(self, store: Store, *, clock: Clock, source: Source, rng: random.Random | None = None,
+                 app: App | None = None) -> None:
         self.store = store
         self.clock = clock
         self.source = source
         self.rng = rng or random.Random()
+        self.app = app  # when given: task names are checked and each task's defaults apply
 
     def enqueue(self, task: str, args: dict[str, Any] | None = None, *, tx: Tx | None = None,
-                queue: str = "default", priority: int = 0, run_at: datetime | None = None,
-                max_attempts: int = 20, unique_key: str | None = None, occurrence_id: int | None = None,
+                queue: str | None = None, priority: int | None = None, run_at: datetime | None = None,
+                max_attempts: int | None = None, unique_key: str | None = None, occurrence_id: int | None = None,
                 source: Source | None = None) -> int | None:
         """Insert a job; return its id, or None when ``unique_key`` is held by an unfinished job.
 
@@ -107,7 +110,14 @@ class Queue:
             run_at: aware instant; default now. A future instant makes the job ``scheduled``.
             max_attempts: attempts before the job is ``discarded`` (>= 1).
             unique_key: at most one unfinished job per key (partial unique index).
+
+        ``queue``, ``priority`` and ``max_attempts`` default to the task's own (``@app.task(...)``) when
+        this queue knows the app, else to "default", 0 and 20.
+
+        Raises:
+            ValueError: the app does not define ``task``, or ``max_attempts`` < 1.
         """
+        queue, priority, max_attempts = self._defaults(task, queue, priority, max_attempts)
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         now = self.clock.now()
@@ -125,6 +135,18 @@ class Queue:
                 got = own.one("insert_job", **row)
         return int(got["id"]) if got else None
 
+    def _defaults(self, task: str, queue: str | None, priority: int | None,
+                  max_attempts: int | None) -> tuple[str, int, int]:
+        definition = None
+        if self.app is not None:
+            definition = self.app.tasks.get(task)
+            if definition is None:
+                known = ", ".join(sorted(self.app.tasks)) or "none"
+                raise ValueError(f"no task named {task!r} is registered (known: {known})")
+        return (queue if queue is not None else definition.queue if definition else "default",
+                priority if priority is not None else definition.priority if definition else 0,
+                max_attempts if max_attempts is not None else definition.max_attempts if definition else 20)
+
     def enqueue_many(self, jobs: Sequence[dict[str, Any]], *, tx: Tx | None = None) -> int:
         """Insert many jobs with one statement; each dict takes :meth:`enqueue`'s keywords (``task`` required).
 
@@ -135,9 +157,10 @@ class Queue:
         rows = []
         for j in jobs:
             when = j.get("run_at") or now
-            rows.append([j.get("queue", "default"), j["task"], j.get("args") or {},
-                         "scheduled" if when > now else "available", j.get("priority", 0),
-                         j.get("max_attempts", 20), instant_text(when), j.get("unique_key"), j.get("occurrence_id")])
+            queue, priority, max_attempts = self._defaults(j["task"], j.get("queue"), j.get("priority"),
+                                                           j.get("max_attempts"))
+            rows.append([queue, j["task"], j.get("args") or {}, "scheduled" if when > now else "available",
+                         priority, max_attempts, instant_text(when), j.get("unique_key"), j.get("occurrence_id")])
         params = {"rows": Json(rows), "now": now, **self.source.params()}
         if tx is not None:
             tx.run("insert_jobs_bulk", **params)

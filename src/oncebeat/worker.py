@@ -123,7 +123,7 @@ class Worker:
         self.grace_seconds = grace_seconds
         self.rescue_interval = rescue_interval
         self.source = source or current_source("worker")
-        self.queue = Queue(store, clock=self.clock, source=self.source, rng=rng)
+        self.queue = Queue(store, clock=self.clock, source=self.source, rng=rng, app=app)
         self.effects = EffectLedger(store, clock=self.clock, source=self.source)
         self.process_id: int | None = None
         self.stop_requested = threading.Event()

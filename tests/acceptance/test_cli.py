@@ -114,3 +114,40 @@ def test_demo_runs_on_the_chinook_invoices(tmp_path: Path) -> None:
     summary = json.loads(result.stdout)
     assert summary["invoices"] == 412
     assert summary["duplicates"] == 0 and summary["lost"] == 0 and summary["messages_delivered"] > 0
+
+
+def test_payments_for_unknown_invoices_are_rejected_and_nothing_is_applied(tmp_path: Path, db_url: str) -> None:
+    good = BAD_CSV.splitlines()[:2]
+    (tmp_path / "invoices.csv").write_text("\n".join(good) + "\n", encoding="utf-8")
+    (tmp_path / "payments.csv").write_text("invoice_number,paid_on\nINV-1,2026-02-03\nINV-999,2026-02-03\n",
+                                           encoding="utf-8")
+    assert oncebeat("import", "invoices.csv", "--db", db_url, cwd=tmp_path).returncode == 0
+    paid = oncebeat("import", "--payments", "payments.csv", "--db", db_url, cwd=tmp_path)
+    assert paid.returncode == 2 and "INV-999" in paid.stderr and "nothing applied" in paid.stderr
+    with open_store(db_url) as store:
+        (row,) = store.read("list_invoices")
+    assert row["status"] == "open"
+
+
+def test_read_only_commands_do_not_create_a_database_for_a_mistyped_path(tmp_path: Path) -> None:
+    for command in (["jobs"], ["aging"], ["preview"], ["effects", "list"], ["check"], ["doctor"]):
+        result = oncebeat(*command, "--db", f"sqlite:///{tmp_path}/typo/x.db", cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "no database at" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "typo").exists()
+
+
+def test_a_password_in_a_url_without_scheme_is_never_printed(tmp_path: Path) -> None:
+    db = oncebeat("migrate", "--db", "user:S3cretPW@host/db", cwd=tmp_path)
+    smtp = oncebeat("worker", "--db", f"sqlite:///{tmp_path}/x.db", cwd=tmp_path,
+                    env={"SMTP_URL": "user:Pa55word@host:25"})
+    for result in (db, smtp):
+        assert result.returncode == 2
+        assert "S3cretPW" not in result.stderr + result.stdout and "Pa55word" not in result.stderr + result.stdout
+
+
+def test_demo_refuses_to_delete_a_folder_it_did_not_create(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("precious", encoding="utf-8")
+    result = oncebeat("demo", "--days", "1", "--dir", ".", cwd=tmp_path)
+    assert result.returncode == 2 and "not created by oncebeat" in result.stderr
+    assert (tmp_path / "keep.txt").read_text(encoding="utf-8") == "precious"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..app import App
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..mail import Mailer
 from ..store import Store, open_store
 from ..timebase import Clock, SystemClock
@@ -66,7 +66,15 @@ def load_app(spec: str) -> App:
 def load_runtime(*, config: Path | None = None, database_url: str | None = None, smtp_url: str | None = None,
                  need_smtp: bool = False, migrate: bool = True, app: str | None = None,
                  clock: Clock | None = None) -> Runtime:
-    """Open everything a command needs. ``need_smtp`` makes a missing ``SMTP_URL`` an error."""
+    """Open everything a command needs.
+
+    ``need_smtp`` makes a missing ``SMTP_URL`` an error. With ``migrate=False`` (read-only
+    commands) the database must already exist and hold oncebeat's schema.
+
+    Raises:
+        ConfigError: bad policy file, missing SMTP_URL, bad --app.
+        StoreError: the database cannot be reached, or (read-only) does not exist / has no schema.
+    """
     config = config or (Path(os.environ["ONCEBEAT_CONFIG"]) if os.environ.get("ONCEBEAT_CONFIG") else None)
     policy = load_policy(config)
     url = database_url or os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
@@ -76,9 +84,13 @@ def load_runtime(*, config: Path | None = None, database_url: str | None = None,
                           "SMTP_URL=smtp://user:password@mail.example.com:587?starttls=true "
                           "(for local testing run `oncebeat mailsink` and use smtp://127.0.0.1:1025)")
     mailer = Mailer(smtp) if smtp else None
-    store = open_store(url)
+    store = open_store(url, create=migrate)
     if migrate:
         store.migrate()
+    elif not store.applied_migrations():
+        store.close()
+        raise StoreError(f"{store.url} has no oncebeat tables; is DATABASE_URL / --db right? "
+                         "(`oncebeat migrate` creates them)")
     clock = clock or SystemClock()
     service = ReminderService(store, policy, clock=clock, mailer=mailer)
     reminders_app = build_app(service)

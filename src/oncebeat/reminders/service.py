@@ -121,10 +121,16 @@ class ReminderService:
         now = self.clock.now()
         paid = 0
         with self.store.transaction() as tx:
+            known = {r["number"] for r in tx.run("existing_invoice_numbers", numbers=[p.number for p in payments])}
+            unknown = [p.number for p in payments if p.number not in known]
+            if unknown:
+                raise ImportRejected(f"{len(unknown)} payment(s) name invoices that do not exist; nothing applied. "
+                                     "Import the invoices first, or fix the numbers.",
+                                     [f"unknown invoice number {n!r}" for n in unknown[:50]])
             for p in payments:
                 if tx.one("mark_paid", number=p.number, paid_on=p.paid_on, now=now):
                     paid += 1
-        return {"payments": len(payments), "marked_paid": paid, "unchanged": len(payments) - paid}
+        return {"payments": len(payments), "marked_paid": paid, "unchanged (already closed)": len(payments) - paid}
 
     # --- scan ---------------------------------------------------------------------------------
     def scan(self, *, occurrence_id: int, business_date: date, source: Source, tx: Tx | None = None) -> ScanResult:

@@ -14,8 +14,12 @@ from .base import Json, Store, Tx, redact_url
 __all__ = ["Json", "Store", "Tx", "open_store", "redact_url"]
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, create: bool = True) -> Store:
     """Open the store for ``url``.
+
+    Args:
+        create: when False, a SQLite file that does not exist is an error (read-only commands must
+            not create an empty database because of a typo in the path).
 
     Raises:
         ConfigError: unknown scheme.
@@ -24,7 +28,7 @@ def open_store(url: str) -> Store:
     if url.startswith("sqlite:"):
         from .sqlite import SqliteStore
 
-        return SqliteStore(url)
+        return SqliteStore(url, create=create)
     if url.startswith(("postgresql:", "postgres:")):
         from .postgres import PostgresStore
 

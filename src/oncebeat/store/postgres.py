@@ -90,7 +90,11 @@ class PostgresStore(Store):
     backend = "postgres"
 
     def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - parses the port, raising ValueError when it is not a number
+        except ValueError as exc:
+            raise StoreError(f"DATABASE_URL {redact_url(url)!r} is not a valid URL: {exc}") from None
         options = dict(parse_qsl(parts.query))
         self.schema = options.pop("schema", None)
         if self.schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", self.schema):
@@ -104,6 +108,12 @@ class PostgresStore(Store):
         self.queries = load_queries("postgres")
         self._conninfo = conninfo
         self._kwargs = kwargs
+        try:  # one direct connection first: its error says what is wrong (the pool's only says "timeout")
+            psycopg.connect(conninfo, connect_timeout=10, **kwargs).close()
+        except psycopg.Error as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise StoreError(f"cannot connect to {self.url}: {redact_url(reason)}. Is the PostgreSQL server "
+                             "running, and are the host, port, database and user in DATABASE_URL right?") from None
         self._pool = ConnectionPool(conninfo, min_size=1, max_size=pool_size, kwargs=kwargs, open=False,
                                     name="oncebeat")
         try:

@@ -115,7 +115,7 @@ class SqliteStore(Store):
 
     backend = "sqlite"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = True) -> None:
         parts = urlsplit(url)
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         if not path:
@@ -128,6 +128,9 @@ class SqliteStore(Store):
         if self.synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise StoreError(f"{url}: synchronous must be full, normal or extra")
         if path != ":memory:":
+            if not create and not Path(path).is_file():
+                raise StoreError(f"no database at {path!r} ({url}); check DATABASE_URL / --db, or create it "
+                                 "with `oncebeat migrate`")
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.queries = load_queries("sqlite")
         self._local = threading.local()
