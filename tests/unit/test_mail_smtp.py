@@ -154,7 +154,8 @@ def test_str_and_repr_of_a_url_never_show_the_password() -> None:
         ("postgresql://app:pw@db/x", "postgresql://app:***@db/x"),
         ("smtp://mx:25 and bob@example.com", "smtp://mx:25 and bob@example.com"),
         ("smtp://bob@mx:25", "smtp://bob@mx:25"),
-        ("no urls here: a:b@c", "no urls here: a:b@c"),
+        ("no scheme: a:b@c", "no scheme: a:***@c"),  # user:password@host without a scheme is masked too
+        ("no credentials here: a@c b:c", "no credentials here: a@c b:c"),
     ],
 )
 def test_redact_url_masks_passwords_in_any_text(text: str, redacted: str) -> None:
