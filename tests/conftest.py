@@ -31,6 +31,18 @@ from oncebeat.store import Store, open_store, redact_url
 from oncebeat.timebase import SimulatedClock
 
 BACKENDS = ["sqlite", "postgres"]
+
+
+def shared_data(name: str) -> Path:
+    """A folder of the workplace's shared sample data (never copied into the repository).
+
+    Looked up in ``$ONCEBEAT_SHARED_DATA``, then ``shared/data`` beside the repository, then
+    ``/work/shared/data``; the first that exists wins (tests skip when none does).
+    """
+    candidates = [Path(os.environ["ONCEBEAT_SHARED_DATA"]) / name] if os.environ.get("ONCEBEAT_SHARED_DATA") else []
+    candidates += [Path(__file__).resolve().parents[1].parent / "shared" / "data" / name,
+                   Path("/work/shared/data") / name]
+    return next((c for c in candidates if c.exists()), candidates[0])
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SIM_START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

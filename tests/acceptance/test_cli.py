@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import shared_data
 
 from oncebeat.store import open_store
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "chinook"
+SHARED = shared_data("chinook")
 
 
 def oncebeat(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:

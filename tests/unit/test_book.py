@@ -10,6 +10,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import shared_data
 from babel import Locale
 
 from oncebeat.reminders.book import Book, chinook_book, generate_book, write_invoices_csv, write_payments_csv
@@ -17,7 +18,7 @@ from oncebeat.reminders.importing import read_invoices_csv, read_payments_csv
 
 START = date(2026, 3, 2)
 REPO = Path(__file__).resolve().parents[2]
-CHINOOK = REPO / ".." / "shared" / "data" / "chinook"
+CHINOOK = shared_data("chinook")
 needs_chinook = pytest.mark.skipif(
     not (CHINOOK / "csv" / "Invoice.csv").is_file(),
     reason=f"Chinook sample data not found at {CHINOOK.resolve()} (the shared/ folder beside the repository)",
