@@ -5,7 +5,7 @@ from __future__ import annotations
 import email
 import multiprocessing
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from oncebeat.app import ScheduleDef
-from oncebeat.simulate import FAULTS, SimConfig, check, parse_faults, simulate
+from oncebeat.simulate import FAULTS, SimConfig, parse_faults, simulate
 from oncebeat.simulate.checker import PaymentWindow
 from oncebeat.store import open_store
 
