@@ -150,7 +150,7 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
     t0 = datetime.combine(start, dtime(0, 0), tzinfo=UTC)
     t_end = t0 + timedelta(days=days)
     clock = SimulatedClock(t0)
-    store: Store = open_store(f"sqlite:///{db_path}")
+    store: Store = open_store(f"sqlite:///{db_path}?synchronous=normal")  # a demo: speed over power-loss durability
     store.migrate()
     with MailSink(maildir) as sink, Mailer(sink.url) as mailer:
         service = ReminderService(store, policy, clock=clock, mailer=mailer)
