@@ -1,0 +1,170 @@
+"""What-if measurements: proposed engine changes, measured without editing the engine.
+
+``python -m bench whatif`` runs SQL that a proposed change would run, against
+the real oncebeat schema, next to what the engine runs today:
+
+- **clock firing**: one transaction per due schedule (``fire_occurrence``, as
+  ``ClockProcess._fire_schedule`` does, including its two reads) versus
+  occurrences and jobs inserted set-based, 500 schedules per transaction;
+- **scan** (PostgreSQL, 1M invoices): the scan's two statements as today, then
+  with ``SET LOCAL jit = off``, with the reminder insert returning two counts
+  instead of one row per reminder, without the ``reminders → invoices`` foreign
+  key, and the no-op repeat with a ``NOT EXISTS`` probe instead of conflicting
+  inserts.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench import invoices
+from bench.common import FreshDb, Settings, fmt_num, log, md_table, pg_connect
+from bench.w2_scan import BUSINESS_DATE
+
+FIRE_OCC_PG = """
+INSERT INTO occurrences (schedule_key, fire_at, local_fire_at, tz, business_date, tzdata_version, outcome,
+                         source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT k, f, l, z, d, %(tzdata)s, 'enqueued', %(src_kind)s, %(src_host)s, %(src_pid)s, %(src_name)s,
+       %(src_version)s, clock_timestamp()
+FROM unnest(%(keys)s::text[], %(fires)s::timestamptz[], %(locals)s::text[], %(tzs)s::text[], %(dates)s::date[])
+     AS x(k, f, l, z, d)
+ON CONFLICT DO NOTHING
+RETURNING id, schedule_key
+"""
+FIRE_JOBS_PG = """
+WITH occ AS (SELECT * FROM unnest(%(occ_ids)s::bigint[], %(keys)s::text[]) AS o(id, key)),
+ins AS (
+  INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, occurrence_id, source_kind,
+                    source_host, source_pid, source_name, source_version, created_at)
+  SELECT s.queue, s.task, s.args, 'available', 0, 20, %(now)s, occ.id, %(src_kind)s, %(src_host)s, %(src_pid)s,
+         %(src_name)s, %(src_version)s, %(now)s
+  FROM occ JOIN schedules s ON s.key = occ.key
+  RETURNING id, occurrence_id)
+UPDATE occurrences o SET job_id = ins.id FROM ins WHERE o.id = ins.occurrence_id
+"""
+
+
+def clock_firing(settings: Settings, n: int = 2_000, chunk: int = 500) -> list[list[str]]:
+    """Seconds to record n occurrences + jobs: per-schedule transactions (today) vs set-based chunks."""
+    from oncebeat.app import ScheduleDef
+    from oncebeat.clock import TZDATA_VERSION, ClockProcess, fire_occurrence
+    from oncebeat.provenance import current_source
+    from oncebeat.queue import Queue
+    from oncebeat.store import open_store
+    from oncebeat.timebase import SystemClock
+
+    from bench.w4_clock import ZONES
+
+    defs = [ScheduleDef(key=f"s{i:05d}", expression="*/1 * * * *", tz=ZONES[i % len(ZONES)], task="noop")
+            for i in range(n)]
+    instant = (datetime.now(UTC) - timedelta(minutes=1)).replace(second=0, microsecond=0)
+    src = current_source("clock")
+    with FreshDb("postgres", "whatif", settings) as db, open_store(db.url) as store:
+        clk = ClockProcess(defs, store)
+        clk.sync()
+        q = Queue(store, clock=SystemClock(), source=src)
+        t = time.perf_counter()
+        for d in defs:  # what ClockProcess._fire_schedule does per due schedule
+            sched = clk._parsed[d.key]
+            with store.transaction() as tx:
+                tx.one("get_schedule", key=d.key)
+                tx.one("last_fire_at", key=d.key)
+                fire_occurrence(tx, queue=q, definition=d, schedule=sched, instant=instant, outcome="enqueued",
+                                source=src, now=SystemClock().now())
+        today = time.perf_counter() - t
+    with FreshDb("postgres", "whatif", settings) as db, open_store(db.url) as store:
+        clk = ClockProcess(defs, store)
+        clk.sync()
+        with pg_connect(db.schema) as c:
+            t = time.perf_counter()
+            for start in range(0, n, chunk):
+                part = defs[start:start + chunk]
+                scheds = [clk._parsed[d.key] for d in part]
+                locals_ = [s.local(instant) for s in scheds]
+                with c.transaction():
+                    keys = [d.key for d in part]
+                    c.execute("SELECT * FROM schedules WHERE key = ANY(%s)", (keys,)).fetchall()
+                    c.execute("SELECT schedule_key, max(fire_at) FROM occurrences WHERE schedule_key = ANY(%s) "
+                              "AND outcome <> 'manual' GROUP BY schedule_key", (keys,)).fetchall()
+                    got = c.execute(FIRE_OCC_PG, {
+                        "tzdata": TZDATA_VERSION, **src.params(), "keys": keys, "fires": [instant] * len(part),
+                        "locals": [x.isoformat() for x in locals_], "tzs": [s.tz for s in scheds],
+                        "dates": [x.date() for x in locals_]}).fetchall()
+                    c.execute(FIRE_JOBS_PG, {"occ_ids": [r[0] for r in got], "keys": [r[1] for r in got],
+                                             "now": datetime.now(UTC), **src.params()})
+            setbased = time.perf_counter() - t
+        jobs = db.query("SELECT count(*) FROM jobs WHERE occurrence_id IS NOT NULL")[0][0]
+        assert jobs == n, jobs
+    log(f"what-if clock firing {n:,}: today {today:.2f} s, set-based {setbased:.2f} s")
+    return [[f"clock: record {n:,} occurrences + jobs, PostgreSQL (s)", f"{today:.2f}", f"{setbased:.2f}",
+             f"{today / setbased:.0f}×"]]
+
+
+def scan(settings: Settings, n: int = 1_000_000) -> list[list[str]]:
+    """The 1M-invoice scan's SQL on PostgreSQL, as today and with each proposed change."""
+    from psycopg.types.json import Jsonb
+
+    from oncebeat.provenance import current_source
+    from oncebeat.reminders.policy import Policy
+    from oncebeat.reminders.service import SEND_MAX_ATTEMPTS, SEND_TASK, stage_cutoffs
+    from oncebeat.store.sqlfiles import load_queries
+
+    queries = load_queries("postgres")
+    insert_sql, enqueue_sql = queries["scan_insert_reminders"], queries["scan_enqueue_sends"]
+    counted = ("WITH ins AS (" + insert_sql + ") SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FROM ins")
+    enqueue_probe = enqueue_sql.replace(
+        "WHERE r.state = 'pending'",
+        "WHERE r.state = 'pending' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.unique_key = 'reminder:' || r.id "
+        "AND j.state IN ('available', 'scheduled', 'running', 'retryable'))")
+    stages = stage_cutoffs(Policy().stages, BUSINESS_DATE)
+    src = current_source("worker").params()
+    rows: list[list[str]] = []
+    with FreshDb("postgres", "whatif", settings) as db:
+        invoices.load(db, n, BUSINESS_DATE)
+
+        def run(label: str, *, jit: bool = True, count_only: bool = False, probe: bool = False,
+                repeat: bool = False) -> float:
+            with pg_connect(db.schema) as c:
+                c.execute("TRUNCATE reminders, jobs RESTART IDENTITY")
+                times = []
+                for occ in ((1, 2) if repeat else (1,)):
+                    now = datetime.now(UTC)
+                    p1 = {"stages": Jsonb(stages), "max_cutoff": max(s["cutoff"] for s in stages),
+                          "occurrence_id": occ, "business_date": BUSINESS_DATE, "now": now}
+                    p2 = {"queue": "default", "task": SEND_TASK, "max_attempts": SEND_MAX_ATTEMPTS, "now": now,
+                          "occurrence_id": occ, **src}
+                    t = time.perf_counter()
+                    with c.transaction():
+                        if not jit:
+                            c.execute("SET LOCAL jit = off")
+                        sql1 = counted if count_only else insert_sql
+                        c.execute(sql1, {k: v for k, v in p1.items() if f"%({k})s" in sql1}).fetchall()
+                        sql2 = enqueue_probe if probe else enqueue_sql
+                        c.execute(sql2, {k: v for k, v in p2.items() if f"%({k})s" in sql2})
+                    times.append(time.perf_counter() - t)
+            secs = times[-1]
+            log(f"what-if scan {n:,}: {label}: {secs:.2f} s")
+            return secs
+
+        base = run("as today")
+        nojit = run("jit off", jit=False)
+        counted_s = run("jit off + counts only", jit=False, count_only=True)
+        with pg_connect(db.schema) as c:
+            c.execute("ALTER TABLE reminders DROP CONSTRAINT IF EXISTS reminders_invoice_id_fkey")
+        nofk = run("jit off + counts only + no FK", jit=False, count_only=True)
+        second = run("second scan as today", repeat=True)
+        second_probe = run("second scan with NOT EXISTS probe", probe=True, repeat=True)
+    rows.append([f"scan {n:,} invoices, first, PostgreSQL (s)", f"{base:.2f}", f"{nojit:.2f} (jit off); "
+                 f"{counted_s:.2f} (+ counts only); {nofk:.2f} (+ no FK)", f"{base / nofk:.1f}×"])
+    rows.append([f"scan {n:,} invoices, second (no-op), PostgreSQL (s)", f"{second:.2f}", f"{second_probe:.2f}",
+                 f"{second / second_probe:.1f}×"])
+    return rows
+
+
+def run(settings: Settings) -> dict[str, Any]:
+    rows = clock_firing(settings, n=min(2_000, settings.clock_schedules))
+    rows += scan(settings, n=max(settings.scan_sizes))
+    return {"rows": rows, "tables": {"whatif": md_table(["measurement", "engine today", "proposed change",
+                                                          "gain"], rows)}}
