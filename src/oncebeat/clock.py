@@ -59,7 +59,8 @@ __all__ = ["ClockProcess", "Fire", "SyncReport", "fire_occurrence"]
 log = logging.getLogger("oncebeat.clock")
 
 HEARTBEAT_SECONDS = 5.0  # how often a ticking clock refreshes its row in the process registry
-MAX_LEDGER_ROWS_PER_TICK = 1000  # older late instants are summarised in one audit event
+MAX_LEDGER_ROWS_PER_TICK = 1000
+FIRE_BATCH = 200  # schedules recorded per transaction when many are due at once  # older late instants are summarised in one audit event
 
 try:
     TZDATA_VERSION: str | None = metadata.version("tzdata")
@@ -299,60 +300,76 @@ class ClockProcess:
         if self._last_load is None or (now - self._last_load).total_seconds() >= self.resync_interval:
             self._load(now)
         fires: list[Fire] = []
-        for key in [k for k, t in self._next.items() if t <= now]:
-            fires.extend(self._fire_schedule(key, now, startup=startup))
+        due = [k for k, t in self._next.items() if t <= now]
+        # Many schedules due at one instant commit together (FIRE_BATCH per transaction): one commit per
+        # batch instead of per schedule. In-memory cursors move only after the commit.
+        for start in range(0, len(due), FIRE_BATCH):
+            decided: list[tuple[str, tuple[list[Fire], str | None] | None]] = []
+            with self.store.transaction() as tx:
+                for key in due[start:start + FIRE_BATCH]:
+                    decided.append((key, self._record_fires(tx, key, now, startup=startup)))
+            for key, outcome in decided:
+                fires.extend(self._after_commit(key, outcome, now))
         return fires
 
-    def _fire_schedule(self, key: str, now: datetime, *, startup: bool) -> list[Fire]:
+    def _record_fires(self, tx: Tx, key: str, now: datetime, *,
+                      startup: bool) -> tuple[list[Fire], str | None] | None:
+        """Decide and record ``key``'s due occurrences in ``tx``; None if the schedule may no longer fire."""
         definition = self.definitions[key]
         sched = self._parsed[key]
         fires: list[Fire] = []
-        with self.store.transaction() as tx:
-            # Decide from the stored row, not this clock's copy: another process may have paused,
-            # resumed, retired or changed the schedule since the last re-read.
-            row = tx.one("get_schedule", key=key)
-            if row is None or row["state"] == "retired" or row["definition_hash"] != definition.definition_hash():
-                self._next.pop(key, None)
-                self._last_load = None  # re-read the schedules table on the next tick
-                return []
-            self._rows[key] = row
-            last = tx.one("last_fire_at", key=key)
-            cursor = max(x for x in ((last or {}).get("last_fire_at"), row["active_since"]) if x is not None)
-            window_start = now - timedelta(seconds=definition.catchup_window)
-            outside = 0
-            if cursor < window_start:
-                for _ in sched.between(cursor, window_start):
-                    outside += 1
-                    if outside >= 100_000:
-                        break
-                cursor = window_start
-            instants = list(sched.between(cursor, now))
-            if len(instants) > MAX_LEDGER_ROWS_PER_TICK:
-                outside += len(instants) - MAX_LEDGER_ROWS_PER_TICK
-                instants = instants[-MAX_LEDGER_ROWS_PER_TICK:]
-            decisions = self._decide(row, definition, instants, now)
-            for instant, outcome in decisions:
-                fires.append(fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task), definition=definition, schedule=sched,
-                                             instant=instant, outcome=outcome, source=self.source, now=now,
-                                             process_id=self.process_id))
-            late = [f for f in fires if f.outcome != "enqueued" or (now - f.fire_at).total_seconds() > self.misfire_grace]
-            if outside or late:
-                summary = self._summary(key, definition, fires, outside, now, startup)
-                audit.record(tx, now=now, kind="clock.catchup", subject=f"schedule:{key}", source=self.source,
-                             process_id=self.process_id,
-                             detail={"summary": summary, "missed_outside_window": outside,
-                                     "outcomes": {o: sum(1 for f in fires if f.outcome == o and f.inserted)
-                                                  for o in {f.outcome for f in fires}},
-                                     "cursor": cursor.isoformat(), "at_startup": startup})
+        # Decide from the stored row, not this clock's copy: another process may have paused,
+        # resumed, retired or changed the schedule since the last re-read.
+        row = tx.one("get_schedule", key=key)
+        if row is None or row["state"] == "retired" or row["definition_hash"] != definition.definition_hash():
+            return None
+        self._rows[key] = row
+        last = tx.one("last_fire_at", key=key)
+        cursor = max(x for x in ((last or {}).get("last_fire_at"), row["active_since"]) if x is not None)
+        window_start = now - timedelta(seconds=definition.catchup_window)
+        outside = 0
+        if cursor < window_start:
+            for _ in sched.between(cursor, window_start):
+                outside += 1
+                if outside >= 100_000:
+                    break
+            cursor = window_start
+        instants = list(sched.between(cursor, now))
+        if len(instants) > MAX_LEDGER_ROWS_PER_TICK:
+            outside += len(instants) - MAX_LEDGER_ROWS_PER_TICK
+            instants = instants[-MAX_LEDGER_ROWS_PER_TICK:]
+        for instant, outcome in self._decide(row, definition, instants, now):
+            fires.append(fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task),
+                                         definition=definition, schedule=sched, instant=instant, outcome=outcome,
+                                         source=self.source, now=now, process_id=self.process_id))
+        late = [f for f in fires
+                if f.outcome != "enqueued" or (now - f.fire_at).total_seconds() > self.misfire_grace]
+        summary = None
         if outside or late:
+            summary = self._summary(key, definition, fires, outside, now, startup)
+            audit.record(tx, now=now, kind="clock.catchup", subject=f"schedule:{key}", source=self.source,
+                         process_id=self.process_id,
+                         detail={"summary": summary, "missed_outside_window": outside,
+                                 "outcomes": {o: sum(1 for f in fires if f.outcome == o and f.inserted)
+                                              for o in {f.outcome for f in fires}},
+                                 "cursor": cursor.isoformat(), "at_startup": startup})
+        return fires, summary
+
+    def _after_commit(self, key: str, outcome: tuple[list[Fire], str | None] | None, now: datetime) -> list[Fire]:
+        if outcome is None:
+            self._next.pop(key, None)
+            self._last_load = None  # re-read the schedules table on the next tick
+            return []
+        fires, summary = outcome
+        if summary:
             log.info(summary, extra={"event": "clock.catchup", "schedule": key})
             self.echo(summary)
         for f in fires:
-            if f.inserted and f.outcome in ("enqueued",):
+            if f.inserted and f.outcome == "enqueued":
                 self.fires += 1
                 log.info("fired %s", f.describe(), extra={"event": "clock.fired", "schedule": key})
                 self.echo(f"fired {f.describe()}")
-        self._next[key] = sched.next_after(now)
+        self._next[key] = self._parsed[key].next_after(now)
         return fires
 
     def _decide(self, row: dict[str, Any], d: ScheduleDef, instants: list[datetime], now: datetime) -> list[tuple[datetime, str]]:
