@@ -2,9 +2,9 @@
 
 Usage::
 
-    pip install -e '.[bench]'          # Procrastinate, Celery[redis], RQ, psutil, pyinstrument
-    python -m bench all [--reps 3] [--quick]
-    python -m bench w1|w2|w3|w4|memory|growth [--reps 3] [--quick]
+    pip install -e '.[bench]'          # Procrastinate, Celery[redis], RQ, psutil, pyinstrument, py-spy
+    python -m bench all [--reps 3] [--quick] [--profile]     # from the repository root
+    python -m bench w1|w2|w3|w4|memory|growth|whatif [--reps 3] [--quick]
 
 Workloads (see ``docs/benchmarks.md`` for the method and a recorded run):
 
@@ -19,6 +19,7 @@ Workloads (see ``docs/benchmarks.md`` for the method and a recorded run):
 - ``w4`` clock: 10,000 schedules across 50 zones for 2 minutes of real time.
 - ``memory``: RSS of idle and busy workers and clocks.
 - ``growth``: how W1 drain time grows with the backlog (W2 growth is in ``w2``).
+- ``whatif`` (not in ``all``): proposed engine changes measured beside the engine.
 
 Every run prints markdown tables and writes JSON to ``bench/results/``
 (git-ignored). Environment: ``BENCH_PG_URL`` (default

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from typing import Any
@@ -50,6 +51,8 @@ def parse(argv: list[str]) -> tuple[str, Settings, argparse.Namespace]:
     p.add_argument("--growth-sizes", help="growth job counts (default 10000,100000)")
     p.add_argument("--backends", help="oncebeat backends (default postgres,sqlite)")
     p.add_argument("--only", help="W1: only rows whose key starts with one of these (raw_pg always runs)")
+    p.add_argument("--keep-tmp", action="store_true",
+                   help="keep the temporary directory (worker logs, SQLite files, Maildirs) after a successful run")
     a = p.parse_args(argv)
     s = Settings.make(reps=a.reps, quick=a.quick, jobs=a.jobs, peer_jobs=a.peer_jobs,
                       scan_sizes=_ints(a.scan_sizes), e2e_reminders=a.e2e_reminders,
@@ -105,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
 
                 out["whatif"] = whatif.run(settings)
             after = engine_version()
-            out[name]["engine"] = {"start": before, "end": after, "changed_during": before != after}
-            if before != after:
+            changed = before["src_hash"] != after["src_hash"]
+            out[name]["engine"] = {"start": before, "end": after, "changed_during": changed}
+            if changed:
                 log(f"warning: the engine code changed while {name} ran ({before['src_hash']} -> {after['src_hash']})")
             out.setdefault("durations_s", {})[name] = round(time.monotonic() - t, 1)
             write_json(f"{command}-partial", out)  # keep what is done if a later workload fails
@@ -119,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             p.unlink(missing_ok=True)
         print(render(out))
         log(f"results: {path}")
+    if not args.keep_tmp:  # only after success: on failure the worker logs named in the error stay
+        shutil.rmtree(settings.tmp, ignore_errors=True)
     return 0
 
 

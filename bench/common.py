@@ -59,7 +59,7 @@ class Settings:
     def make(cls, *, reps: int | None, quick: bool, **over: Any) -> Settings:
         s = cls()
         if quick:
-            s = cls(reps=1, quick=True, jobs=2_000, peer_jobs=500, scan_sizes=(10_000,), e2e_reminders=300,
+            s = cls(tmp=s.tmp, reps=1, quick=True, jobs=2_000, peer_jobs=500, scan_sizes=(10_000,), e2e_reminders=300,
                     clock_schedules=1_000, clock_seconds=65.0, clock_modes=("burst",), growth_sizes=(2_000, 10_000))
         if reps is not None:
             s.reps = reps

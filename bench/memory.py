@@ -8,8 +8,9 @@
   Babel, the mailer), started as a user would with ``DATABASE_URL`` and ``SMTP_URL``.
 - *busy*: peak RSS of the worker processes during the W1 drain (20,000 jobs,
   2 workers, batch 100), of the reminder workers during W3, and of the clock
-  during W4 (10,000 schedules). ``python -m bench memory`` runs small versions
-  of those itself; ``all`` reuses the numbers of its W1/W3/W4 runs.
+  during W4 (10,000 schedules). ``python -m bench memory`` runs small W1 and W3
+  drains itself (no busy clock: that needs W4's minutes); ``all`` reuses the
+  numbers of its W1/W3/W4 runs.
 """
 
 from __future__ import annotations
