@@ -280,8 +280,9 @@ class ClockProcess:
                                                info={"schedules": sorted(self.definitions)})
         self.sync()
         fires = self.tick(startup=True)
+        fired = {f.schedule_key for f in fires}  # a set: start-up stays linear in the number of schedules
         for key in sorted(self._rows):
-            if not any(f.schedule_key == key for f in fires):
+            if key not in fired:
                 nxt = self._next.get(key)
                 if nxt is not None:
                     local = self._parsed[key].local(nxt)
