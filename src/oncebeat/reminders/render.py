@@ -51,7 +51,20 @@ units), ``due_date``/``issued_date`` (long dates in the customer's locale),
 date), ``days_overdue`` (``max(0, days_past_due)``), ``days_until_due``
 (``max(0, -days_past_due)``), ``days_text`` ("1 day", "7 days"),
 ``status_text`` ("is 7 days past due", "is due in 3 days", "is due today"),
-``locale`` (the locale used) and, in the text and HTML parts, ``subject``.
+``locale`` (the locale used), ``language`` (the language of the words:
+"en", "de", "fr" or "es") and, in the text and HTML parts, ``subject``.
+
+Languages
+---------
+The words of the built-in templates are translated with gettext catalogs
+through Babel: English, German, French and Spanish ship with the package
+(``reminders/locale/<lang>/LC_MESSAGES/oncebeat.po``, compiled to ``.mo``
+when the package is built; a source checkout compiles them in memory on
+first use). The customer's locale picks the language (``de_AT`` -> German);
+any other language gets English words, while amounts and dates still follow
+the customer's locale. Templates use Jinja's i18n extension: ``{% trans %}``
+blocks and ``_()``/``ngettext()``. Catalog maintenance (``pybabel extract``,
+``update``, ``compile``) is described in README's Development section.
 
 Money is formatted with Babel from integer minor units and the currency's
 ISO 4217 precision (JPY 0, USD 2, BHD 3) using ``Decimal``, never ``float``.
@@ -61,6 +74,7 @@ An unknown or malformed customer locale falls back to ``en_US``.
 from __future__ import annotations
 
 import re
+import textwrap
 import unicodedata
 from dataclasses import dataclass
 from datetime import date
@@ -70,6 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from babel import Locale, UnknownLocaleError
+from babel.support import NullTranslations
 from babel.dates import format_date
 from babel.numbers import format_currency, get_currency_precision, list_currencies
 from jinja2 import (
@@ -82,7 +97,7 @@ from jinja2 import (
 )
 
 from oncebeat.errors import ConfigError
-from oncebeat.reminders.policy import stage_label
+from oncebeat.reminders.translations import language_of, translations
 
 __all__ = [
     "BUILTIN_TEMPLATES",
@@ -244,16 +259,30 @@ def _tidy_body(value: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _days(n: int) -> str:
-    return f"{n} day" if n == 1 else f"{n} days"
+def _days(t: NullTranslations, n: int) -> str:
+    return t.ngettext("%(num)d day", "%(num)d days", n) % {"num": n}
 
 
-def _status_text(days_past_due: int) -> str:
+def _status_text(t: NullTranslations, days_past_due: int) -> str:
     if days_past_due > 0:
-        return f"is {_days(days_past_due)} past due"
+        return t.ngettext("is %(num)d day past due", "is %(num)d days past due", days_past_due) % {
+            "num": days_past_due}
     if days_past_due == 0:
-        return "is due today"
-    return f"is due in {_days(-days_past_due)}"
+        return t.gettext("is due today")
+    return t.ngettext("is due in %(num)d day", "is due in %(num)d days", -days_past_due) % {"num": -days_past_due}
+
+
+def _stage_label(t: NullTranslations, stage: int) -> str:
+    if stage == 0:
+        return t.gettext("on the due date")
+    if stage < 0:
+        return t.ngettext("%(num)d day before due", "%(num)d days before due", -stage) % {"num": -stage}
+    return t.ngettext("%(num)d day past due", "%(num)d days past due", stage) % {"num": stage}
+
+
+def _wrap(value: str, width: int = 72) -> str:
+    """Wrap one paragraph of plain text at ``width`` columns without splitting words or hyphenated numbers."""
+    return textwrap.fill(" ".join(str(value).split()), width=width, break_long_words=False, break_on_hyphens=False)
 
 
 class Renderer:
@@ -271,25 +300,33 @@ class Renderer:
             loaders.append(FileSystemLoader(str(templates)))
         loaders.append(FileSystemLoader(str(BUILTIN_TEMPLATES)))
         loader = ChoiceLoader(loaders)
-        options: dict[str, Any] = {
+        self._options: dict[str, Any] = {
             "loader": loader,
             "undefined": StrictUndefined,
             "trim_blocks": True,
             "lstrip_blocks": True,
             "keep_trailing_newline": True,
+            "extensions": ["jinja2.ext.i18n"],
         }
         self.templates = templates
         self.company = _one_line(company)
-        self._html_env = Environment(autoescape=True, **options)
-        self._text_env = Environment(autoescape=False, **options)
+        self._envs: dict[tuple[str, bool], Environment] = {}
 
-    def _env(self, part: str) -> Environment:
-        return self._html_env if part == "html" else self._text_env
+    def _env(self, part: str, language: str = "en") -> Environment:
+        """The Jinja environment of ``part`` in ``language``: HTML autoescapes, subject and text do not."""
+        autoescape = part == "html"
+        env = self._envs.get((language, autoescape))
+        if env is None:
+            env = Environment(autoescape=autoescape, **self._options)
+            env.filters["wrap"] = _wrap
+            env.install_gettext_translations(translations(language), newstyle=True)  # type: ignore[attr-defined]
+            self._envs[(language, autoescape)] = env
+        return env
 
-    def _template(self, stage: int, part: str) -> Template:
+    def _template(self, stage: int, part: str, language: str = "en") -> Template:
         names = template_names(stage, part)
         try:
-            return self._env(part).select_template(names)
+            return self._env(part, language).select_template(names)
         except TemplateError as exc:
             where = getattr(exc, "filename", None) or getattr(exc, "name", None) or " or ".join(names)
             raise ConfigError(f"template {where}: {exc}. Fix the template file.") from exc
@@ -300,7 +337,7 @@ class Renderer:
         return tmpl.filename or tmpl.name or ""
 
     def _render(self, stage: int, part: str, context: dict[str, Any]) -> str:
-        tmpl = self._template(stage, part)
+        tmpl = self._template(stage, part, context["language"])
         try:
             return tmpl.render(context)
         except TemplateError as exc:
@@ -324,6 +361,8 @@ class Renderer:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
         loc = resolve_locale(customer_locale)
+        language = language_of(customer_locale)
+        t = translations(language)
         context: dict[str, Any] = {
             "company": self.company,
             "customer_name": _one_line(customer_name),
@@ -336,14 +375,15 @@ class Renderer:
             "due_date": format_date(due_on, format="long", locale=loc),
             "issued_date": format_date(issued_on, format="long", locale=loc),
             "stage": stage,
-            "stage_label": stage_label(stage),
+            "stage_label": _stage_label(t, stage),
             "kind": template_kind(stage),
             "days_past_due": days_past_due,
             "days_overdue": max(0, days_past_due),
             "days_until_due": max(0, -days_past_due),
-            "days_text": _days(abs(days_past_due)),
-            "status_text": _status_text(days_past_due),
+            "days_text": _days(t, abs(days_past_due)),
+            "status_text": _status_text(t, days_past_due),
             "locale": str(loc),
+            "language": language,
         }
         subject = _one_line(self._render(stage, "subject", context))
         if not subject:
