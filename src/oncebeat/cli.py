@@ -267,6 +267,33 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
         rt.close()
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; anything but 127.0.0.1 exposes the dashboard to the network.")
+@click.option("--port", default=None, type=click.IntRange(1, 65535), help="Port (default $PORT, else 8000).")
+@click.option("--secure-cookies", is_flag=True, help="Mark cookies Secure (when served over HTTPS, e.g. behind TLS).")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+def web(host: str, port: int | None, secure_cookies: bool, database_url: str | None, config: Path | None,
+        app: str | None) -> None:
+    """Serve the operator dashboard and /metrics. Actions need ONCEBEAT_WEB_TOKEN; without it, read-only."""
+    import os
+
+    import uvicorn
+
+    from .web import WebSettings, create_app
+
+    token = os.environ.get("ONCEBEAT_WEB_TOKEN") or None
+    application = create_app(WebSettings(database_url=database_url, config=config, app=app, token=token,
+                                         secure_cookies=secure_cookies))
+    port = port or int(os.environ.get("PORT") or 8000)
+    mode = "actions need the token in ONCEBEAT_WEB_TOKEN" if token else "read-only (ONCEBEAT_WEB_TOKEN is not set)"
+    click.echo(f"oncebeat web on http://{host}:{port}/ - {mode}; metrics at /metrics", err=True)
+    uvicorn.run(application, host=host, port=port, log_level="warning", server_header=False, proxy_headers=False,
+                access_log=False)
+
+
 # --- operator actions ----------------------------------------------------------------------------
 @cli.command()
 @click.argument("key", default="reminders")

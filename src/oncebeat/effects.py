@@ -192,6 +192,10 @@ class EffectLedger:
                 return self._execute(key, fn, holder)
         raise EffectInDoubt(key, str(row.get("detail") or ""))
 
+    def counts_unfinished(self) -> dict[str, int]:
+        """Effects per state other than ``done`` (``started``, ``in_doubt``, ``failed``), from a partial index."""
+        return {r["state"]: int(r["n"]) for r in self.store.read("count_unfinished_effects")}
+
     def get(self, key: str) -> dict[str, Any] | None:
         """The ledger row of ``key`` (state started|done|in_doubt|failed, result, detail), or None."""
         rows = self.store.read("effect_get", key=key)

@@ -283,3 +283,17 @@ class Queue:
     def counts(self) -> dict[str, int]:
         """Jobs per state."""
         return {r["state"]: int(r["n"]) for r in self.store.read("count_jobs_by_state")}
+
+    def counts_by_queue(self) -> list[dict[str, Any]]:
+        """Unfinished jobs per queue and state: ``[{"queue", "state", "n"}]`` (reads only unfinished work)."""
+        return [{"queue": r["queue"], "state": r["state"], "n": int(r["n"])}
+                for r in self.store.read("count_unfinished_jobs_by_queue")]
+
+    def finished_histogram(self, since: datetime, bucket_seconds: int) -> list[dict[str, Any]]:
+        """Jobs finished since ``since`` per ``bucket_seconds`` slot and final state.
+
+        Returns ``[{"slot": int, "state": str, "n": int}]``; slot 0 starts at ``since`` (aware).
+        """
+        since = require_aware(since, "since")
+        return [{"slot": int(r["slot"]), "state": r["state"], "n": int(r["n"])}
+                for r in self.store.read("finished_jobs_histogram", since=since, bucket=bucket_seconds)]

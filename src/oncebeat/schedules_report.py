@@ -1,19 +1,53 @@
-"""Schedule listing for people: definitions, ledger state and the next fire times (local and UTC)."""
+"""Schedules for people: definitions, ledger state, next fire times (local and UTC, DST changes marked),
+the occurrence ledger as a timeline, and what a backfill would enqueue (read only)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .app import App
+from .app import App, ScheduleDef
+from .errors import OncebeatError
+from .schedules import Schedule
 from .store import Store
+from .timebase import require_aware
 
-__all__ = ["describe_schedules"]
+__all__ = ["BACKFILL_PREVIEW_LIMIT", "backfill_preview", "describe_schedules", "occurrence_timeline", "upcoming_fires"]
+
+BACKFILL_PREVIEW_LIMIT = 500  # instants listed by a preview; a longer range is refused with this number
+
+
+def _offset_text(t: datetime) -> str:
+    offset = t.utcoffset() or timedelta(0)
+    sign = "-" if offset < timedelta(0) else "+"
+    minutes = abs(int(offset.total_seconds())) // 60
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def upcoming_fires(sched: Schedule, now: datetime, count: int) -> list[dict[str, Any]]:
+    """The next ``count`` fires after ``now``: ``{"local", "utc", "offset", "dst"}``.
+
+    ``dst`` is None, or a sentence when the zone's UTC offset changes between the previous fire (or
+    ``now``) and this one: the fire happens on the other side of a DST transition.
+    """
+    out = []
+    t = require_aware(now, "now")
+    previous_offset = _offset_text(sched.local(t))
+    for _ in range(count):
+        t = sched.next_after(t)
+        local = sched.local(t)
+        offset = _offset_text(local)
+        dst = None
+        if offset != previous_offset and not sched.is_interval:
+            dst = f"UTC offset changes {previous_offset} → {offset} ({local.tzname()}) before this fire"
+        out.append({"local": local.isoformat(), "utc": t.astimezone(UTC).isoformat(), "offset": offset, "dst": dst})
+        previous_offset = offset
+    return out
 
 
 def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3) -> list[dict[str, Any]]:
     """One dict per schedule (from the code/config and the database): key, expression, tz, task, state,
-    last fire, and the next ``count`` fire instants as ``{"local": ISO, "utc": ISO}``."""
+    DST and catch-up options, last fire, and the next ``count`` fire instants (see :func:`upcoming_fires`)."""
     rows = {r["key"]: r for r in store.read("list_schedules")}
     last = {r["schedule_key"]: r["last_fire_at"] for r in store.read("last_fires")}
     out = []
@@ -22,19 +56,58 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3)
         row = rows.get(key)
         state = row["state"] if row else "not synced yet"
         if d is None and row is not None:
-            from .app import ScheduleDef
-
             d = ScheduleDef.from_row(row)
         assert d is not None
         sched = d.schedule()
-        t = now
-        upcoming = []
-        if state not in ("retired",):
-            for _ in range(count):
-                t = sched.next_after(t)
-                upcoming.append({"local": sched.local(t).isoformat(), "utc": t.astimezone(UTC).isoformat()})
+        upcoming = upcoming_fires(sched, now, count) if state != "retired" else []
         lf = last.get(key)
         out.append({"key": key, "expression": d.expression, "tz": d.tz, "task": d.task, "state": state,
-                    "catchup": d.catchup, "last_fire_utc": lf.isoformat() if lf else None,
+                    "queue": d.queue, "catchup": d.catchup, "catchup_window": d.catchup_window,
+                    "dst_gap": d.dst_gap, "dst_fold": d.dst_fold, "describe": sched.describe(),
+                    "version": row["version"] if row else None, "active_since": row["active_since"] if row else None,
+                    "in_code": key in app.schedules,
+                    "last_fire_utc": lf.isoformat() if lf else None,
                     "last_fire_local": sched.local(lf).isoformat() if lf else None, "next": upcoming})
+    return out
+
+
+def occurrence_timeline(store: Store, key: str, *, before: datetime | None = None,
+                        limit: int = 50) -> list[dict[str, Any]]:
+    """The ledger of schedule ``key``, newest fire first: each occurrence with its outcome, provenance
+    (``source_kind/host/pid/name/version``) and its job's state (``job_state``, None without a job).
+
+    Keyset pagination: pass the last row's ``fire_at`` as ``before`` for the next page.
+    """
+    return store.read("occurrence_timeline", schedule_key=key,
+                      before=require_aware(before, "before") if before else None, limit=limit)
+
+
+def backfill_preview(store: Store, key: str, start: datetime, end: datetime, *,
+                     now: datetime) -> list[dict[str, Any]]:
+    """What ``backfill KEY start end`` would do, without writing: each instant in ``(start, end]`` with
+    ``{"utc", "local", "existing"}``, where ``existing`` is the ledger row already there (outcome, source)
+    or None (it would be enqueued ``backfilled``).
+
+    Raises:
+        OncebeatError: unknown or retired schedule, end before start or in the future, or more than
+            :data:`BACKFILL_PREVIEW_LIMIT` instants (narrow the range).
+    """
+    start, end = require_aware(start, "start"), require_aware(end, "end")
+    if end < start:
+        raise OncebeatError("backfill: the end of the range is before its start")
+    if end > now:
+        raise OncebeatError("backfill: the end of the range is in the future; backfill only covers past occurrences")
+    rows = store.read("get_schedule", key=key)
+    if not rows:
+        raise OncebeatError(f"no schedule {key!r} in the database; start the clock once to sync it")
+    if rows[0]["state"] == "retired":
+        raise OncebeatError(f"schedule {key!r} is retired; it never fires")
+    sched = ScheduleDef.from_row(rows[0]).schedule()
+    out: list[dict[str, Any]] = []
+    for instant in sched.between(start - timedelta(microseconds=1), end):
+        if len(out) >= BACKFILL_PREVIEW_LIMIT:
+            raise OncebeatError(f"backfill: more than {BACKFILL_PREVIEW_LIMIT} occurrences in that range; "
+                                "narrow it and backfill in parts")
+        existing = store.read("get_occurrence_by_instant", schedule_key=key, fire_at=instant)
+        out.append({"utc": instant, "local": sched.local(instant), "existing": existing[0] if existing else None})
     return out

@@ -226,3 +226,30 @@ DELETE FROM events WHERE at < :before;
 
 -- name: prune_jobs
 DELETE FROM jobs WHERE state IN ('completed', 'discarded', 'cancelled') AND finished_at < :before;
+
+-- Read verbs for operators (dashboard, /metrics). Each reads an index sized by unfinished work or by its
+-- page, never the whole history.
+
+-- name: list_running_processes
+SELECT * FROM processes WHERE stopped_at IS NULL ORDER BY id;
+
+-- name: count_unfinished_jobs_by_queue
+SELECT queue, state, COUNT(*) AS n FROM jobs
+WHERE state IN ('available', 'scheduled', 'running', 'retryable')
+GROUP BY queue, state ORDER BY queue, state;
+
+-- name: count_unfinished_effects
+SELECT state, COUNT(*) AS n FROM effects WHERE state <> 'done' GROUP BY state ORDER BY state;
+
+-- name: finished_jobs_histogram
+-- Jobs finished since :since per :bucket-second slot and final state (slot 0 starts at :since).
+SELECT CAST((julianday(finished_at) - julianday(:since)) * 86400.0 / :bucket AS INTEGER) AS slot,
+       state, COUNT(*) AS n
+FROM jobs WHERE finished_at >= :since
+GROUP BY slot, state ORDER BY slot, state;
+
+-- name: occurrence_timeline
+-- Newest first, keyset on fire_at; reads the (schedule_key, fire_at) unique index.
+SELECT o.*, j.state AS job_state FROM occurrences o LEFT JOIN jobs j ON j.id = o.job_id
+WHERE o.schedule_key = :schedule_key AND (:before IS NULL OR o.fire_at < :before)
+ORDER BY o.fire_at DESC LIMIT :limit;

@@ -1,0 +1,221 @@
+"""The Starlette application behind ``oncebeat web``: pages, actions, ``/metrics`` and webhooks.
+
+The web layer only parses requests, calls the library's read and admin verbs
+and renders templates: it holds no SQL and no business rule. Pages are
+server-rendered and work without JavaScript (there is none); charts are inline SVG.
+
+Routes are collected from the page modules (each exposes ``routes``). Modules that other
+features add are mounted when they are importable: ``oncebeat.web.webhooks.routes`` (payment
+provider webhooks, which authenticate themselves with their provider's signature and so are
+exempt from the operator token and the CSRF form field).
+
+Example::
+
+    from oncebeat.web import WebSettings, create_app
+    app = create_app(WebSettings(database_url="sqlite:///oncebeat.db", token="s3cret"))
+    # uvicorn.run(app, host="127.0.0.1", port=8000)
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from ..errors import OncebeatError
+from ..reminders.runtime import Runtime, load_runtime
+from ..timebase import Clock
+from . import filters
+from .security import CSRF_COOKIE, CSRF_FIELD, ActionRefused, Guard, SecurityHeaders, same_site_path
+
+__all__ = ["Dashboard", "WebSettings", "action_form", "create_app", "dashboard", "redirect_with", "render"]
+
+log = logging.getLogger("oncebeat.web")
+HERE = Path(__file__).parent
+FLASH_COOKIE = "oncebeat_flash"
+PAGE_MODULES = ("overview", "schedules", "auth", "metrics_route")
+OPTIONAL_MODULES = ("webhooks",)
+
+
+@dataclass(kw_only=True, slots=True)
+class WebSettings:
+    """What ``oncebeat web`` was started with.
+
+    Attributes:
+        database_url: the store URL (default ``DATABASE_URL``, else ``sqlite:///oncebeat.db``).
+        config: the policy file (reminder app), default ``ONCEBEAT_CONFIG`` / ``./oncebeat.toml``.
+        app: ``module:attribute`` of a library user's App, else the reminder app.
+        token: ``ONCEBEAT_WEB_TOKEN``; None makes the dashboard read-only.
+        secure_cookies: set ``Secure`` on cookies (serve over HTTPS, e.g. behind a TLS proxy).
+        clock: time source (tests inject a simulated clock).
+    """
+
+    database_url: str | None = None
+    config: Path | None = None
+    app: str | None = None
+    token: str | None = None
+    secure_cookies: bool = False
+    clock: Clock | None = None
+    migrate: bool = True
+
+
+@dataclass(kw_only=True, slots=True)
+class Dashboard:
+    """Everything a request handler needs: the runtime (store, app, policy, clock), the guard, templates."""
+
+    runtime: Runtime
+    guard: Guard
+    templates: Jinja2Templates
+    cache: dict[str, Any] = field(default_factory=dict)
+
+
+def dashboard(request: Request) -> Dashboard:
+    """The :class:`Dashboard` of the application serving ``request``."""
+    return request.app.state.dashboard  # type: ignore[no-any-return]
+
+
+def _templates() -> Jinja2Templates:
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
+                      trim_blocks=True, lstrip_blocks=True)
+    filters.install(env)
+    return Jinja2Templates(env=env)
+
+
+def render(request: Request, template: str, context: dict[str, Any] | None = None, *, status: int = 200) -> Response:
+    """Render ``template`` with the page chrome: CSRF field, login state, read-only flag and the flash message."""
+    d = dashboard(request)
+    csrf_cookie, new_cookie = d.guard.csrf_cookie(request)
+    flash = unquote(request.cookies.get(FLASH_COOKIE, ""))[:500]
+    ctx = {
+        "request": request,
+        "csrf_field": CSRF_FIELD,
+        "csrf_token": d.guard.csrf_field(csrf_cookie),
+        "read_only": d.guard.read_only,
+        "logged_in": d.guard.has_session(request),
+        "flash": flash,
+        "backend": d.runtime.store.backend,
+        "now": d.runtime.clock.now(),
+        "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+    }
+    ctx.update(context or {})
+    response = d.templates.TemplateResponse(request, template, ctx, status_code=status)
+    if new_cookie:
+        response.set_cookie(CSRF_COOKIE, csrf_cookie, **d.guard.cookie_options())
+    if flash:
+        response.delete_cookie(FLASH_COOKIE, path="/")
+    return response
+
+
+def redirect_with(request: Request, message: str, target: str | None = None) -> Response:
+    """Post/redirect/get: back to ``target`` (a local path; default the form's ``next``) with a flash message."""
+    response = RedirectResponse(same_site_path(target), status_code=303)
+    response.set_cookie(FLASH_COOKIE, quote(message[:500]), max_age=60, **dashboard(request).guard.cookie_options())
+    return response
+
+
+async def action_form(request: Request, *, action: bool = True) -> dict[str, str]:
+    """The POSTed form after the CSRF check and (for ``action``) the operator-session check.
+
+    Raises:
+        ActionRefused: the check failed (rendered as a 401/403 page by the app's handler).
+    """
+    form = await request.form()
+    values = {k: v for k, v in form.items() if isinstance(v, str)}
+    guard = dashboard(request).guard
+    if action:
+        guard.check_action(request, values.get(CSRF_FIELD))
+    else:
+        guard.check_csrf(request, values.get(CSRF_FIELD))
+    return values
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ActionRefused)
+    return render(request, "refused.html", {"reason": exc.reason}, status=exc.status)
+
+
+async def _library_error(request: Request, exc: Exception) -> Response:
+    # A library error is the operator's problem to fix (unknown key, bad range): show it, status 400.
+    return render(request, "refused.html", {"reason": str(exc), "title": "Not done"}, status=400)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    detail = getattr(exc, "detail", "") or "Not found"
+    status = getattr(exc, "status_code", 404)
+    return render(request, "refused.html", {"reason": detail, "title": "Not found" if status == 404 else "Error"},
+                  status=status)
+
+
+def _routes() -> list[BaseRoute]:
+    routes: list[BaseRoute] = []
+    for name in PAGE_MODULES:
+        module = importlib.import_module(f"{__package__}.{name}")
+        routes.extend(module.routes)
+    for name in OPTIONAL_MODULES:
+        try:
+            module = importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{name}":
+                raise
+            continue
+        routes.extend(getattr(module, "routes", []))
+    routes.append(Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"))
+    return routes
+
+
+def create_app(settings: WebSettings | None = None, *, runtime: Runtime | None = None,
+               extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
+    """Build the dashboard application.
+
+    Args:
+        settings: start-up options (see :class:`WebSettings`).
+        runtime: an already opened runtime (tests); otherwise one is opened from ``settings``.
+        extra_routes: more routes to mount (a library user's own pages).
+    Returns:
+        A Starlette ASGI app; its lifespan closes the store on shutdown.
+    Raises:
+        ConfigError, StoreError: the database or policy cannot be loaded (before anything is served).
+    """
+    settings = settings or WebSettings()
+    rt = runtime or load_runtime(config=settings.config, database_url=settings.database_url, app=settings.app,
+                                 clock=settings.clock, migrate=settings.migrate)
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if runtime is None:
+                rt.close()
+
+    app = Starlette(routes=[*_routes(), *extra_routes], middleware=[Middleware(SecurityHeaders)],
+                    lifespan=lifespan,
+                    exception_handlers={ActionRefused: _refused, OncebeatError: _library_error,
+                                        404: _not_found, 405: _not_found})
+    app.state.dashboard = Dashboard(runtime=rt, guard=Guard(settings.token, settings.secure_cookies),
+                                    templates=_templates())
+    return app
+
+
+def html(text: str, status: int = 200) -> HTMLResponse:
+    """A plain HTML response (for the few handlers that need no template)."""
+    return HTMLResponse(text, status_code=status)
+
+
+def route(path: str, endpoint: Any, methods: list[str] | None = None, name: str | None = None) -> Route:
+    """A Route with the endpoint's name as the route name."""
+    return Route(path, endpoint, methods=methods or ["GET"], name=name or endpoint.__name__)

@@ -1,0 +1,210 @@
+# ruff: noqa: F811  (fixtures imported from web_helpers are redefined as test arguments, as pytest intends)
+"""The dashboard's security defaults: loopback bind, token + CSRF on every action, read-only without a
+token, no secret or email address in a URL, autoescaped templates, strict headers."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+from web_helpers import TOKEN, csrf_of, dashboard_client, login, runtime  # noqa: F401  (fixtures)
+
+from oncebeat.clock import ClockProcess
+from oncebeat.reminders.runtime import Runtime
+from oncebeat.web.security import Guard
+
+PAGES = ["/", "/schedules", "/schedules/reminders", "/login"]
+
+
+@pytest.fixture
+def synced(runtime: Runtime) -> Runtime:
+    """The reminder schedule synced into the database, as a clock does at start."""
+    ClockProcess(runtime.app, runtime.store, clock=runtime.clock).sync()
+    return runtime
+
+
+def _pause(client: TestClient, *, csrf: str | None = None, headers: dict[str, str] | None = None) -> int:
+    page = client.get("/schedules/reminders")
+    data = {"csrf": csrf if csrf is not None else csrf_of(page.text)}
+    return client.post("/schedules/reminders/pause", data=data, headers=headers or {}).status_code
+
+
+def _state(rt: Runtime) -> str:
+    return str(rt.store.read("get_schedule", key="reminders")[0]["state"])
+
+
+def test_an_operator_with_the_token_can_pause_a_schedule(synced: Runtime,
+                                                         dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    login(client)
+    assert _pause(client) == 303
+    assert _state(synced) == "paused"
+
+
+def test_without_a_configured_token_the_dashboard_is_read_only(synced: Runtime,
+                                                                dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client(token=None)
+    page = client.get("/schedules/reminders")
+    assert "read-only" in page.text and "disabled" in page.text
+    assert client.post("/login", data={"csrf": csrf_of(page.text), "token": ""}).status_code == 403
+    assert _pause(client) == 403
+    assert _state(synced) == "active"
+
+
+def test_an_action_without_logging_in_is_refused(synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    assert _pause(client) == 401
+    assert _state(synced) == "active"
+
+
+def test_a_wrong_token_does_not_log_in(synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    page = client.get("/login")
+    response = client.post("/login", data={"csrf": csrf_of(page.text), "token": TOKEN + "x"})
+    assert response.status_code == 401
+    assert "oncebeat_session" not in response.cookies
+    assert _pause(client) == 401
+
+
+def test_an_action_without_the_csrf_field_is_refused_even_when_logged_in(
+        synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    login(client)
+    assert _pause(client, csrf="") == 403
+    assert _pause(client, csrf="0" * 64) == 403
+    assert _state(synced) == "active"
+
+
+def test_a_cross_site_post_is_refused_even_with_a_session_and_a_valid_field(
+        synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    login(client)
+    assert _pause(client, headers={"origin": "https://evil.example.test"}) == 403
+    assert _pause(client, headers={"sec-fetch-site": "cross-site"}) == 403
+    assert _state(synced) == "active"
+
+
+def test_a_session_made_with_another_token_is_not_accepted(synced: Runtime,
+                                                           dashboard_client: Callable[..., TestClient]) -> None:
+    old = dashboard_client(token="old-token")
+    login(old, "old-token")
+    cookie = old.cookies.get("oncebeat_session")
+    new = dashboard_client(token=TOKEN)
+    new.cookies.set("oncebeat_session", cookie)
+    assert _pause(new) == 401
+
+
+def test_the_token_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[int, int]] = []
+    real = hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        seen.append((len(a), len(b)))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    guard = Guard("short")
+    assert not guard.token_matches("a much longer guess than the token")
+    assert guard.token_matches("short")
+    # Digests of equal length go to hmac.compare_digest, whatever the lengths of token and guess.
+    assert seen == [(hashlib.sha256().digest_size,) * 2] * 2
+
+
+def test_every_page_sends_a_strict_content_security_policy_and_security_headers(
+        synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    for path in PAGES + ["/metrics", "/no-such-page"]:
+        response = client.get(path)
+        csp = response.headers["content-security-policy"]
+        assert "script-src 'none'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp, path
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "no-referrer"
+
+
+def test_pages_hold_no_script_no_inline_style_and_no_event_handler(
+        synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    for path in PAGES:
+        html = client.get(path).text
+        assert "<script" not in html.lower(), path
+        assert not re.search(r"\sstyle=", html), path
+        assert not re.search(r"\son[a-z]+=", html), path
+
+
+def test_cookies_are_http_only_and_same_site_strict(synced: Runtime,
+                                                    dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    page = client.get("/login")
+    response = client.post("/login", data={"csrf": csrf_of(page.text), "token": TOKEN, "next": "/"})
+    cookies = [v for k, v in response.headers.multi_items() if k == "set-cookie"]
+    assert any(c.startswith("oncebeat_session=") for c in cookies)
+    for c in cookies + [page.headers["set-cookie"]]:
+        assert "HttpOnly" in c and "SameSite=strict" in c, c
+
+
+def test_no_link_or_form_carries_the_token_or_an_email_address(
+        synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    login(client)
+    for path in PAGES:
+        html = client.get(path).text
+        for url in re.findall(r'(?:href|action|src)="([^"]*)"', html):
+            assert TOKEN not in url and "@" not in url and "%40" not in url, (path, url)
+        assert TOKEN not in html
+
+
+def test_the_login_redirect_never_leaves_the_dashboard(synced: Runtime,
+                                                       dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    page = client.get("/login")
+    for target in ("https://evil.example.test/", "//evil.example.test/x", "/\\evil.example.test"):
+        response = client.post("/login", data={"csrf": csrf_of(page.text), "token": TOKEN, "next": target})
+        assert response.headers["location"] == "/", target
+
+
+def _listening_addresses(port: int) -> set[str]:
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not Path(table).exists():
+            continue
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if int(hex_port, 16) == port and state == "0A":  # 0A = LISTEN
+                found.add(address)
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_oncebeat_web_binds_the_loopback_address_unless_told_otherwise(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path}/oncebeat.db"}
+    env.pop("ONCEBEAT_WEB_TOKEN", None)
+    proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", "web", "--port", str(port)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not _listening_addresses(port) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1, and nothing else
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    assert b"read-only" in err
