@@ -142,43 +142,109 @@ def migrate(database_url: str | None) -> None:
 
 @cli.command(name="import")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--payments", "is_payments", is_flag=True, help="PATH holds payments (invoice_number, paid_on).")
-@click.option("--map", "column_map", default=None, metavar="OURS=THEIRS,…",
-              help="Column names of another export, e.g. invoice_number=InvoiceNo,customer_email=Email.")
+@click.option("--payments", "is_payments", is_flag=True,
+              help="PATH holds payments (invoice_number, paid_on, optional paid_at).")
+@click.option("--map", "column_map", multiple=True, metavar="OURS=THEIRS,…",
+              help="Columns of another export: a header name (invoice_number=InvoiceNo), a constant "
+                   "(currency=const:USD) or a template (customer_email=template:{CustomerID}@billing.example.test).")
+@click.option("--date-format", default=None, metavar="iso|dmy|mdy|STRFTIME",
+              help="How dates are written: iso (YYYY-MM-DD, default), dmy (31/1/2026), mdy (1/31/2026) or a "
+                   "strftime pattern such as %m/%d/%Y or '%Y-%m-%d %H:%M:%S'.")
+@click.option("--currency", "default_currency", default=None, metavar="CODE",
+              help="Currency of rows without one (e.g. USD); the currency column becomes optional.")
+@click.option("--due-days", type=click.IntRange(0, 3650), default=None, metavar="N",
+              help="Due date = issue date + N days for rows without one (net terms); due_on becomes optional.")
 @click.option("--skip-invalid", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="REJECTS.csv",
               help="Apply the valid rows and write the invalid ones (with an error column) to this file.")
+@click.option("--errors-file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="ERRORS.txt",
+              help=f"Write every problem here, one per line (the screen shows the first {50}).")
 @DB_OPTION
 @CONFIG_OPTION
-def import_(path: Path, is_payments: bool, column_map: str | None, skip_invalid: Path | None,
+def import_(path: Path, is_payments: bool, column_map: tuple[str, ...], date_format: str | None,
+            default_currency: str | None, due_days: int | None, skip_invalid: Path | None, errors_file: Path | None,
             database_url: str | None, config: Path | None) -> None:
-    """Import invoices (upsert by invoice number) or payments from CSV. All rows or nothing."""
+    """Import invoices (upsert by invoice number) or payments from CSV (or .csv.gz). All rows or nothing.
+
+    A raw export imports in one command, e.g. an accounts-receivable export with US dates, no currency
+    and customer ids instead of emails:
+
+    \b
+      oncebeat import ar.csv --date-format %m/%d/%Y --currency USD --due-days 30 \\
+        --map "invoice_number=InvoiceId,amount_due=Total,issued_on=InvoiceDate" \\
+        --map "customer_email=template:{CustomerId}@billing.example.test" \\
+        --map "customer_name=template:Customer {CustomerId}"
+    """
+    from .reminders.conversions import DateFormat
     from .reminders.importing import (
         INVOICE_CSV_HELP,
+        PAYMENT_COLUMNS,
+        PAYMENT_OPTIONAL_COLUMNS,
         parse_column_map,
         read_invoices_csv,
         read_payments_csv,
+        write_problems,
         write_rejects,
     )
 
-    mapping = parse_column_map(column_map)
+    columns = PAYMENT_COLUMNS + PAYMENT_OPTIONAL_COLUMNS if is_payments else None
+    mapping = parse_column_map(column_map, **({"columns": columns} if columns else {}))
+    fmt = DateFormat.parse(date_format)
     rt = _runtime(config=config, database_url=database_url)
+    bar: Any = None
+
+    def progress(done: int, total: int) -> None:  # only called for files of more than 1,000 rows
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label=f"checking {path.name}", file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
     try:
+        today = rt.clock.now().astimezone(rt.policy.zone).date()
         if is_payments:
-            payments, problems = read_payments_csv(path, column_map=mapping)
+            payments, problems = read_payments_csv(path, column_map=mapping, date_format=fmt, today=today)
             result = rt.service.apply_payments(payments, problems)
         else:
-            data = read_invoices_csv(path, column_map=mapping)
+            data = read_invoices_csv(path, column_map=mapping, date_format=fmt, default_currency=default_currency,
+                                     due_days=due_days, today=today, progress=progress)
+            if bar is not None:
+                bar.__exit__(None, None, None)
+            if errors_file is not None and data.problems:
+                write_problems(errors_file, [str(p) for p in data.problems])
             if data.problems and skip_invalid is None:
                 raise ImportRejected(f"{len(data.problems)} problem(s) in {path}; nothing imported. Fix them, or use "
                                      "--skip-invalid REJECTS.csv to import the valid rows.\n" + INVOICE_CSV_HELP,
                                      [str(p) for p in data.problems])
+            if data.invoices:
+                click.echo(f"applying {len(data.invoices):,} invoices of {data.rows_read:,} rows in one transaction",
+                           err=True)
             result = rt.service.apply_import(data, skip_invalid=True)
             if data.problems and skip_invalid is not None:
                 n = write_rejects(skip_invalid, data.header, data.rejected_lines, data.problems)
+                _echo_problems([str(p) for p in data.problems], errors_file)
                 click.echo(f"{n} invalid row(s) written to {skip_invalid}", err=True)
+    except ImportRejected as exc:
+        if errors_file is not None:
+            write_problems(errors_file, exc.problems)
+        click.echo(f"error: {exc}", err=True)
+        _echo_problems(list(exc.problems), errors_file)
+        sys.exit(2)
     finally:
         rt.close()
     click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
+
+
+MAX_PROBLEMS_SHOWN = 50
+
+
+def _echo_problems(problems: list[str], errors_file: Path | None) -> None:
+    """Print the first problems and how many more there are (all of them are in ``errors_file``)."""
+    for problem in problems[:MAX_PROBLEMS_SHOWN]:
+        click.echo(f"  {problem}", err=True)
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        where = f"all {len(problems):,} are in {errors_file}" if errors_file else \
+            "--errors-file FILE writes them all"
+        click.echo(f"  … and {len(problems) - MAX_PROBLEMS_SHOWN:,} more problem(s) ({where})", err=True)
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -673,8 +739,7 @@ def main() -> None:
         cli.main(standalone_mode=False)
     except ImportRejected as exc:
         click.echo(f"error: {exc}", err=True)
-        for problem in exc.problems:
-            click.echo(f"  {problem}", err=True)
+        _echo_problems(list(exc.problems), None)
         sys.exit(2)
     except OncebeatError as exc:
         click.echo(f"error: {exc}", err=True)

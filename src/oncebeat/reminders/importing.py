@@ -15,22 +15,34 @@ from __future__ import annotations
 
 import csv
 import difflib
+import gzip
 import io
 import re
 import unicodedata
 import zoneinfo
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date
-from decimal import Decimal, InvalidOperation
+from datetime import date, datetime, timedelta
+from decimal import Context, Decimal, InvalidOperation
 from email.utils import parseaddr
-from functools import lru_cache
 from pathlib import Path
 
 from babel import Locale, UnknownLocaleError
-from babel.numbers import get_currency_precision, list_currencies
+from babel.numbers import get_currency_precision
 
 from oncebeat.errors import ConfigError, ImportRejected
+from oncebeat.reminders.conversions import (
+    DATE_RANGE_TEXT,
+    Computed,
+    DateFormat,
+    currency_reason,
+    date_range_reason,
+    foreign_digits,
+    iana_zones,
+    split_column_map,
+    text_reason,
+    zone_reason,
+)
 from oncebeat.reminders.model import INVOICE_STATUSES, Customer, Invoice, Payment
 
 __all__ = [
@@ -45,6 +57,7 @@ __all__ = [
     "read_invoices_csv",
     "read_payments_csv",
     "write_rejects",
+    "write_problems",
     "raise_if_problems",
 ]
 
@@ -62,6 +75,10 @@ OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status",
 STANDARD_COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 #: Columns of the payments CSV (both required).
 PAYMENT_COLUMNS: tuple[str, ...] = ("invoice_number", "paid_on")
+#: Optional column of the payments CSV: the exact instant (ISO with offset), for exact replays.
+PAYMENT_OPTIONAL_COLUMNS: tuple[str, ...] = ("paid_at",)
+#: A progress callback: (rows checked so far, rows in the file).
+Progress = Callable[[int, int], None]
 
 DEFAULT_LOCALE = "en_US"
 DEFAULT_TZ = "UTC"
@@ -97,9 +114,9 @@ ones written to a CSV with an extra "error" column.
 Payments CSV: columns invoice_number and paid_on (YYYY-MM-DD).
 """
 
-_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_AMOUNT_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
-_DATE_REASON = "is not a valid date (use YYYY-MM-DD)"
+_AMOUNT_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)", re.ASCII)
+_ISO_DATES = DateFormat("iso")
+_PAID_AHEAD = timedelta(days=1)  # a payment may be dated tomorrow (zones ahead of ours), not later
 _MAX_MINOR = 10**15  # far below a 64-bit integer column
 
 
@@ -175,16 +192,22 @@ def raise_if_problems(problems: Sequence[RowProblem], *, source: str = "", rows_
 # --------------------------------------------------------------------------- column map
 
 
-def parse_column_map(spec: str | None) -> dict[str, str]:
+def parse_column_map(spec: str | Sequence[str] | None, *, columns: Sequence[str] = STANDARD_COLUMNS) -> dict[str, str]:
     """Parse ``--map``: ``"invoice_number=InvoiceNo,customer_email=Email"`` (ours=theirs).
 
-    Returns ``{our column: their header}``. Raises :class:`ConfigError` naming
-    the bad part.
+    A value may also be a constant or a template over the file's columns
+    (see :class:`~oncebeat.reminders.conversions.Computed`):
+    ``currency=const:USD``, ``customer_email=template:{CustomerID}@billing.example.test``.
+    Parts are separated by commas that start a new ``name=`` (so a template may
+    contain commas); ``spec`` may also be a list of such strings (``--map`` given
+    several times). Returns ``{our column: their header or const:/template: spec}``.
+    Raises :class:`ConfigError` naming the bad part.
     """
-    if spec is None or not spec.strip():
+    if spec is None:
         return {}
+    specs = [spec] if isinstance(spec, str) else list(spec)
     result: dict[str, str] = {}
-    for raw in spec.split(","):
+    for raw in (part for text in specs for part in re.split(r",(?=\s*[A-Za-z_]+\s*=)", text)):
         part = raw.strip()
         if not part:
             continue
@@ -197,12 +220,13 @@ def parse_column_map(spec: str | None) -> dict[str, str]:
         ours, theirs = ours.strip(), theirs.strip()
         if not ours or not theirs:
             raise ConfigError(f"--map: {part!r} needs a name on both sides of '=' (e.g. invoice_number=InvoiceNo)")
-        if ours not in STANDARD_COLUMNS:
-            close = difflib.get_close_matches(ours, STANDARD_COLUMNS, n=1)
+        if ours not in columns:
+            close = difflib.get_close_matches(ours, columns, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(
-                f"--map: {ours!r} in {part!r} is not one of our columns ({', '.join(STANDARD_COLUMNS)}){hint}"
+                f"--map: {ours!r} in {part!r} is not one of our columns ({', '.join(columns)}){hint}"
             )
+        Computed.parse(ours, theirs)  # raises for a malformed template
         if ours in result:
             raise ConfigError(f"--map: {ours!r} is mapped twice ({result[ours]!r} and {theirs!r})")
         result[ours] = theirs
@@ -245,6 +269,11 @@ def _read_table(path: Path, source: str) -> _Table:
 
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return file_problem("the file is UTF-16 encoded; save it as CSV UTF-8")
+    if data.startswith(b"\x1f\x8b"):  # a gzip-compressed export (.csv.gz) is read as it is
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            return file_problem(f"is gzip-compressed but cannot be decompressed ({exc})")
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     # Undecodable bytes are kept as surrogate escapes and reported per row and column below.
@@ -292,9 +321,16 @@ def _resolve_columns(
     required: Sequence[str],
     column_map: Mapping[str, str] | None,
     source: str,
+    provided: Sequence[str] = (),
 ) -> tuple[dict[str, int], list[RowProblem]]:
-    """Map our column names to header positions; one problem (line 1) for all missing ones."""
-    column_map = dict(column_map or {})
+    """Map our column names to header positions; one problem (line 1) for all missing ones.
+
+    ``provided`` are our columns that come from elsewhere (a computed ``--map``
+    value or an option such as ``--currency``): never missing.
+    """
+    column_map, computed = split_column_map(column_map or {})
+    wanted = [c for c in wanted if c not in computed]
+    provided = [*provided, *computed]
     problems: list[RowProblem] = []
     positions: dict[str, int] = {}
     exact: dict[str, list[int]] = {}
@@ -319,7 +355,15 @@ def _resolve_columns(
                 )
             )
         positions[ours] = found[0]
-    missing = [c for c in required if c not in positions]
+    for value in computed.values():
+        absent = [f for f in value.fields if not (exact.get(f) or folded.get(_fold(f)))]
+        if absent:
+            problems.append(RowProblem(
+                line=1, column=value.ours, value=value.describe(),
+                reason=(f"uses {', '.join(absent)}, which the header does not have; the header has: "
+                        f"{', '.join(h for h in header if h) or 'nothing'}"),
+                source=source))
+    missing = [c for c in required if c not in positions and c not in provided]
     if missing:
         mapped = [f"{c}={column_map[c]!r}" for c in missing if c in column_map]
         found = ", ".join(h for h in header if h) or "nothing"
@@ -374,23 +418,39 @@ def _fit_fields(header: list[str], fields: list[str]) -> tuple[list[str], str | 
 # --------------------------------------------------------------------------- value checks
 
 
-@lru_cache(maxsize=1)
-def _zones() -> frozenset[str]:
-    return frozenset(zoneinfo.available_timezones())
+def _read_date(value: str, fmt: DateFormat) -> tuple[date | None, str | None]:
+    """(date, None) or (None, reason): the format, digits of other scripts and the documented range."""
+    digits = foreign_digits(value)
+    if digits:
+        return None, f"contains digits of another script ({digits!r}); write ASCII digits 0-9"
+    day = fmt.read(value)
+    if day is None:
+        return None, fmt.reason
+    reason = date_range_reason(day)
+    return (None, reason) if reason else (day, None)
 
 
-@lru_cache(maxsize=1)
-def _currencies() -> frozenset[str]:
-    return frozenset(list_currencies())
-
-
-def _parse_date(value: str) -> date | None:
-    if not _DATE_RE.fullmatch(value):
-        return None
+def _read_instant(value: str) -> tuple[datetime | None, str | None]:
+    """An ISO instant with a UTC offset (``2026-02-03T09:30:00-06:00``), or (None, reason)."""
+    if foreign_digits(value):
+        return None, "contains digits of another script; write ASCII digits 0-9"
     try:
-        return date.fromisoformat(value)
+        instant = datetime.fromisoformat(value)
     except ValueError:
-        return None
+        return None, "is not an ISO instant such as 2026-02-03T09:30:00-06:00"
+    if instant.tzinfo is None:
+        return None, "has no UTC offset; add one (e.g. +00:00 or -06:00)"
+    reason = date_range_reason(instant.date())
+    return (None, reason) if reason else (instant, None)
+
+
+def _paid_on_reason(paid_on: date, issued_on: date | None, today: date | None) -> str | None:
+    """Why a payment date means nothing: before the invoice was issued, or in the future."""
+    if issued_on is not None and paid_on < issued_on:
+        return f"is before the invoice was issued ({issued_on.isoformat()}); check the date format"
+    if today is not None and paid_on > today + _PAID_AHEAD:
+        return f"is in the future (today is {today.isoformat()}); a payment is recorded once it happened"
+    return None
 
 
 def _check_email(value: str) -> str | None:
@@ -412,9 +472,11 @@ def _check_email(value: str) -> str | None:
 
 def _check_zone(value: str) -> tuple[str | None, str | None]:
     """(zone, None) when valid, else (None, reason)."""
-    zones = _zones()
+    zones = iana_zones()
     if value in zones:
         return value, None
+    if value in zoneinfo.available_timezones() or value == "localtime":
+        return None, zone_reason(value)
     by_fold = {z.casefold(): z for z in zones}
     if value.casefold() in by_fold:
         return None, f"is not an IANA time zone (names are case-sensitive); did you mean {by_fold[value.casefold()]}?"
@@ -446,6 +508,9 @@ def _check_locale(value: str) -> tuple[str | None, str | None]:
 
 def _amount_minor(value: str, currency: str | None) -> tuple[int | None, str | None]:
     """Minor units for ``value`` in ``currency`` (None when the currency is unknown: only the number is checked)."""
+    digits = foreign_digits(value)
+    if digits:
+        return None, f"contains digits of another script ({digits!r}); write ASCII digits 0-9"
     if not _AMOUNT_RE.fullmatch(value):
         return None, "is not a number (write a plain decimal like 1234.50: no currency symbol, no thousands separator)"
     try:
@@ -453,12 +518,17 @@ def _amount_minor(value: str, currency: str | None) -> tuple[int | None, str | N
     except InvalidOperation:  # pragma: no cover - the regex excludes this
         return None, "is not a number"
     if amount < 0:
-        return None, "is negative (amount_due must be 0 or more; record credits separately)"
+        return None, "is negative (amount_due must be more than 0; record credits and refunds separately)"
+    if amount == 0:
+        return None, "is zero: nothing is due, so no reminder may be sent (leave the invoice out, or mark it paid)"
     if currency is None:
         return None, None
     precision = get_currency_precision(currency)
-    minor = amount.scaleb(precision)
-    if minor != minor.to_integral_value():
+    # Count the decimals in the text: Decimal arithmetic rounds to 28 digits, which would turn
+    # 1.0000000000000000000000000000000000000001 into 1.00 silently.
+    decimals = len(value.partition(".")[2].rstrip("0"))
+    minor = amount.scaleb(precision, context=Context(prec=80))
+    if decimals > precision or minor != minor.to_integral_value():
         if precision == 0:
             return None, f"has decimals, but {currency} has no minor unit (write a whole number)"
         return None, f"has more decimals than {currency} allows ({precision})"
@@ -470,20 +540,86 @@ def _amount_minor(value: str, currency: str | None) -> tuple[int | None, str | N
 # --------------------------------------------------------------------------- invoices
 
 
+def _computed_columns(header: list[str], column_map: Mapping[str, str] | None) -> list[tuple[Computed, dict[str, int]]]:
+    """The computed ``--map`` columns with the header position of each field they read."""
+    exact = {name: i for i, name in reversed(list(enumerate(header))) if name}
+    folded = {_fold(name): i for i, name in reversed(list(enumerate(header))) if name}
+    out: list[tuple[Computed, dict[str, int]]] = []
+    for value in split_column_map(column_map or {})[1].values():
+        where = {f: exact.get(f, folded.get(_fold(f), -1)) for f in value.fields}
+        out.append((value, where))
+    return out
+
+
+def _row_values(
+    fields: list[str],
+    positions: Mapping[str, int],
+    computed: Sequence[tuple[Computed, Mapping[str, int]]],
+    problem: Callable[[str | None, str | None, str], None],
+) -> dict[str, str]:
+    """Our columns' values on one row: read (UTF-8 and NUL-checked) or computed from a ``--map`` template."""
+    values: dict[str, str] = {}
+    for ours, pos in positions.items():
+        raw = fields[pos]
+        bad_bytes = _undecodable(raw)
+        if bad_bytes is not None:
+            problem(
+                ours,
+                _clean(raw.strip()),
+                f"contains bytes that are not UTF-8 ({' '.join(f'0x{b:02X}' for b in bad_bytes[:4])}); the file may be Latin-1 or Windows-1252: save it as CSV UTF-8",
+            )
+            values[ours] = ""
+            continue
+        reason = text_reason(raw)
+        if reason:
+            problem(ours, None, reason)
+            values[ours] = ""
+            continue
+        values[ours] = raw.strip()
+    for value, where in computed:
+        row = {f: fields[pos] for f, pos in where.items() if 0 <= pos < len(fields)}
+        text, reason = value.render(row)
+        if reason is None:
+            reason = text_reason(text)
+        if reason:
+            problem(value.ours, None, reason)
+            text = ""
+        values[value.ours] = text.strip()
+    return values
+
+
 def read_invoices_csv(
     path: Path,
     *,
     column_map: Mapping[str, str] | None = None,
     source_name: str | None = None,
+    date_format: DateFormat = _ISO_DATES,
+    default_currency: str | None = None,
+    due_days: int | None = None,
+    today: date | None = None,
+    progress: Progress | None = None,
 ) -> InvoiceImport:
     """Read and check an invoice CSV (see :data:`INVOICE_CSV_HELP`); never raises for bad rows.
 
-    ``column_map`` is ``{our column: their header}`` (see :func:`parse_column_map`).
-    ``source_name`` is the file name used in messages (default: the file's name).
-    Raises :class:`ImportRejected` only when the file cannot be read at all.
+    Args:
+        column_map: ``{our column: their header, const:VALUE or template:…}`` (see :func:`parse_column_map`).
+        source_name: the file name used in messages (default: the file's name).
+        date_format: how issued_on, due_on and paid_on are written (default ISO ``YYYY-MM-DD``).
+        default_currency: the currency of rows without one (``--currency``); must be legal tender.
+        due_days: due date = issued_on + this many days for rows without a due date (``--due-days``).
+        today: payments dated after ``today`` + 1 day are refused (None: no such check).
+        progress: called with (rows checked, rows in the file) every 1,000 rows and at the end.
+    Raises:
+        ImportRejected: the file cannot be read at all.
+        ConfigError: ``default_currency`` is not a legal-tender ISO 4217 code.
     """
     path = Path(path)
     source = source_name if source_name is not None else path.name
+    if default_currency is not None:
+        default_currency = default_currency.strip().upper()
+        reason = currency_reason(default_currency)
+        if reason:
+            raise ConfigError(f"--currency: {default_currency!r} {reason}")
     table = _read_table(path, source)
     problems = list(table.problems)
     header = table.header
@@ -491,7 +627,10 @@ def read_invoices_csv(
     if not header:
         return InvoiceImport(customers=[], invoices=[], problems=problems, rejected_lines=[], rows_read=0, header=[], source=source)
 
-    positions, header_problems = _resolve_columns(header, STANDARD_COLUMNS, REQUIRED_COLUMNS, column_map, source)
+    provided = (["currency"] if default_currency else []) + (["due_on"] if due_days is not None else [])
+    positions, header_problems = _resolve_columns(header, STANDARD_COLUMNS, REQUIRED_COLUMNS, column_map, source,
+                                                  provided)
+    computed = _computed_columns(header, column_map)
     problems.extend(header_problems)
     if any(p.line == 1 for p in header_problems):
         # The header is unusable: every row is rejected, the problem is reported once.
@@ -505,7 +644,9 @@ def read_invoices_csv(
     numbers_seen: dict[str, int] = {}
     customers_seen: dict[str, tuple[int, str, dict[str, str]]] = {}  # email -> (line, name, explicit locale/tz)
 
-    for line, raw_fields in table.rows:
+    for index, (line, raw_fields) in enumerate(table.rows):
+        if progress is not None and index % 1000 == 0 and index:
+            progress(index, rows_read)
         row_problems: list[RowProblem] = []
 
         def problem(column: str | None, value: str | None, reason: str) -> None:
@@ -518,22 +659,15 @@ def read_invoices_csv(
             bad_lines.add(line)
             continue
 
-        values: dict[str, str] = {}
-        for ours, pos in positions.items():
-            raw = fields[pos]
-            bad_bytes = _undecodable(raw)
-            if bad_bytes is not None:
-                problem(
-                    ours,
-                    _clean(raw.strip()),
-                    f"contains bytes that are not UTF-8 ({' '.join(f'0x{b:02X}' for b in bad_bytes[:4])}); the file may be Latin-1 or Windows-1252: save it as CSV UTF-8",
-                )
-                values[ours] = ""
-                continue
-            values[ours] = raw.strip()
+        values = _row_values(fields, positions, computed, problem)
+        if default_currency and not values.get("currency") and "currency" not in {p.column for p in row_problems}:
+            values["currency"] = default_currency
+        due_from_terms = due_days is not None and not values.get("due_on")
 
         failed = {p.column for p in row_problems}
         for column in REQUIRED_COLUMNS:
+            if column == "due_on" and due_from_terms:
+                continue
             if not values.get(column) and column not in failed:
                 problem(column, None, "required value is empty")
         failed = {p.column for p in row_problems}
@@ -575,11 +709,12 @@ def read_invoices_csv(
         currency_ok: str | None = None
         if currency:
             code = currency.upper()
-            if len(code) == 3 and code.isalpha() and code in _currencies():
+            reason = currency_reason(code)
+            if reason is None:
                 currency_ok = code
                 out["currency"] = code
-            else:
-                problem("currency", currency, "is not an ISO 4217 currency code (e.g. USD, EUR, JPY)")
+            elif "currency" not in failed:
+                problem("currency", currency, reason)
 
         # amount_due (precision needs a valid currency; sign and syntax do not)
         amount = values.get("amount_due", "")
@@ -595,11 +730,15 @@ def read_invoices_csv(
         for column in ("issued_on", "due_on", "paid_on"):
             text = values.get(column, "")
             if text and column not in failed:
-                day = _parse_date(text)
+                day, reason = _read_date(text, date_format)
                 if day is None:
-                    problem(column, text, _DATE_REASON)
+                    problem(column, text, reason or date_format.reason)
                 else:
                     dates[column] = day
+        if due_from_terms and due_days is not None and "issued_on" in dates:
+            dates["due_on"] = dates["issued_on"] + timedelta(days=due_days)
+            if date_range_reason(dates["due_on"]):
+                problem("due_on", None, f"issued_on + {due_days} days is outside {DATE_RANGE_TEXT}")
         out["issued_on"] = dates.get("issued_on")
         out["due_on"] = dates.get("due_on")
         if "issued_on" in dates and "due_on" in dates and dates["due_on"] < dates["issued_on"]:
@@ -622,6 +761,10 @@ def read_invoices_csv(
             problem("paid_on", None, "is empty, but status is paid (give the payment date, YYYY-MM-DD)")
         elif status is not None and status != "paid" and paid_text:
             problem("paid_on", paid_text, f"is set, but status is {status} (clear paid_on or set status to paid)")
+        if status == "paid" and "paid_on" in dates:
+            reason = _paid_on_reason(dates["paid_on"], dates.get("issued_on"), today)
+            if reason:
+                problem("paid_on", values["paid_on"], reason)
         out["status"] = status
         out["paid_on"] = dates.get("paid_on") if status == "paid" else None
 
@@ -701,6 +844,8 @@ def read_invoices_csv(
 
     rejected = [(line, _row_dict(header, fields)) for line, fields in table.rows if line in bad_lines]
     problems.sort(key=lambda p: p.line)
+    if progress is not None and rows_read > 1000:
+        progress(rows_read, rows_read)
     return InvoiceImport(
         customers=list(customers.values()),
         invoices=invoices,
@@ -720,11 +865,17 @@ def read_payments_csv(
     *,
     column_map: Mapping[str, str] | None = None,
     source_name: str | None = None,
+    date_format: DateFormat = _ISO_DATES,
+    today: date | None = None,
 ) -> tuple[list[Payment], list[RowProblem]]:
-    """Read a payments CSV (``invoice_number``, ``paid_on``); never raises for bad rows.
+    """Read a payments CSV (``invoice_number``, ``paid_on``, optional ``paid_at``); never raises for bad rows.
 
     Only rows without problems become payments. An invoice number given twice
     is reported on both lines (even with the same date: the file is ambiguous).
+    ``paid_at`` (an ISO instant with offset) is the exact moment for replays; its
+    local date is not checked against ``paid_on`` (zones differ). Payments dated
+    after ``today`` + 1 day are refused when ``today`` is given; a payment before its
+    invoice's issue date is refused when the payment is applied (the invoice is in the database).
     """
     path = Path(path)
     source = source_name if source_name is not None else path.name
@@ -732,7 +883,9 @@ def read_payments_csv(
     problems = list(table.problems)
     if not table.header:
         return [], problems
-    positions, header_problems = _resolve_columns(table.header, PAYMENT_COLUMNS, PAYMENT_COLUMNS, column_map, source)
+    positions, header_problems = _resolve_columns(table.header, PAYMENT_COLUMNS + PAYMENT_OPTIONAL_COLUMNS,
+                                                  PAYMENT_COLUMNS, column_map, source)
+    computed = _computed_columns(table.header, column_map)
     problems.extend(header_problems)
     if header_problems:
         return [], problems
@@ -750,29 +903,25 @@ def read_payments_csv(
         if count_reason:
             problem(None, None, count_reason)
         else:
-            values: dict[str, str] = {}
-            for ours, pos in positions.items():
-                raw = fields[pos]
-                bad_bytes = _undecodable(raw)
-                if bad_bytes is not None:
-                    problem(
-                        ours,
-                        _clean(raw.strip()),
-                        f"contains bytes that are not UTF-8 ({' '.join(f'0x{b:02X}' for b in bad_bytes[:4])}); the file may be Latin-1 or Windows-1252: save it as CSV UTF-8",
-                    )
-                    values[ours] = ""
-                else:
-                    values[ours] = raw.strip()
+            values = _row_values(fields, positions, computed, problem)
             failed = {p.column for p in row_problems}
-            number, paid_text = values["invoice_number"], values["paid_on"]
+            number, paid_text = values.get("invoice_number", ""), values.get("paid_on", "")
             for column in PAYMENT_COLUMNS:
-                if not values[column] and column not in failed:
+                if not values.get(column) and column not in failed:
                     problem(column, None, "required value is empty")
             paid_on = None
             if paid_text:
-                paid_on = _parse_date(paid_text)
-                if paid_on is None:
-                    problem("paid_on", paid_text, _DATE_REASON)
+                paid_on, reason = _read_date(paid_text, date_format)
+                if reason:
+                    problem("paid_on", paid_text, reason)
+                elif paid_on is not None and (reason := _paid_on_reason(paid_on, None, today)):
+                    problem("paid_on", paid_text, reason)
+                    paid_on = None
+            paid_at = None
+            if values.get("paid_at"):
+                paid_at, reason = _read_instant(values["paid_at"])
+                if reason:
+                    problem("paid_at", values["paid_at"], reason)
             if number:
                 if number in seen:
                     problem("invoice_number", number, f"is a duplicate of line {seen[number]}")
@@ -783,7 +932,7 @@ def read_payments_csv(
                 else:
                     seen[number] = line
             if number and paid_on is not None:
-                parsed.append((line, Payment(number=number, paid_on=paid_on)))
+                parsed.append((line, Payment(number=number, paid_on=paid_on, paid_at=paid_at)))
         problems.extend(row_problems)
         if row_problems:
             bad_lines.add(line)
@@ -793,6 +942,17 @@ def read_payments_csv(
 
 
 # --------------------------------------------------------------------------- rejects
+
+
+def write_problems(path: Path, problems: Sequence[str]) -> int:
+    """Write every problem, one per line (``invoices.csv:3: column due_on: …``), UTF-8; returns the count."""
+    try:
+        with Path(path).open("w", encoding="utf-8", newline="\n") as fh:
+            for problem in problems:
+                fh.write(problem.replace("\r", " ").replace("\n", " ") + "\n")
+    except OSError as exc:
+        raise ConfigError(f"--errors-file {path}: cannot write it ({exc.strerror or exc}); choose another path") from None
+    return len(problems)
 
 
 def write_rejects(

@@ -9,7 +9,7 @@ business zone (DESIGN.md §6).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 
 __all__ = ["Customer", "Invoice", "Payment", "INVOICE_STATUSES"]
 
@@ -42,7 +42,12 @@ class Invoice:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Payment:
-    """A payment that settles invoice ``number`` on ``paid_on``."""
+    """A payment that settles invoice ``number`` on ``paid_on``.
+
+    ``paid_at`` (zone-aware) is the exact instant when known, for exact replays; without it a
+    replay applies the payment at the start of ``paid_on`` in the schedule's zone (the business day).
+    """
 
     number: str
     paid_on: date
+    paid_at: datetime | None = None

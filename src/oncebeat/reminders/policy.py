@@ -44,6 +44,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from oncebeat.errors import ConfigError, ScheduleError
+from oncebeat.reminders.conversions import zone_reason
 from oncebeat.schedules import Schedule
 
 __all__ = [
@@ -67,6 +68,8 @@ DEFAULT_CONFIG_NAME = "oncebeat.toml"
 CATCHUP_POLICIES = ("none", "latest", "all")
 #: Earliest courtesy stage: one year before the due date.
 MIN_STAGE = -365
+#: The longest catch-up window (seconds): 31 days. A catch-up replays at most this much downtime.
+MAX_CATCHUP_WINDOW = 31 * 86400.0
 #: Latest stage: about ten years past due.
 MAX_STAGE = 3650
 
@@ -246,6 +249,10 @@ def _check_tz(value: Any) -> str:
         raise _Invalid(f"must be a string, got {_type_name(value)}", 'Write an IANA time zone name in quotes, e.g. "America/Chicago".', value=value)
     if not value.strip():
         raise _Invalid("is empty", 'Write an IANA time zone name, e.g. "America/Chicago" or "UTC".', value=value)
+    host_zone = zone_reason(value)
+    if host_zone and "host" in host_zone:
+        raise _Invalid(host_zone, 'Write the business zone itself, e.g. "America/Chicago" (G7: never the host\'s zone).',
+                       value=value)
     try:
         ZoneInfo(value)
     except (ZoneInfoNotFoundError, ValueError, OSError, TypeError):
@@ -281,6 +288,10 @@ def _check_catchup_window(value: Any) -> float:
         raise _Invalid("is not a duration", fix, value=value) from None
     if seconds <= 0:
         raise _Invalid("must be longer than zero", fix + ' To skip scans missed during downtime, use catchup = "none".', value=value)
+    if seconds > MAX_CATCHUP_WINDOW:
+        raise _Invalid(f"is longer than the maximum of {format_duration(MAX_CATCHUP_WINDOW)}",
+                       "A longer window would replay more than a month of scans after downtime; use at most "
+                       '"31d" (reminders missed longer ago are found by the next scan anyway).', value=value)
     return seconds
 
 

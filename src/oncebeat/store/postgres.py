@@ -99,7 +99,11 @@ class PostgresStore(Store):
         self.schema = options.pop("schema", None)
         if self.schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", self.schema):
             raise StoreError(f"{redact_url(url)}: schema must be a lower-case SQL identifier")
-        pool_size = int(options.pop("pool_size", "10"))
+        pool_text = options.pop("pool_size", "10")
+        if not pool_text.isascii() or not pool_text.isdigit() or not 1 <= int(pool_text) <= 1000:
+            raise StoreError(f"DATABASE_URL {redact_url(url)!r}: pool_size must be a whole number of connections "
+                             f"from 1 to 1000, not {pool_text!r} (e.g. ?pool_size=10)")
+        pool_size = int(pool_text)
         self.url = redact_url(url)
         conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(options), parts.fragment))
         kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}

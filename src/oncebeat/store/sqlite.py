@@ -106,6 +106,17 @@ def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {col[0]: value for col, value in zip(cursor.description, row, strict=True)}
 
 
+def _busy_timeout(text: str, url: str) -> float:
+    """``busy_timeout`` seconds from the URL: a finite number from 0 to 3600, else a clear StoreError."""
+    try:
+        seconds = float(text) if text.strip().isascii() else float("nan")
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds <= 3600:  # also false for NaN
+        raise StoreError(f"{url}: busy_timeout must be seconds from 0 to 3600, not {text!r} (e.g. ?busy_timeout=30)")
+    return seconds
+
+
 class SqliteStore(Store):
     """SQLite store for ``sqlite:///relative/path.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``.
 
@@ -123,7 +134,7 @@ class SqliteStore(Store):
         options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         self.url = url
         self.path = path
-        self.busy_timeout = float(options.get("busy_timeout", 30))
+        self.busy_timeout = _busy_timeout(options.get("busy_timeout", "30"), url)
         self.synchronous = options.get("synchronous", "full").upper()
         if self.synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise StoreError(f"{url}: synchronous must be full, normal or extra")
