@@ -20,6 +20,11 @@ DB_OPTION = click.option("--db", "database_url", default=None, metavar="URL",
                          help="Database URL (default DATABASE_URL, else sqlite:///oncebeat.db).")
 APP_OPTION = click.option("--app", default=None, metavar="MODULE:APP",
                           help="Your own oncebeat.App (tasks and schedules) instead of the reminder app.")
+TIME_SOURCE_OPTION = click.option(
+    "--time-source", type=click.Choice(["host", "database"]), default="host", show_default=True,
+    envvar="ONCEBEAT_TIME_SOURCE",
+    help="Where the clock reads the time: this host's wall clock, or PostgreSQL's clock_timestamp() "
+         "(one clock for every host; env ONCEBEAT_TIME_SOURCE).")
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -252,14 +257,19 @@ def _echo_problems(problems: list[str], errors_file: Path | None) -> None:
 @DB_OPTION
 @CONFIG_OPTION
 @APP_OPTION
-@click.option("--misfire-grace", default=60.0, show_default=True, help="Seconds a fire may be late and still on time.")
-def clock(database_url: str | None, config: Path | None, app: str | None, misfire_grace: float) -> None:
+@TIME_SOURCE_OPTION
+@click.option("--misfire-grace", default=60.0, show_default=True,
+              help="Seconds the newest due instant may be late and still on time (older ones follow the catch-up policy).")
+def clock(database_url: str | None, config: Path | None, app: str | None, time_source: str,
+          misfire_grace: float) -> None:
     """Run the clock process: turns schedules into occurrences and jobs, exactly once each."""
     from .clock import ClockProcess
+    from .dbtime import time_source_clock
 
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
-        ClockProcess(rt.app, rt.store, misfire_grace=misfire_grace, echo=click.echo).run()
+        ClockProcess(rt.app, rt.store, clock=time_source_clock(rt.store, time_source), misfire_grace=misfire_grace,
+                     echo=click.echo).run()
     finally:
         rt.close()
 
@@ -304,17 +314,19 @@ def worker(database_url: str | None, config: Path | None, app: str | None, concu
 @CONFIG_OPTION
 @APP_OPTION
 @_worker_options
+@TIME_SOURCE_OPTION
 def run(database_url: str | None, config: Path | None, app: str | None, concurrency: int, queues: tuple[str, ...],
-        batch_size: int | None, lease: float, grace: float, rescue_interval: float) -> None:
+        batch_size: int | None, lease: float, grace: float, rescue_interval: float, time_source: str) -> None:
     """Run the clock and a worker in one process (small deployments)."""
     import signal
     import threading
 
     from .clock import ClockProcess
+    from .dbtime import time_source_clock
     from .worker import Worker
 
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None)
-    clk = ClockProcess(rt.app, rt.store, echo=click.echo)
+    clk = ClockProcess(rt.app, rt.store, clock=time_source_clock(rt.store, time_source), echo=click.echo)
     wrk = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
                  lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval)
 

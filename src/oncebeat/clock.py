@@ -4,16 +4,28 @@ On each tick, for every schedule whose next fire instant has come, one
 transaction:
 
 1. reads the schedule's cursor from the **occurrence ledger** — the newest
-   recorded (non-manual) fire instant, or the instant the schedule was
-   added / changed / resumed if later — never from process memory;
+   recorded (non-manual) fire instant **at or before now**, or the instant the
+   schedule was added / changed / resumed if later — never from process
+   memory. So the due instants are exactly those missing from the ledger in
+   the catch-up window up to now: a wall clock stepped back never repeats an
+   instant (it is in the ledger), and instants recorded while a clock ran fast
+   do not hide the ones still missing before them;
 2. lists the fire instants in ``(cursor, now]``;
-3. decides each one: on time (within ``misfire_grace`` seconds) → enqueued;
-   late (the clock was down) → the catch-up policy: ``none`` records them
-   ``missed``, ``latest`` enqueues the newest and records the rest
-   ``coalesced``, ``all`` enqueues each oldest first — only inside
-   ``catchup_window``; instants older than the window are ``missed``;
-   a paused schedule records ``paused``;
-4. inserts each occurrence with ``INSERT … ON CONFLICT DO NOTHING`` and, only
+3. decides each one. Only the **newest** due instant can be on time (within
+   ``misfire_grace`` seconds of now; being the newest, it is also within one
+   period): it is enqueued. Every older one is a catch-up decision, whatever
+   the schedule's period: ``none`` records them ``missed``, ``latest``
+   enqueues the newest late one only when nothing is on time and records the
+   rest ``coalesced``, ``all`` enqueues each oldest first — only inside
+   ``catchup_window``; instants older than the window are counted as missed.
+   So a restart, a freeze or a database blip costs at most one catch-up run per
+   schedule (policies ``none``/``latest``). A paused schedule records ``paused``;
+4. applies the **period rule**: a schedule that fires at most once per local
+   day, week or month (:meth:`Schedule.business_period`) never serves one
+   business period twice, across definition changes (zone, expression):
+   an instant whose period already has a scheduled run is recorded
+   ``coalesced`` with reason "period already served";
+5. inserts each occurrence with ``INSERT … ON CONFLICT DO NOTHING`` and, only
    when the row was inserted, enqueues its job in the same transaction.
 
 So any number of clocks, restarts and catch-ups give at most one job per
@@ -22,8 +34,10 @@ rejected duplicate is recorded in the audit trail). A clock never fires
 because it started: a new schedule's first instant is strictly after the
 moment it was first synced.
 
-Definitions are synced at start (added / changed / retired). A retired
-schedule never fires. A clock whose definition set is older than the newest
+Definitions are synced at start (added / changed / retired). A changed
+schedule counts from the change, and never from before its newest recorded
+instant (so a sub-daily schedule never fires an instant at or before its last
+fire). A retired schedule never fires. A clock whose definition set is older than the newest
 one another clock synced (an old version still running) changes nothing and
 fires only schedules whose stored definition equals its own.
 
@@ -46,21 +60,25 @@ from typing import Any
 
 from . import audit
 from .app import App, ScheduleDef
+from .dbtime import describe_time_source
 from .errors import ConfigError, OncebeatError
 from .provenance import Source, current_source
 from .queue import Queue
-from .schedules import Schedule
+from .schedules import Schedule, period_bounds
 from .store import Json, Store, Tx
-from .timebase import Clock, SystemClock, require_aware
+from .timebase import UTC, Clock, SystemClock, require_aware
 from .worker import register_process
 
-__all__ = ["ClockProcess", "Fire", "SyncReport", "fire_occurrence"]
+__all__ = ["ClockProcess", "Fire", "SyncReport", "fire_occurrence", "PERIOD_SERVED"]
 
 log = logging.getLogger("oncebeat.clock")
 
 HEARTBEAT_SECONDS = 5.0  # how often a ticking clock refreshes its row in the process registry
-MAX_LEDGER_ROWS_PER_TICK = 1000
-FIRE_BATCH = 200  # schedules recorded per transaction when many are due at once  # older late instants are summarised in one audit event
+MAX_LEDGER_ROWS_PER_TICK = 1000  # older late instants are summarised in one audit event
+FIRE_BATCH = 200  # schedules recorded per transaction when many are due at once
+PERIOD_SERVED = "period already served"
+_REASONS = {"paused": "schedule paused", "missed": "catch-up policy none",
+            "coalesced": "catch-up policy latest: a later occurrence runs instead"}
 
 try:
     TZDATA_VERSION: str | None = metadata.version("tzdata")
@@ -79,10 +97,12 @@ class Fire:
     inserted: bool
     occurrence_id: int | None = None
     job_id: int | None = None
+    reason: str | None = None
 
     def describe(self) -> str:
         return (f"{self.schedule_key} {self.local.strftime('%Y-%m-%d %H:%M:%S %Z')} ({self.local.tzinfo}) "
                 f"= {self.fire_at.strftime('%Y-%m-%d %H:%M:%S')} UTC: {self.outcome}"
+                + (f" ({self.reason})" if self.reason else "")
                 + (f", job {self.job_id}" if self.job_id else "")
                 + ("" if self.inserted else " (already recorded by another process)"))
 
@@ -115,23 +135,25 @@ def _enqueue_for(tx: Tx, queue: Queue, definition: ScheduleDef, occurrence_id: i
 
 def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: Schedule, instant: datetime,
                     outcome: str, source: Source, now: datetime, process_id: int | None = None,
-                    task_options: dict[str, int] | None = None) -> Fire:
+                    task_options: dict[str, int] | None = None, reason: str | None = None) -> Fire:
     """Record one occurrence (and enqueue its job when ``outcome`` enqueues) inside ``tx``.
 
     ``outcome`` is one of enqueued, missed, coalesced, paused, manual, backfilled;
-    enqueued/manual/backfilled get a job. The unique (schedule_key, fire_at)
+    enqueued/manual/backfilled get a job. ``reason`` (kept on the row and in the audit
+    event) says why an occurrence did not run, e.g. :data:`PERIOD_SERVED`. The unique (schedule_key, fire_at)
     constraint makes a second call for the same instant a no-op (recorded as
     a rejected duplicate in the audit trail).
     """
     local = schedule.local(instant)
     row = tx.one("insert_occurrence", schedule_key=definition.key, fire_at=instant,
                  local_fire_at=local.isoformat(), tz=schedule.tz, business_date=local.date(),
-                 tzdata_version=TZDATA_VERSION, outcome=outcome, now=now, **source.params())
+                 tzdata_version=TZDATA_VERSION, outcome=outcome, reason=reason, now=now, **source.params())
     if row is None:
         audit.record(tx, now=now, kind="occurrence.duplicate_rejected", subject=f"schedule:{definition.key}",
                      source=source, process_id=process_id,
                      detail={"fire_at": instant.isoformat(), "local": local.isoformat(), "attempted": outcome})
-        return Fire(schedule_key=definition.key, fire_at=instant, local=local, outcome=outcome, inserted=False)
+        return Fire(schedule_key=definition.key, fire_at=instant, local=local, outcome=outcome, inserted=False,
+                    reason=reason)
     occ_id = int(row["id"])
     job_id = None
     if outcome in ("enqueued", "manual", "backfilled"):
@@ -141,9 +163,9 @@ def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: 
         audit.record(tx, now=now, kind=f"occurrence.{outcome}", subject=f"schedule:{definition.key}",
                      source=source, process_id=process_id,
                      detail={"occurrence_id": occ_id, "fire_at": instant.isoformat(), "local": local.isoformat(),
-                             "job_id": job_id})
+                             "job_id": job_id, "reason": reason})
     return Fire(schedule_key=definition.key, fire_at=instant, local=local, outcome=outcome, inserted=True,
-                occurrence_id=occ_id, job_id=job_id)
+                occurrence_id=occ_id, job_id=job_id, reason=reason)
 
 
 def _set_hash(definitions: Iterable[ScheduleDef]) -> str:
@@ -155,8 +177,11 @@ class ClockProcess:
     """Fires the schedules of ``app`` (or a list of definitions) into ``store``.
 
     Args:
-        misfire_grace: seconds after a fire instant within which it counts as on time;
-            later instants are catch-up decisions.
+        clock: the time source (default the host clock; see :mod:`oncebeat.dbtime` for the
+            database's clock). Its ``describe()`` is printed in the start-up report.
+        misfire_grace: seconds after a fire instant within which it counts as on time; only the
+            newest due instant of a schedule can be on time (so the grace never exceeds one
+            period), older ones are catch-up decisions.
         tick_interval: seconds between ticks in :meth:`run`.
         resync_interval: seconds between re-reads of the schedules table (to see
             pauses, retirements and changes made by other processes).
@@ -189,6 +214,8 @@ class ClockProcess:
         self._next: dict[str, datetime] = {}
         self._last_load: datetime | None = None
         self._last_heartbeat: datetime | None = None
+        self._last_now: datetime | None = None
+        self.time_source = ""  # filled at start(): where this clock's time comes from
         self.stop_requested = threading.Event()
         self.fires = 0
 
@@ -219,7 +246,10 @@ class ClockProcess:
                     elif row["state"] == "retired":
                         report.ignored_retired.append(key)
                     elif row["definition_hash"] != params["definition_hash"]:
-                        if tx.one("update_schedule", **params):
+                        # Counts from the change, never from before the newest recorded instant (one
+                        # recorded while a wall clock ran fast may be later than now).
+                        last = (tx.one("last_fire_at", key=key) or {}).get("last_fire_at")
+                        if tx.one("update_schedule", **params, active_since=max(x for x in (now, last) if x)):
                             report.changed.append(key)
                             audit.record(tx, now=now, kind="schedule.changed", subject=f"schedule:{key}",
                                          source=self.source, process_id=self.process_id,
@@ -264,7 +294,7 @@ class ClockProcess:
                 self._parsed[r["key"]] = ScheduleDef.from_row(r).schedule()
                 self._next.pop(r["key"], None)
             if r["key"] not in self._next:
-                last = self.store.read("last_fire_at", key=r["key"])[0]["last_fire_at"]
+                last = self.store.read("last_fire_at_or_before", key=r["key"], now=now)[0]["last_fire_at"]
                 cursor = max(x for x in (last, r["active_since"]) if x is not None)
                 self._next[r["key"]] = self._parsed[r["key"]].next_after(cursor)
         for key in set(self._next) - set(keep):
@@ -275,9 +305,12 @@ class ClockProcess:
     # --- firing --------------------------------------------------------------------------------
     def start(self) -> list[Fire]:
         """Register, migrate-free sync, then the first tick with its catch-up decisions printed."""
+        self.time_source = describe_time_source(self.clock)
         if self.process_id is None:
             self.process_id = register_process(self.store, role="clock", source=self.source, clock=self.clock,
-                                               info={"schedules": sorted(self.definitions)})
+                                               info={"schedules": sorted(self.definitions),
+                                                     "time_source": self.time_source})
+        self.echo(f"time source: {self.time_source}")
         self.sync()
         fires = self.tick(startup=True)
         fired = {f.schedule_key for f in fires}  # a set: start-up stays linear in the number of schedules
@@ -293,29 +326,55 @@ class ClockProcess:
     def tick(self, *, startup: bool = False) -> list[Fire]:
         """Fire every schedule whose next instant has come; return the decisions made by this clock."""
         now = self.clock.now()
+        self._notice_step(now)
         if self.process_id is not None and (self._last_heartbeat is None or
-                                            (now - self._last_heartbeat).total_seconds() >= HEARTBEAT_SECONDS):
+                                            abs((now - self._last_heartbeat).total_seconds()) >= HEARTBEAT_SECONDS):
             with self.store.transaction() as tx:  # the registry shows this clock alive (doctor: multiple-clocks)
                 tx.run("heartbeat_process", id=self.process_id, now=now)
             self._last_heartbeat = now
         if self._last_load is None or (now - self._last_load).total_seconds() >= self.resync_interval:
             self._load(now)
+        return self._fire_due([k for k, t in self._next.items() if t <= now], now, now, startup=startup)
+
+    def _notice_step(self, now: datetime) -> None:
+        """A wall clock stepped back: forget in-memory cursors, re-derive them from the ledger."""
+        before, self._last_now = self._last_now, now
+        if before is None or now >= before:
+            return
+        line = (f"wall clock stepped back {(before - now).total_seconds():.3f} s "
+                f"({before.strftime('%H:%M:%S')} -> {now.strftime('%H:%M:%S')} UTC): "
+                "due occurrences are re-read from the ledger, none repeats")
+        log.warning(line, extra={"event": "clock.time_stepped"})
+        self.echo(line)
+        with self.store.transaction() as tx:
+            audit.record(tx, now=now, kind="clock.time_stepped", subject=f"process:{self.process_id}",
+                         source=self.source, process_id=self.process_id,
+                         detail={"from": before.isoformat(), "to": now.isoformat(),
+                                 "seconds": (now - before).total_seconds(), "time_source": self.time_source})
+        self._next.clear()
+        self._last_load = None
+        self._load(now)
+
+    def _fire_due(self, due: list[str], now: datetime, horizon: datetime, *, startup: bool) -> list[Fire]:
         fires: list[Fire] = []
-        due = [k for k, t in self._next.items() if t <= now]
         # Many schedules due at one instant commit together (FIRE_BATCH per transaction): one commit per
         # batch instead of per schedule. In-memory cursors move only after the commit.
         for start in range(0, len(due), FIRE_BATCH):
             decided: list[tuple[str, tuple[list[Fire], str | None] | None]] = []
             with self.store.transaction() as tx:
                 for key in due[start:start + FIRE_BATCH]:
-                    decided.append((key, self._record_fires(tx, key, now, startup=startup)))
+                    decided.append((key, self._record_fires(tx, key, now, horizon, startup=startup)))
             for key, outcome in decided:
-                fires.extend(self._after_commit(key, outcome, now))
+                fires.extend(self._after_commit(key, outcome, horizon))
         return fires
 
-    def _record_fires(self, tx: Tx, key: str, now: datetime, *,
+    def _record_fires(self, tx: Tx, key: str, now: datetime, horizon: datetime, *,
                       startup: bool) -> tuple[list[Fire], str | None] | None:
-        """Decide and record ``key``'s due occurrences in ``tx``; None if the schedule may no longer fire."""
+        """Decide and record ``key``'s occurrences due by ``horizon`` in ``tx``; None if it may no longer fire.
+
+        ``now`` is the wall time the records carry; ``horizon`` is the instant up to which
+        occurrences are due (``now``, or the instant an external scheduler named: ``tick --at``).
+        """
         definition = self.definitions[key]
         sched = self._parsed[key]
         fires: list[Fire] = []
@@ -325,9 +384,9 @@ class ClockProcess:
         if row is None or row["state"] == "retired" or row["definition_hash"] != definition.definition_hash():
             return None
         self._rows[key] = row
-        last = tx.one("last_fire_at", key=key)
+        last = tx.one("last_fire_at_or_before", key=key, now=horizon)
         cursor = max(x for x in ((last or {}).get("last_fire_at"), row["active_since"]) if x is not None)
-        window_start = now - timedelta(seconds=definition.catchup_window)
+        window_start = horizon - timedelta(seconds=definition.catchup_window)
         outside = 0
         if cursor < window_start:
             for _ in sched.between(cursor, window_start):
@@ -335,26 +394,54 @@ class ClockProcess:
                 if outside >= 100_000:
                     break
             cursor = window_start
-        instants = list(sched.between(cursor, now))
+        instants = list(sched.between(cursor, horizon))
         if len(instants) > MAX_LEDGER_ROWS_PER_TICK:
             outside += len(instants) - MAX_LEDGER_ROWS_PER_TICK
             instants = instants[-MAX_LEDGER_ROWS_PER_TICK:]
-        for instant, outcome in self._decide(row, definition, instants, now):
+        decisions, on_time = self._decide(row, definition, instants, horizon)
+        for instant, outcome, reason in self._period_rule(tx, key, sched, decisions):
             fires.append(fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task),
                                          definition=definition, schedule=sched, instant=instant, outcome=outcome,
-                                         source=self.source, now=now, process_id=self.process_id))
-        late = [f for f in fires
-                if f.outcome != "enqueued" or (now - f.fire_at).total_seconds() > self.misfire_grace]
+                                         source=self.source, now=now, process_id=self.process_id, reason=reason))
+        late = [f for f in fires if f.fire_at != on_time]
         summary = None
         if outside or late:
-            summary = self._summary(key, definition, fires, outside, now, startup)
+            summary = self._summary(key, definition, late, outside, startup)
             audit.record(tx, now=now, kind="clock.catchup", subject=f"schedule:{key}", source=self.source,
                          process_id=self.process_id,
                          detail={"summary": summary, "missed_outside_window": outside,
-                                 "outcomes": {o: sum(1 for f in fires if f.outcome == o and f.inserted)
-                                              for o in {f.outcome for f in fires}},
+                                 "outcomes": {o: sum(1 for f in late if f.outcome == o and f.inserted)
+                                              for o in {f.outcome for f in late}},
                                  "cursor": cursor.isoformat(), "at_startup": startup})
         return fires, summary
+
+    def _period_rule(self, tx: Tx, key: str, sched: Schedule,
+                     decisions: list[tuple[datetime, str, str | None]]) -> list[tuple[datetime, str, str | None]]:
+        """Turn an ``enqueued`` decision into ``coalesced`` when its business period already had a run.
+
+        Applies to schedules that fire at most once per local day, week or month; the period
+        of a recorded run is that of its stored business date (in the zone it fired in), so a
+        zone or expression change never serves one period twice.
+        """
+        period = sched.business_period()
+        if period is None:
+            return decisions
+        out: list[tuple[datetime, str, str | None]] = []
+        for instant, outcome, reason in decisions:
+            if outcome == "enqueued":
+                first, last = period_bounds(period, sched.local(instant).date())
+                served = tx.one("period_served", key=key, first=first, last=last,
+                                from_at=datetime(first.year, first.month, first.day, tzinfo=UTC) - timedelta(days=1),
+                                to_at=datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=2))
+                if served is not None:
+                    line = (f"{key}: {sched.local(instant).isoformat()} ({sched.tz}) not fired: {PERIOD_SERVED} "
+                            f"(the {period} of {first.isoformat()} ran at {sched.local(served['fire_at']).isoformat()}"
+                            f", {served['outcome']})")
+                    log.info(line, extra={"event": "clock.period_served", "schedule": key})
+                    self.echo(line)
+                    outcome, reason = "coalesced", PERIOD_SERVED
+            out.append((instant, outcome, reason))
+        return out
 
     def _after_commit(self, key: str, outcome: tuple[list[Fire], str | None] | None, now: datetime) -> list[Fire]:
         if outcome is None:
@@ -373,27 +460,34 @@ class ClockProcess:
         self._next[key] = self._parsed[key].next_after(now)
         return fires
 
-    def _decide(self, row: dict[str, Any], d: ScheduleDef, instants: list[datetime], now: datetime) -> list[tuple[datetime, str]]:
+    def _decide(self, row: dict[str, Any], d: ScheduleDef, instants: list[datetime],
+                now: datetime) -> tuple[list[tuple[datetime, str, str | None]], datetime | None]:
+        """Outcome and reason of each due instant, and the one instant that is on time (if any).
+
+        Only the newest due instant can be on time: an older one has a successor at or before
+        ``now``, so it is more than one period late whatever ``misfire_grace`` says.
+        """
         if row["state"] == "paused":
-            return [(t, "paused") for t in instants]
-        on_time = [t for t in instants if (now - t).total_seconds() <= self.misfire_grace]
-        late = [t for t in instants if (now - t).total_seconds() > self.misfire_grace]
-        out: list[tuple[datetime, str]] = []
+            return [(t, "paused", _REASONS["paused"]) for t in instants], None
+        on_time = instants[-1] if instants and (now - instants[-1]).total_seconds() <= self.misfire_grace else None
+        late = [t for t in instants if t != on_time]
+        out: list[tuple[datetime, str, str | None]] = []
         if d.catchup == "none":
-            out += [(t, "missed") for t in late]
+            out += [(t, "missed", _REASONS["missed"]) for t in late]
         elif d.catchup == "latest":
             keep = None if on_time else (late[-1] if late else None)
-            out += [(t, "enqueued" if t == keep else "coalesced") for t in late]
+            out += [(t, "enqueued", None) if t == keep else (t, "coalesced", _REASONS["coalesced"]) for t in late]
         else:
-            out += [(t, "enqueued") for t in late]
-        out += [(t, "enqueued") for t in on_time]
-        return out
+            out += [(t, "enqueued", None) for t in late]
+        if on_time is not None:
+            out.append((on_time, "enqueued", None))
+        return out, on_time
 
-    def _summary(self, key: str, d: ScheduleDef, fires: list[Fire], outside: int, now: datetime, startup: bool) -> str:
-        late = [f for f in fires if (now - f.fire_at).total_seconds() > self.misfire_grace]
+    def _summary(self, key: str, d: ScheduleDef, late: list[Fire], outside: int, startup: bool) -> str:
         counts: dict[str, int] = {}
         for f in late:
-            counts[f.outcome] = counts.get(f.outcome, 0) + 1
+            label = f"{f.outcome} ({f.reason})" if f.reason == PERIOD_SERVED else f.outcome
+            counts[label] = counts.get(label, 0) + 1
         parts = [f"{n} {o}" for o, n in sorted(counts.items())]
         if outside:
             parts.append(f"{outside} missed outside the catch-up window ({d.catchup_window:.0f} s)")

@@ -53,10 +53,11 @@ every zone since 1900 in practice).
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
@@ -71,6 +72,8 @@ __all__ = [
     "DST_GAP_OPTIONS",
     "DST_FOLD_OPTIONS",
     "EPOCH",
+    "BUSINESS_PERIODS",
+    "period_bounds",
 ]
 
 DST_GAP_OPTIONS: tuple[str, ...] = ("shift", "skip")
@@ -78,6 +81,14 @@ DST_FOLD_OPTIONS: tuple[str, ...] = ("first", "second", "both")
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 """Anchor of interval schedules: their instants are ``EPOCH + k * period``."""
+
+BUSINESS_PERIODS: tuple[str, ...] = ("day", "week", "month")
+"""Local calendar periods a schedule can serve at most once (weeks are ISO 8601: Monday to Sunday)."""
+
+# A schedule's business period is found by enumerating a little more than one year of its instants
+# (every zone's DST transitions happen once each within it) from this fixed anchor.
+_PERIOD_PROBE_START = datetime(2025, 12, 24, tzinfo=UTC)
+_PERIOD_PROBE_LENGTH = timedelta(days=400)
 
 _ZERO = timedelta(0)
 _SECOND = timedelta(seconds=1)
@@ -433,6 +444,17 @@ class Schedule:
             return found if start - found <= _LOOKBACK_LIMIT else None
         return self._cron_previous(start)
 
+    def business_period(self) -> str | None:
+        """The largest local calendar period this schedule fires in at most once, or None.
+
+        Returns ``"month"``, ``"week"`` (ISO weeks, Monday to Sunday) or ``"day"`` when no
+        month / week / local date of the schedule's zone holds two of its instants, and None
+        for sub-daily schedules (``*/15 * * * *``, ``every 6h``, ``0 8,20 * * *``, a fixed time
+        with ``dst_fold="both"``). Found by enumerating a year of instants (cached), so aliases,
+        ``L`` and ``#`` fields and DST rules are all taken into account.
+        """
+        return _business_period(self.expression, self.tz, self.dst_gap, self.dst_fold)
+
     def between(self, start: datetime, end: datetime) -> Iterator[datetime]:
         """All fire instants ``t`` with ``start < t <= end``, in UTC, in order."""
         lo = require_aware(start, "start")
@@ -505,6 +527,37 @@ class Schedule:
             if horizon is not None and horizon >= wall - _MINUTE:
                 break
         return best
+
+
+def period_bounds(period: str, business_date: date) -> tuple[date, date]:
+    """First and last local date of the ``period`` ("day", "week", "month") holding ``business_date``."""
+    if period == "day":
+        return business_date, business_date
+    if period == "week":
+        first = business_date - timedelta(days=business_date.weekday())
+        return first, first + timedelta(days=6)
+    if period == "month":
+        first = business_date.replace(day=1)
+        following = (first + timedelta(days=32)).replace(day=1)
+        return first, following - timedelta(days=1)
+    raise ValueError(f"period must be one of {', '.join(BUSINESS_PERIODS)}, not {period!r}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _business_period(expression: str, tz: str, dst_gap: str, dst_fold: str) -> str | None:
+    sched = Schedule(expression=expression, tz=tz, dst_gap=dst_gap, dst_fold=dst_fold)
+    seen: dict[str, set[tuple[int, int]]] = {"day": set(), "week": set(), "month": set()}
+    once = {"day": True, "week": True, "month": True}
+    for instant in sched.between(_PERIOD_PROBE_START, _PERIOD_PROBE_START + _PERIOD_PROBE_LENGTH):
+        d = sched.local(instant).date()
+        iso = d.isocalendar()
+        for period, label in (("day", (d.toordinal(), 0)), ("week", (iso.year, iso.week)), ("month", (d.year, d.month))):
+            if label in seen[period]:
+                once[period] = False
+            seen[period].add(label)
+        if not once["day"]:
+            return None  # sub-daily: the common case ends here, after a handful of instants
+    return next((p for p in reversed(BUSINESS_PERIODS) if once[p]), None)
 
 
 def parse_schedule(expression: str, tz: str = "UTC", *, dst_gap: str = "shift", dst_fold: str = "first") -> Schedule:

@@ -47,13 +47,17 @@ class SystemClock:
     def now(self) -> datetime:
         return datetime.now(UTC)
 
+    def describe(self) -> str:
+        """The time source in one phrase, for start-up reports."""
+        return "host clock (this machine's wall clock)"
+
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
 
 
 class SimulatedClock:
-    """Time that moves only by :meth:`advance`, :meth:`set` or :meth:`sleep`.
+    """Time that moves only by :meth:`advance`, :meth:`set`, :meth:`step` or :meth:`sleep`.
 
     Thread-safe. ``sleep`` advances the simulated time at once (a simulated
     process that sleeps lets time pass), so loops written against
@@ -68,6 +72,10 @@ class SimulatedClock:
         with self._lock:
             return self._now
 
+    def describe(self) -> str:
+        """The time source in one phrase, for start-up reports."""
+        return "simulated clock"
+
     def sleep(self, seconds: float) -> None:
         self.advance(seconds)
 
@@ -79,8 +87,19 @@ class SimulatedClock:
             self._now = self._now + timedelta(seconds=seconds)
             return self._now
 
+    def step(self, seconds: float) -> datetime:
+        """Step the wall clock by ``seconds``, forwards or **backwards**; return the new instant.
+
+        Models an NTP step or an operator's ``date -s``: unlike :meth:`advance`, a negative
+        value is allowed, so tests can check that a clock stepped back never repeats an
+        occurrence and one stepped forward follows the catch-up policy.
+        """
+        with self._lock:
+            self._now = self._now + timedelta(seconds=seconds)
+            return self._now
+
     def set(self, instant: datetime) -> None:
-        """Jump to ``instant`` (aware; must not be earlier than now)."""
+        """Jump to ``instant`` (aware; must not be earlier than now; use :meth:`step` to go back)."""
         instant = require_aware(instant)
         with self._lock:
             if instant < self._now:

@@ -574,7 +574,7 @@ def test_occurrence_recorded_without_its_job_is_reported_lost(store: Store, sim_
     old = src("clock", "legacy-host", 55, "legacy clock", "0.0.1")
     with store.transaction() as tx:  # an old version that wrote the ledger without enqueueing
         tx.one("insert_occurrence", schedule_key="hourly", fire_at=at(13), local_fire_at="2026-03-01T07:00:00-06:00",
-               tz=CHICAGO, business_date=date(2026, 3, 1), tzdata_version=None, outcome="enqueued",
+               tz=CHICAGO, business_date=date(2026, 3, 1), tzdata_version=None, outcome="enqueued", reason=None,
                now=at(13), **old.params())
 
     report = doctor(store, sim_clock)
@@ -629,10 +629,9 @@ def test_process_tz_different_from_the_schedule_zone_is_reported(store: Store, s
     assert "ctx.business_date()" in finding.fix
 
 
-def test_zone_moved_west_after_the_days_fire_gives_a_second_fire_that_date(store: Store,
-                                                                           sim_clock: SimulatedClock) -> None:
-    east = simple_app("daily", expression="0 8 * * *", tz="America/New_York")
-    clock = ClockProcess(east, store, clock=sim_clock)
+def test_zone_moved_west_after_the_days_fire_is_coalesced_so_no_second_fire_is_reported(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    clock = ClockProcess(simple_app("daily", expression="0 8 * * *", tz="America/New_York"), store, clock=sim_clock)
     clock.start()
     sim_clock.set(at(13, day=2))  # 08:00 EST
     assert [f.inserted for f in clock.tick()] == [True]
@@ -640,7 +639,27 @@ def test_zone_moved_west_after_the_days_fire_gives_a_second_fire_that_date(store
     west = ClockProcess(simple_app("daily", expression="0 8 * * *", tz="America/Los_Angeles"), store, clock=sim_clock)
     west.start()
     sim_clock.set(at(16, day=2))  # 08:00 PST, the same local date
-    assert [f.inserted for f in west.tick()] == [True]
+    assert [(f.inserted, f.outcome, f.reason) for f in west.tick()] == [(True, "coalesced", "period already served")]
+    assert [f for f in doctor(store, sim_clock).by_code("timezone") if "business date" in f.summary] == []
+
+
+def test_second_fire_on_one_business_date_from_an_older_version_is_reported(store: Store,
+                                                                             sim_clock: SimulatedClock) -> None:
+    east = simple_app("daily", expression="0 8 * * *", tz="America/New_York")
+    clock = ClockProcess(east, store, clock=sim_clock)
+    clock.start()
+    sim_clock.set(at(13, day=2))  # 08:00 EST
+    assert [f.inserted for f in clock.tick()] == [True]
+    sim_clock.set(at(14, day=2))
+    west_app = simple_app("daily", expression="0 8 * * *", tz="America/Los_Angeles")
+    west = ClockProcess(west_app, store, clock=sim_clock)
+    west.start()
+    sim_clock.set(at(16, day=2))  # 08:00 PST, the same local date, fired by a version without the period rule
+    definition = west_app.schedules["daily"]
+    with store.transaction() as tx:
+        fired = fire_occurrence(tx, queue=west.queue, definition=definition, schedule=definition.schedule(),
+                                instant=at(16, day=2), outcome="enqueued", source=west.source, now=sim_clock.now())
+    assert fired.inserted
 
     [finding] = [f for f in doctor(store, sim_clock).by_code("timezone") if "business date" in f.summary]
     assert finding.severity == "warning"

@@ -16,6 +16,11 @@ UPDATE processes SET stopped_at = :now, heartbeat_at = :now WHERE id = :id;
 -- name: list_processes
 SELECT * FROM processes ORDER BY id;
 
+-- name: database_now
+-- The database's own clock. SQLite has no server: this is the host clock of the calling process,
+-- which is why the clock refuses time_source = database on SQLite (see oncebeat.dbtime).
+SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') AS "now [TIMESTAMPTZ]";
+
 -- name: list_schedules
 SELECT * FROM schedules ORDER BY key;
 
@@ -34,7 +39,7 @@ RETURNING key;
 UPDATE schedules
 SET expression = :expression, tz = :tz, dst_gap = :dst_gap, dst_fold = :dst_fold, catchup = :catchup,
     catchup_window = :catchup_window, task = :task, args = :args, queue = :queue,
-    definition_hash = :definition_hash, version = version + 1, active_since = :now, updated_at = :now
+    definition_hash = :definition_hash, version = version + 1, active_since = :active_since, updated_at = :now
 WHERE key = :key AND definition_hash <> :definition_hash AND state <> 'retired'
 RETURNING version;
 
@@ -66,10 +71,25 @@ WHERE outcome <> 'manual' GROUP BY schedule_key;
 SELECT MAX(fire_at) AS "last_fire_at [TIMESTAMPTZ]" FROM occurrences
 WHERE schedule_key = :key AND outcome <> 'manual';
 
+-- name: last_fire_at_or_before
+-- The clock's cursor: the newest scheduled instant recorded at or before :now. Instants recorded
+-- after :now (while a wall clock ran fast) do not hide the ones still missing before them.
+SELECT MAX(fire_at) AS "last_fire_at [TIMESTAMPTZ]" FROM occurrences
+WHERE schedule_key = :key AND outcome <> 'manual' AND fire_at <= :now;
+
+-- name: period_served
+-- A scheduled run of :key whose business date lies in [:first, :last] (the fire_at bounds only
+-- let the unique (schedule_key, fire_at) index narrow the scan: no zone is more than 14 h off UTC).
+SELECT id, fire_at, local_fire_at, tz, business_date, outcome FROM occurrences
+WHERE schedule_key = :key AND outcome IN ('enqueued', 'backfilled')
+  AND fire_at >= :from_at AND fire_at < :to_at
+  AND business_date >= :first AND business_date <= :last
+ORDER BY fire_at LIMIT 1;
+
 -- name: insert_occurrence
-INSERT INTO occurrences (schedule_key, fire_at, local_fire_at, tz, business_date, tzdata_version, outcome,
+INSERT INTO occurrences (schedule_key, fire_at, local_fire_at, tz, business_date, tzdata_version, outcome, reason,
                          source_kind, source_host, source_pid, source_name, source_version, created_at)
-VALUES (:schedule_key, :fire_at, :local_fire_at, :tz, :business_date, :tzdata_version, :outcome,
+VALUES (:schedule_key, :fire_at, :local_fire_at, :tz, :business_date, :tzdata_version, :outcome, :reason,
         :src_kind, :src_host, :src_pid, :src_name, :src_version, :now)
 ON CONFLICT DO NOTHING
 RETURNING id;
