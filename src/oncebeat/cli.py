@@ -715,16 +715,26 @@ def check(database_url: str | None, maildir: Path | None, config: Path | None, a
               help="A Maildir the SMTP server delivered to: duplicate deliveries are found there.")
 @click.option("--explain", "explain_", nargs=2, default=None, metavar="occurrence|job|invoice ID",
               help="Tell the full story of one occurrence, job or invoice instead.")
+@click.option("--logs", "logs", is_flag=True,
+              help="Instead: read FILE... (- for stdin), logs of Heroku/Clockwork/Sidekiq or Celery, not a database.")
+@click.option("--until", default=None, help="With --logs: only lines before this instant (or through this date).")
+@click.option("--tz", "tz", default="UTC", show_default=True, help="With --logs: the schedule's IANA zone.")
+@click.option("--job", default=None, help="With --logs: only this job (class, task or clock name).")
+@click.option("--log-tz", default="UTC", show_default=True, help="With --logs: zone of stamps without an offset.")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @DB_OPTION
 @CONFIG_OPTION
 @APP_OPTION
 @click.option("--json", "as_json", is_flag=True)
 def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir: Path | None,
-           explain_: tuple[str, str] | None, database_url: str | None, config: Path | None, app: str | None,
+           explain_: tuple[str, str] | None, logs: bool, until: str | None, tz: str, job: str | None, log_tz: str,
+           files: tuple[str, ...], database_url: str | None, config: Path | None, app: str | None,
            as_json: bool) -> None:
-    """Explain duplicates, misses and risks from the audit trail; exit 1 when an error is found."""
+    """Explain duplicates, misses and risks from the audit trail (or, with --logs, from FILE...); exit 1 on an error."""
     from .doctor import explain, run_doctor
 
+    if logs or files:
+        _doctor_logs(logs, files, since, until, tz, job, log_tz, as_json)
     rt = _runtime(config=config, database_url=database_url, app=app, migrate=False)
     try:
         if explain_ is not None:
@@ -742,6 +752,25 @@ def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir
         _print_json(report.to_json())
     else:
         click.echo(report.to_text())
+    sys.exit(report.exit_code)
+
+
+def _doctor_logs(logs: bool, files: tuple[str, ...], since: str | None, until: str | None, tz: str,
+                 job: str | None, log_tz: str, as_json: bool) -> None:
+    """``doctor --logs FILE...``: the log doctor (oncebeat.doctor.logs); exits 0, or 1 on an error finding."""
+    from .doctor.logs import day_bound, diagnose_logs
+
+    if not logs:
+        raise click.UsageError("FILE arguments are log files: add --logs (oncebeat doctor --logs FILE...)")
+    if not files:
+        if sys.stdin.isatty():
+            raise click.UsageError("--logs needs FILE... or - (standard input), e.g. heroku logs -n 1500 | "
+                                   "oncebeat doctor --logs - --tz America/Chicago")
+        files = ("-",)
+    report = diagnose_logs(list(files), tz=tz, job=job, log_tz=log_tz,
+                           since=day_bound(since, tz, "--since") if since else None,
+                           until=day_bound(until, tz, "--until", end=True) if until else None)
+    _print_json(report.to_json()) if as_json else click.echo(report.to_text(), nl=False)
     sys.exit(report.exit_code)
 
 

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = [
     "CHECKS",
+    "LOG_CHECKS",
     "SEVERITIES",
     "SCHEMA",
     "Evidence",
@@ -42,6 +43,10 @@ CHECKS = (
     "clock-skew",
     "discarded",
 )
+# Causes only the log doctor (``doctor --logs``, :mod:`oncebeat.doctor.logs`) reports: with oncebeat's
+# ledgers a job cannot be enqueued twice for one occurrence nor run twice at once, so the database doctor has none.
+LOG_CHECKS = ("double-enqueue", "concurrent-run")
+_CODES = CHECKS + LOG_CHECKS
 _RANK = {"error": 0, "warning": 1, "info": 2}
 
 
@@ -155,7 +160,7 @@ class Finding:
     """One cause the doctor found.
 
     Attributes:
-        code: the cause, one of :data:`CHECKS` (e.g. ``multiple-clocks``).
+        code: the cause, one of :data:`CHECKS` (e.g. ``multiple-clocks``) or :data:`LOG_CHECKS`.
         severity: ``info``, ``warning`` or ``error``.
         summary: one line saying what happened (or may happen).
         fix: what to do, in one or two sentences.
@@ -174,7 +179,7 @@ class Finding:
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity must be one of {', '.join(SEVERITIES)}, not {self.severity!r}")
-        if self.code not in CHECKS:
+        if self.code not in _CODES:
             raise ValueError(f"unknown cause code {self.code!r}")
 
     def to_json(self) -> dict[str, Any]:
@@ -215,7 +220,7 @@ class DoctorReport:
     @staticmethod
     def ordered(findings: Iterable[Finding]) -> tuple[Finding, ...]:
         indexed = list(enumerate(findings))
-        indexed.sort(key=lambda p: (_RANK[p[1].severity], CHECKS.index(p[1].code), p[0]))
+        indexed.sort(key=lambda p: (_RANK[p[1].severity], _CODES.index(p[1].code), p[0]))
         return tuple(f for _, f in indexed)
 
     @property

@@ -1,0 +1,138 @@
+"""The log doctor: why did a job of a stack that does **not** use oncebeat run twice?
+
+It reads the logs such a stack writes — Heroku (``heroku logs``, log drains),
+``journalctl``, Clockwork, Active Job and Action Mailer, Sidekiq, Celery beat and
+workers — and reports, with the doctor's finding model (cause code, severity,
+evidence lines with file:line and the instant in the schedule's zone and UTC,
+fix): two enqueues of one scheduled day and which process made each (a second
+clock, a clock that restarted and fired on boot, a leftover Heroku Scheduler
+job or cron entry, a manual one-off dyno), retries that re-delivered mail, runs
+that overlapped, a clock whose host zone gives the wrong date or a schedule
+kept in UTC, restarts and deploys at the fire time, and a per-day table
+(enqueued, performed, failed, mails delivered).
+
+Formats: one module each (:mod:`.heroku`, :mod:`.journald`, :mod:`.rubylogger`,
+:mod:`.clockwork`, :mod:`.activejob`, :mod:`.sidekiq`, :mod:`.celery`), each with
+its example lines; ``docs/doctor-logs.md`` has the table. Unknown lines are
+counted, never an error. It reads only the files: it needs no database and
+imports nothing of the reminders app.
+
+Example::
+
+    report = diagnose_logs(["heroku.log"], tz="America/Chicago")
+    print(report.to_text())
+    for f in report.by_code("multiple-clocks"):
+        print(f.day, f.finding.summary)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import IO
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ...errors import ConfigError
+from ..model import CheckRun, DoctorReport
+from .analysis import DayRow, JobStory, LogFinding, analyse, known_jobs
+from .reader import ReadStats, parse_lines, read_lines
+from .records import Event, Line
+from .report import LOG_CHECK_CODES, SCHEMA, LogReport
+
+__all__ = ["diagnose_logs", "LogReport", "LogFinding", "JobStory", "DayRow", "ReadStats", "Event", "Line",
+           "SCHEMA", "LOG_CHECK_CODES", "zone"]
+
+
+def zone(name: str, option: str) -> ZoneInfo:
+    """The IANA zone ``name``, or a ConfigError naming ``option`` and the fix."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError(f"{option} {name!r} is not an IANA time zone; use a name such as America/Chicago or UTC") \
+            from exc
+
+
+def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: datetime | None = None,
+                  until: datetime | None = None, job: str | None = None, log_tz: str = "UTC",
+                  stdin: IO[str] | None = None) -> LogReport:
+    """Read the log files (``-`` is standard input) and explain duplicate runs of scheduled jobs.
+
+    Args:
+        sources: file paths; ``-`` reads ``stdin`` (default ``sys.stdin``).
+        tz: the schedule's IANA zone: days are local dates in it, instants are shown in it and in UTC.
+        since: only lines at or after this aware instant; until: only lines before it.
+        job: only this job (an Active Job class, a Celery task, or the clock's name for it).
+        log_tz: the zone of stamps that carry no offset (journalctl ``-o short``, Celery and Ruby Logger files
+            read without an envelope).
+    Returns:
+        A :class:`LogReport`; ``exit_code`` is 1 when a finding is an error.
+    Raises:
+        ConfigError: an unknown zone, an unreadable file (named), a naive ``since``/``until``, or a ``job`` that
+            no line mentions (the known names are listed).
+    """
+    schedule_zone = zone(tz, "--tz")
+    line_zone = zone(log_tz, "--log-tz")
+    for name, value in (("--since", since), ("--until", until)):
+        if value is not None and value.tzinfo is None:
+            raise ConfigError(f"{name} {value.isoformat()} has no UTC offset; give one (e.g. -06:00) or a date")
+    stats = ReadStats()
+    events: list[Event] = []
+    year = (since or datetime.now(UTC)).year
+    for source in sources:
+        name = str(source)
+        stats.files.append(name)
+        if name == "-":
+            events += parse_lines(read_lines("<stdin>", stdin or sys.stdin), log_tz=line_zone, year=year, stats=stats,
+                                  since=since, until=until)
+            continue
+        try:
+            with open(source, encoding="utf-8", errors="replace") as fh:
+                events += parse_lines(read_lines(name, fh), log_tz=line_zone, year=year, stats=stats, since=since,
+                                      until=until)
+        except OSError as exc:
+            raise ConfigError(f"cannot read log file {name}: {exc.strerror or exc}; check the path") from exc
+    stories, findings, rows, _aliases = analyse(events, tz=schedule_zone.key, job=job)
+    if job is not None and not stories:
+        names = ", ".join(known_jobs(events)) or "none"
+        raise ConfigError(f"--job {job!r}: no line mentions that job; jobs in these logs: {names}")
+    notes = []
+    if stats.lines and stats.recognised == 0:
+        notes.append("no line of a known format was found: see docs/doctor-logs.md for the formats read")
+    elif not stories:
+        notes.append("no scheduled job found: no clock (Clockwork, Celery beat) enqueued a job in these lines; "
+                     "name one with --job")
+    ordered = DoctorReport.ordered(f.finding for f in findings)
+    by_finding = {id(f.finding): f for f in findings}
+    checks = tuple(CheckRun(code=c, ran=True, findings=sum(1 for f in findings if f.finding.code == c))
+                   for c in LOG_CHECK_CODES)
+    scope = {"files": [str(s) for s in sources], "since": since, "until": until, "job": job,
+             "log_tz": log_tz if log_tz != "UTC" else None}
+    return LogReport(tz=schedule_zone.key, scope=scope, stats=stats, jobs=tuple(stories),
+                     findings=tuple(by_finding[id(f)] for f in ordered), days=tuple(rows), checks=checks,
+                     notes=tuple(notes))
+
+
+def day_bound(text: str, tz: str, option: str, *, end: bool = False) -> datetime:
+    """``--since``/``--until`` text: an ISO instant with offset, or a date (midnight in ``tz``; ``end``: the next).
+
+    Raises:
+        ConfigError: neither form, or an instant without an offset.
+    """
+    from datetime import timedelta
+
+    try:
+        d = date.fromisoformat(text)
+        start = datetime(d.year, d.month, d.day, tzinfo=zone(tz, "--tz"))
+        return start + timedelta(days=1) if end else start
+    except ValueError:
+        pass
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ConfigError(f"{option} {text!r} is neither a date YYYY-MM-DD nor an ISO instant such as "
+                          "2026-03-02T08:00:00-06:00") from exc
+    if value.tzinfo is None:
+        raise ConfigError(f"{option} {text!r} has no UTC offset; add one (e.g. -06:00) or give a date")
+    return value.astimezone(UTC)

@@ -1,0 +1,31 @@
+"""Clockwork's lines (the ``clock`` process of a Ruby app).
+
+::
+
+    Starting clock for 2 events: [ SendInvoiceOverdueRemindersJob nightly.cleanup ]
+    Triggering 'SendInvoiceOverdueRemindersJob'
+
+``Triggering`` is a trigger of the named job (the name is Clockwork's, often
+the job class; the enqueue line that follows on the same process links the two);
+``Starting clock`` is a boot of the clock.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .records import Context, Event
+
+__all__ = ["parse"]
+
+_TRIGGER = re.compile(r"^Triggering '(?P<name>[^']+)'")
+_START = re.compile(r"^Starting clock for (?P<n>\d+) events?: \[\s*(?P<names>.*?)\s*\]")
+
+
+def parse(ctx: Context, message: str) -> list[Event] | None:
+    """Events from a Clockwork message, or None when it is not one."""
+    if m := _TRIGGER.match(message):
+        return [ctx.event("trigger", job=m["name"], detail={"alias": m["name"], "origin": "clockwork"})]
+    if m := _START.match(message):
+        return [ctx.event("boot", detail={"what": "clockwork", "events": m["names"].split()})]
+    return None

@@ -1,0 +1,88 @@
+"""Sidekiq's lines (6 and 7, and the older 5 form).
+
+::
+
+    2026-03-02T14:00:00.512Z pid=4 tid=gr3 class=SendInvoiceOverdueRemindersJob jid=5b1d… INFO: start
+    2026-03-02T14:00:05.901Z pid=4 tid=gr3 class=SendInvoiceOverdueRemindersJob jid=5b1d… elapsed=5.389 INFO: done
+    2026-03-02T14:00:01.420Z pid=4 tid=gr3 class=SendInvoiceOverdueRemindersJob jid=5b1d… elapsed=0.908 INFO: fail
+    2026-03-02T14:00:01.421Z pid=4 tid=gr3 WARN: {"context":"Job raised exception","job":{"class":…,"jid":"5b1d…","retry_count":0,"error_class":"PG::ConnectionBad",…}}
+    2026-03-02T14:00:01.421Z pid=4 tid=gr3 WARN: PG::ConnectionBad: server closed the connection unexpectedly
+    2026-03-02T14:00:00.512Z 4 TID-gr3 SendInvoiceOverdueRemindersJob JID-5b1d… INFO: start      (Sidekiq 5)
+
+A job run through Active Job shows as ``class=…JobWrapper wrapped=Job`` (6) or
+``class=Job`` (7); the wrapped class is the job. Sidekiq's stamp is UTC.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+
+from .records import Context, Event
+
+__all__ = ["parse"]
+
+_NEW = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) pid=(?P<pid>\d+) tid=(?P<tid>\S+)(?P<fields>.*?) "
+                  r"(?P<level>DEBUG|INFO|WARN|ERROR|FATAL): (?P<msg>.*)$")
+_OLD = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (?P<pid>\d+) TID-(?P<tid>\S+)"
+                  r"(?: (?P<cls>[\w:]+) JID-(?P<jid>\w+))? (?P<level>DEBUG|INFO|WARN|ERROR|FATAL): (?P<msg>.*)$")
+_FIELD = re.compile(r"(\w+)=(\S+)")
+_EXC = re.compile(r"^(?P<cls>[A-Z][\w:]*(?:Error|Exception|Bad|Timeout|Invalid|Shutdown|NotFound|Refused|Failure)"
+                  r"[\w:]*)(?:: (?P<text>.*))?$")
+_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
+
+
+def parse(ctx: Context, message: str) -> list[Event] | None:
+    """Events from a Sidekiq message, or None when it is not one."""
+    m = _NEW.match(message)
+    fields: dict[str, str] = {}
+    if m is not None:
+        fields = dict(_FIELD.findall(m["fields"]))
+    else:
+        m = _OLD.match(message)
+        if m is None:
+            return None
+        if m["cls"]:
+            fields = {"class": m["cls"], "jid": m["jid"]}
+    at = ctx.envelope.at or datetime.fromisoformat(m["ts"]).astimezone(UTC)
+    job = fields.get("wrapped") or fields.get("class")
+    if job == _WRAPPER:
+        job = None
+    jid = fields.get("jid")
+    tid = f"{ctx.envelope.process}/{m['tid']}"
+    msg = m["msg"].strip()
+    common = {"job": job, "job_id": jid, "thread": tid}
+    word = msg.split(":", 1)[0]  # Sidekiq 5 writes "done: 1.5 sec"
+    if jid and word == "start":
+        return [ctx.event("start", at, **common, detail={"via": "sidekiq"})]
+    if jid and word == "done":
+        return [ctx.event("done", at, **common, detail={"via": "sidekiq", "elapsed": fields.get("elapsed")})]
+    if jid and word == "fail":
+        return [ctx.event("fail", at, **common, detail={"via": "sidekiq", "elapsed": fields.get("elapsed")})]
+    if msg.startswith("{"):
+        return [_json_event(ctx, at, tid, msg)]
+    if msg.startswith(("Booting Sidekiq", "Starting processing")):
+        return [ctx.event("boot", at, detail={"what": "sidekiq"})]
+    if msg.startswith(("Shutting down", "Terminating", "Bye!")):
+        return [ctx.event("restart", at, detail={"what": msg})]
+    if m["level"] in ("WARN", "ERROR") and _EXC.match(msg):
+        return [ctx.event("error", at, thread=tid, detail={"via": "sidekiq", "error": msg})]
+    return [ctx.event("noise", at, detail={"what": "sidekiq"})]
+
+
+def _json_event(ctx: Context, at: datetime, tid: str, text: str) -> Event:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ctx.event("noise", at, detail={"what": "sidekiq"})
+    job = data.get("job") if isinstance(data, dict) else None
+    if not isinstance(job, dict):
+        return ctx.event("noise", at, detail={"what": "sidekiq"})
+    cls = job.get("wrapped") or job.get("class")
+    error = " ".join(str(job[k]) for k in ("error_class", "error_message") if job.get(k)) or None
+    if isinstance(cls, dict):  # Sidekiq 6 puts the Active Job payload here
+        cls = cls.get("job_class")
+    return ctx.event("retry", at, job=cls if cls != _WRAPPER else None, job_id=job.get("jid"), thread=tid,
+                     detail={"via": "sidekiq", "error": error, "retry_count": job.get("retry_count"),
+                             "context": data.get("context")})
