@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from .provenance import Source
-from .store import Json, Tx
+from .store import Json, Store, Tx
 
-__all__ = ["record"]
+__all__ = ["events_of", "record"]
 
 
 def record(tx: Tx, *, now: datetime, kind: str, subject: str, source: Source,
@@ -29,3 +29,8 @@ def record(tx: Tx, *, now: datetime, kind: str, subject: str, source: Source,
     """
     tx.run("insert_event", now=now, kind=kind, subject=subject, process_id=process_id,
            detail=Json(detail or {}), **source.params())
+
+
+def events_of(store: Store, subject: str, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The newest ``limit`` events about ``subject`` (e.g. ``job:42``), newest first."""
+    return store.read("events_of_subject", subject=subject, limit=limit)

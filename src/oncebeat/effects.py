@@ -38,6 +38,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from . import audit
@@ -191,6 +192,19 @@ class EffectLedger:
                     return result
                 return self._execute(key, fn, holder)
         raise EffectInDoubt(key, str(row.get("detail") or ""))
+
+    def list_page(self, *, state: str | None = "in_doubt", after: tuple[datetime, str] | None = None,
+             limit: int = 50) -> list[dict[str, Any]]:
+        """Ledger rows oldest first (the longest-waiting decision on top), ``limit`` per page.
+
+        Keyset pagination: pass the last row's ``(started_at, key)`` as ``after``.
+        """
+        return self.store.read("list_effects_page", state=state, after_at=after[0] if after else None,
+                               after_key=after[1] if after else None, limit=limit)
+
+    def of_job(self, job_id: int) -> list[dict[str, Any]]:
+        """The effects a job's attempts claimed (every state)."""
+        return self.store.read("effects_of_job", job_id=job_id)
 
     def counts_unfinished(self) -> dict[str, int]:
         """Effects per state other than ``done`` (``started``, ``in_doubt``, ``failed``), from a partial index."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from . import audit
 from .app import App
+from .errors import OncebeatError, StoreError
 from .provenance import Source
 from .store import Json, Store, Tx
 from .store.base import instant_text
@@ -270,6 +271,42 @@ class Queue:
             if ok:
                 audit.record(tx, now=now, kind="job.cancelled", subject=f"job:{job_id}", source=self.source)
         return ok
+
+    def retry(self, job_id: int) -> bool:
+        """An operator's retry: a ``discarded``, ``cancelled``, ``retryable`` or ``scheduled`` job becomes
+        ``available`` now, allowed one more attempt than it has used; its errors are kept. Audited ``job.retried``.
+
+        Returns:
+            True if the job was put back; False if it is unknown, running or completed.
+        Raises:
+            OncebeatError: another unfinished job holds the same unique key (retrying would run it twice).
+        """
+        now = self.clock.now()
+        try:
+            with self.store.transaction() as tx:
+                row = tx.one("retry_job", id=job_id, now=now)
+                if row is not None:
+                    audit.record(tx, now=now, kind="job.retried", subject=f"job:{job_id}", source=self.source,
+                                 detail={"by": "operator"})
+        except StoreError as exc:
+            if "unique" not in str(exc).lower():
+                raise
+            raise OncebeatError(f"job {job_id} was not retried: another unfinished job holds its unique key") from exc
+        return row is not None
+
+    def list_jobs(self, *, state: str | None = None, task: str | None = None, queue: str | None = None,
+                  since: datetime | None = None, until: datetime | None = None, before_id: int | None = None,
+                  limit: int = 50) -> list[dict[str, Any]]:
+        """Jobs newest first, filtered (each filter optional), ``limit`` per page.
+
+        Keyset pagination: pass the last row's ``id`` as ``before_id``. ``since``/``until`` bound
+        ``created_at`` (aware). Rows carry the job's columns without ``errors``, plus ``error_count``
+        and ``last_error``.
+        """
+        return self.store.read("list_jobs_page", state=state, task=task, queue=queue,
+                               since=require_aware(since, "since") if since else None,
+                               until=require_aware(until, "until") if until else None,
+                               before_id=before_id, limit=limit)
 
     def get(self, job_id: int) -> Job | None:
         rows = self.store.read("get_job", id=job_id)

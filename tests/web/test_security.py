@@ -129,7 +129,7 @@ def test_every_page_sends_a_strict_content_security_policy_and_security_headers(
         assert "script-src 'none'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp, path
         assert response.headers["x-content-type-options"] == "nosniff"
         assert response.headers["x-frame-options"] == "DENY"
-        assert response.headers["referrer-policy"] == "no-referrer"
+        assert response.headers["referrer-policy"] == "same-origin"
 
 
 def test_pages_hold_no_script_no_inline_style_and_no_event_handler(

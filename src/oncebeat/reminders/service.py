@@ -38,14 +38,14 @@ from ..mail import (
     parse_address,
     sanitize_header_text,
 )
-from ..provenance import Source
+from ..provenance import Source, current_source
 from ..queue import Queue
 from ..store import Json, Store, Tx
 from ..timebase import Clock
 from .importing import InvoiceImport, RowProblem
 from .model import Customer, Invoice, Payment
 from .policy import Policy
-from .render import Renderer
+from .render import RenderedEmail, Renderer
 
 __all__ = ["ReminderService", "ScanResult", "SEND_TASK", "SCAN_TASK", "stage_cutoffs"]
 
@@ -179,12 +179,7 @@ class ReminderService:
         if (earlier is None or earlier["state"] == "failed") and r["status"] != "open":
             reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
             return self._finish(reminder_id, "skipped", reason)
-        days = (r["business_date"] - r["due_on"]).days
-        rendered = self.renderer.render(invoice_number=r["number"], customer_name=r["name"],
-                                        customer_locale=r["locale"], currency=r["currency"],
-                                        amount_due=r["amount_due"], due_on=r["due_on"], issued_on=r["issued_on"],
-                                        stage=r["stage"], days_past_due=days)
-        message_id = make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)
+        rendered, message_id = self._render(r)
         msg = build_message(sender=self.policy.sender, to=_mailbox(r["name"], r["email"]),
                             subject=rendered.subject, text=rendered.text, html=rendered.html, message_id=message_id,
                             reply_to=self.policy.reply_to, date=self.clock.now(),
@@ -259,6 +254,49 @@ class ReminderService:
             return (f"{key}: resolved not_done; reminder {reminder_id} ({r['number']} stage {r['stage']}) "
                     "will be sent again")
 
+    def _render(self, r: dict[str, Any]) -> tuple[RenderedEmail, str]:
+        """The email of reminder row ``r`` (as read by ``get_reminder_for_send``) and its Message-ID."""
+        days = (r["business_date"] - r["due_on"]).days
+        rendered = self.renderer.render(invoice_number=r["number"], customer_name=r["name"],
+                                        customer_locale=r["locale"], currency=r["currency"],
+                                        amount_due=r["amount_due"], due_on=r["due_on"], issued_on=r["issued_on"],
+                                        stage=r["stage"], days_past_due=days)
+        return rendered, make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)
+
+    # --- reads for operators (dashboard) ----------------------------------------------------------
+    def render_reminder(self, reminder_id: int) -> tuple[dict[str, Any], RenderedEmail, str]:
+        """Reminder ``reminder_id`` rendered as the send job renders it (nothing is sent or written).
+
+        Returns ``(reminder row with invoice and customer fields, RenderedEmail, Message-ID)``.
+        Raises:
+            OncebeatError: no such reminder.
+        """
+        rows = self.store.read("get_reminder_for_send", id=reminder_id)
+        if not rows:
+            raise OncebeatError(f"no reminder {reminder_id}")
+        rendered, message_id = self._render(rows[0])
+        return rows[0], rendered, message_id
+
+    def find_invoices(self, query: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """Invoices whose number is ``query``, or (when it holds an ``@``) of the customer with that email
+        (compared lower-cased, as imports store it); newest first, at most ``limit``."""
+        query = query.strip()
+        if "@" in query:
+            return self.store.read("invoices_of_email", email=query.lower(), limit=limit)
+        return self.store.read("invoice_by_number", number=query)
+
+    def invoice_story(self, number: str) -> dict[str, Any] | None:
+        """Invoice ``number`` with its customer and its reminders (stage order), each with its effect's ledger
+        row (``effect``: state, detail, result, holder) when one was claimed. None when no such invoice."""
+        rows = self.store.read("invoice_by_number", number=number)
+        if not rows:
+            return None
+        ledger = EffectLedger(self.store, clock=self.clock, source=current_source("api"))
+        reminders = self.store.read("reminders_of_invoice", invoice_id=rows[0]["id"])
+        for r in reminders:
+            r["effect"] = ledger.get(f"reminder:{r['id']}")
+        return {"invoice": rows[0], "reminders": reminders}
+
     # --- reports ------------------------------------------------------------------------------
     def preview(self, business_date: date) -> list[dict[str, Any]]:
         """What a scan on ``business_date`` would create (nothing written): one row per invoice, its top stage."""
@@ -268,6 +306,10 @@ class ReminderService:
     def aging(self, as_of: date) -> list[dict[str, Any]]:
         """Open amounts (minor units) and counts per currency and days-past-due bucket on ``as_of``."""
         return self.store.read("aging", as_of=as_of)
+
+    def reminder_count_rows(self) -> list[dict[str, Any]]:
+        """Reminders per stage and state: ``[{"stage", "state", "n"}]``."""
+        return self.store.read("reminder_counts")
 
     def reminder_counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

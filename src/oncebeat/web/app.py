@@ -47,7 +47,7 @@ __all__ = ["Dashboard", "WebSettings", "action_form", "create_app", "dashboard",
 log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
 FLASH_COOKIE = "oncebeat_flash"
-PAGE_MODULES = ("overview", "schedules", "auth", "metrics_route")
+PAGE_MODULES = ("overview", "schedules", "jobs", "effects", "reminders", "doctor", "auth", "metrics_route")
 OPTIONAL_MODULES = ("webhooks",)
 
 

@@ -1,4 +1,5 @@
-"""Overview: jobs per state and queue, throughput, processes alive, effects in doubt, doctor summary, clocks."""
+"""Overview: jobs per state and queue, throughput and failures of the last hour (a chart), processes alive,
+effects in doubt, the doctor's summary by severity, the time source and the database clock's skew."""
 
 from __future__ import annotations
 
@@ -9,30 +10,49 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..effects import EffectLedger
-from ..processes import list_processes
+from ..processes import database_now, list_processes
 from ..provenance import current_source
 from ..queue import UNFINISHED_STATES, Queue
 from .app import dashboard, render, route
+from .charts import stacked_bars
+from .doctor import doctor_summary
 
 __all__ = ["routes"]
 
 ALIVE_AFTER = timedelta(minutes=2)  # a process whose heartbeat is older than this is shown as silent
+SLOT_SECONDS = 300  # the throughput chart: 12 slots of 5 minutes
+FINAL_STATES = ("completed", "discarded", "cancelled")
+
+
+def _throughput(queue: Queue, now: Any) -> Any:
+    since = now - timedelta(hours=1)
+    slots: list[dict[str, float]] = [{} for _ in range(3600 // SLOT_SECONDS)]
+    for r in queue.finished_histogram(since, SLOT_SECONDS):
+        if 0 <= r["slot"] < len(slots):
+            slots[r["slot"]][r["state"]] = float(r["n"])
+    columns = [(f"-{60 - i * SLOT_SECONDS // 60}m" if i else "-60m", v) for i, v in enumerate(slots)]
+    totals = {s: int(sum(v.get(s, 0) for v in slots)) for s in FINAL_STATES}
+    return stacked_bars(columns, list(FINAL_STATES), width=520, height=150, label_every=2,
+                        title="jobs finished per 5 minutes, last hour"), totals
 
 
 def overview(request: Request) -> Response:
-    rt = dashboard(request).runtime
+    d = dashboard(request)
+    rt = d.runtime
     now = rt.clock.now()
     source = current_source("api")
     queue = Queue(rt.store, clock=rt.clock, source=source)
     processes = list_processes(rt.store, running=True)
     for p in processes:
         p["alive"] = now - p["heartbeat_at"] <= ALIVE_AFTER
+    chart, totals = _throughput(queue, now)
+    by_queue = _by_queue(queue.counts_by_queue())
     return render(request, "overview.html", {
-        "title": "Overview",
-        "by_queue": _by_queue(queue.counts_by_queue()),
-        "states": UNFINISHED_STATES,
-        "processes": processes,
+        "title": "Overview", "by_queue": by_queue, "states": UNFINISHED_STATES,
+        "totals": {s: sum(q.get(s, 0) for q in by_queue.values()) for s in UNFINISHED_STATES},
+        "processes": processes, "chart": chart, "finished": totals,
         "effects": EffectLedger(rt.store, clock=rt.clock, source=source).counts_unfinished(),
+        "doctor": doctor_summary(d), "skew": (now - database_now(rt.store)).total_seconds(),
     })
 
 

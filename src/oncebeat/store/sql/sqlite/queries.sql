@@ -273,3 +273,38 @@ GROUP BY slot, state ORDER BY slot, state;
 SELECT o.*, j.state AS job_state FROM occurrences o LEFT JOIN jobs j ON j.id = o.job_id
 WHERE o.schedule_key = :schedule_key AND (:before IS NULL OR o.fire_at < :before)
 ORDER BY o.fire_at DESC LIMIT :limit;
+
+-- name: list_jobs_page
+-- Newest first, keyset on id; each filter may be NULL. Reads jobs_state_id / jobs_task_id / the primary key.
+SELECT id, queue, task, args, state, priority, attempt, max_attempts, run_at, lease_expires_at, worker_id,
+       unique_key, occurrence_id, source_kind, source_host, source_pid, source_name, source_version,
+       created_at, started_at, finished_at, json_array_length(errors) AS error_count,
+       json_extract(errors, '$[#-1].error') AS last_error
+FROM jobs
+WHERE (:state IS NULL OR state = :state)
+  AND (:task IS NULL OR task = :task)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:since IS NULL OR created_at >= :since)
+  AND (:until IS NULL OR created_at < :until)
+  AND (:before_id IS NULL OR id < :before_id)
+ORDER BY id DESC LIMIT :limit;
+
+-- name: retry_job
+-- An operator's retry: a discarded, cancelled or waiting job runs again now, with one more attempt allowed.
+UPDATE jobs SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
+    max_attempts = MAX(max_attempts, attempt + 1)
+WHERE id = :id AND state IN ('discarded', 'cancelled', 'retryable', 'scheduled')
+RETURNING id, state;
+
+-- name: list_effects_page
+-- Oldest first (the longest-waiting decision on top), keyset on (started_at, key).
+SELECT * FROM effects
+WHERE (:state IS NULL OR state = :state)
+  AND (:after_at IS NULL OR (started_at, key) > (:after_at, :after_key))
+ORDER BY started_at, key LIMIT :limit;
+
+-- name: effects_of_job
+SELECT * FROM effects WHERE job_id = :job_id ORDER BY started_at, key;
+
+-- name: events_of_subject
+SELECT * FROM events WHERE subject = :subject ORDER BY id DESC LIMIT :limit;

@@ -122,3 +122,17 @@ ORDER BY currency, bucket;
 -- name: pending_reminders
 SELECT r.id, r.stage, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE r.state = 'pending' ORDER BY r.id;
+
+-- Read verbs of the reminder app for operators (dashboard). Each reads a unique or foreign-key index.
+
+-- name: invoice_by_number
+SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz
+FROM invoices i JOIN customers c ON c.id = i.customer_id WHERE i.number = :number;
+
+-- name: invoices_of_email
+SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz
+FROM customers c JOIN invoices i ON i.customer_id = c.id
+WHERE c.email = :email ORDER BY i.id DESC LIMIT :limit;
+
+-- name: reminders_of_invoice
+SELECT * FROM reminders WHERE invoice_id = :invoice_id ORDER BY stage;

@@ -1,0 +1,100 @@
+"""Reminders: search by invoice number or customer email (a POST, so no address lands in a URL), each
+invoice's stage timeline (sent, skipped with reason, failed with the server's reply, in doubt) with the
+Message-ID and a rendered preview of each email, and the aging report as a chart per currency."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from babel.numbers import get_currency_precision
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from .app import action_form, dashboard, render, route
+from .charts import stacked_bars
+from .security import content_security_policy
+
+__all__ = ["mask_email", "routes"]
+
+BUCKETS = ("current", "1-30", "31-60", "61-90", "90+")
+
+
+def mask_email(email: str) -> str:
+    """``alice@example.test`` → ``a…e@example.test`` (lists show whose invoice it is without the full address)."""
+    local, _, domain = email.partition("@")
+    shown = local[0] + "…" + local[-1] if len(local) > 2 else local[:1] + "…"
+    return f"{shown}@{domain}"
+
+
+def _aging_charts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_currency: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for r in rows:
+        by_currency[r["currency"]][r["bucket"]] = r
+    charts = []
+    for currency, buckets in sorted(by_currency.items()):
+        scale = 10 ** get_currency_precision(currency)  # the chart's axis in major units (euros, not cents)
+        series = f"open amount ({currency})"
+        columns = [(b, {series: float(buckets[b]["amount"]) / scale if b in buckets else 0.0}) for b in BUCKETS]
+        tips = {b: f"{b} days: {buckets[b]['invoices']} invoice(s)" for b in BUCKETS if b in buckets}
+        charts.append({"currency": currency, "chart": stacked_bars(columns, [series], width=300,
+                                                                   height=140,
+                                                                   title=f"aging {currency}", value_text=tips),
+                       "rows": [(b, buckets.get(b)) for b in BUCKETS]})
+    return charts
+
+
+def reminders_page(request: Request) -> Response:
+    rt = dashboard(request).runtime
+    as_of = rt.clock.now().astimezone(rt.policy.zone).date()
+    counts: dict[int, dict[str, int]] = defaultdict(dict)
+    states: set[str] = set()
+    for r in rt.service.reminder_count_rows():
+        counts[int(r["stage"])][r["state"]] = int(r["n"])
+        states.add(r["state"])
+    return render(request, "reminders.html", {
+        "title": "Reminders", "as_of": as_of, "tz": rt.policy.tz, "charts": _aging_charts(rt.service.aging(as_of)),
+        "counts": dict(sorted(counts.items())),
+        "states": [s for s in ("pending", "sent", "skipped", "failed", "in_doubt") if s in states]})
+
+
+async def search(request: Request) -> Response:
+    form = await action_form(request, action=False)  # a read: CSRF only, no token needed
+    query = form.get("q", "").strip()
+    service = dashboard(request).runtime.service
+    found = await run_in_threadpool(service.find_invoices, query) if query else []
+    for inv in found:
+        inv["masked_email"] = mask_email(inv["email"])
+    return render(request, "reminders_search.html", {"title": "Reminders: search", "query": query, "found": found})
+
+
+def invoice_page(request: Request) -> Response:
+    rt = dashboard(request).runtime
+    number = request.path_params["number"]
+    story = rt.service.invoice_story(number)
+    if story is None:
+        raise HTTPException(404, f"no invoice {number!r}")
+    previews = {}
+    for r in story["reminders"]:
+        _, rendered, message_id = rt.service.render_reminder(r["id"])
+        previews[r["id"]] = {"subject": rendered.subject, "text": rendered.text, "message_id": message_id}
+    return render(request, "invoice.html", {"title": f"Invoice {number}", **story, "previews": previews,
+                                            "tz": rt.policy.tz})
+
+
+def email_html(request: Request) -> Response:
+    rt = dashboard(request).runtime
+    _, rendered, _ = rt.service.render_reminder(int(request.path_params["id"]))
+    # Customer data in a sandbox of its own: no script, no form, no navigation; the email's inline styles apply.
+    csp = content_security_policy(sandbox=True).replace("style-src 'self'", "style-src 'unsafe-inline'")
+    return HTMLResponse(rendered.html, headers={"content-security-policy": csp})
+
+
+routes = [
+    route("/reminders", reminders_page),
+    route("/reminders/search", search, methods=["POST"]),
+    route("/reminders/invoices/{number:path}", invoice_page),
+    route("/reminders/{id:int}/email.html", email_html),
+]

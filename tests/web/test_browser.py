@@ -1,0 +1,189 @@
+"""The dashboard in a real browser (Debian's Chromium driven by Playwright) against a real ``oncebeat web``
+server on a real database of each backend, filled by a week of real engine activity.
+
+Set ``ONCEBEAT_SCREENSHOTS=docs/img`` to also save a screenshot of each page (docs/dashboard.md).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from dashboard_seed import Seeded, seed
+
+from oncebeat.reminders.policy import write_default_config
+from oncebeat.store import open_store
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TOKEN = "browser-test-token"
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Live:
+    url: str
+    db_url: str
+    seeded: Seeded
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def live(db_url: str, tmp_path: Path) -> Iterator[Live]:
+    """A real ``oncebeat web`` process (actions enabled by a token) on a seeded database."""
+    seeded = seed(db_url, tmp_path)
+    config = tmp_path / "oncebeat.toml"
+    write_default_config(config)
+    port = _free_port()
+    env = {**os.environ, "ONCEBEAT_WEB_TOKEN": TOKEN}
+    proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", "web", "--port", str(port), "--db", db_url,
+                             "--config", str(config)], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/metrics", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"oncebeat web did not start: {proc.stderr.read().decode()}") from None
+                time.sleep(0.2)
+        yield Live(url=url, db_url=db_url, seeded=seeded)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        message = f"{CHROMIUM} is missing: apt-get install -y chromium"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + " (.ci/run installs it)")
+        pytest.skip(message)
+    with playwright_sync.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    """A fresh browser context (no cookies) and page; fails the test on any console error (a CSP violation is one)."""
+    context = browser.new_context(viewport={"width": 1360, "height": 900})  # type: ignore[attr-defined]
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    yield pg
+    context.close()
+    assert errors == [], f"the browser console reported errors: {errors}"
+
+
+def _shot(pg: object, name: str) -> None:
+    folder = os.environ.get("ONCEBEAT_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(Path(folder) / f"dashboard-{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def _log_in(pg: object, live: Live) -> None:
+    pg.goto(live.url + "/login")  # type: ignore[attr-defined]
+    pg.fill("input[name=token]", TOKEN)  # type: ignore[attr-defined]
+    pg.click("form.card button[type=submit]")  # type: ignore[attr-defined]
+    assert "logged in" in pg.inner_text("p.flash")  # type: ignore[attr-defined]
+
+
+def test_every_page_opens_in_a_real_browser(live: Live, page: object) -> None:
+    pg = page
+    visits = [("/", "Overview", "overview"), ("/schedules", "Schedules", "schedules"),
+              ("/schedules/reminders", "Schedule reminders", "schedule"), ("/jobs", "Jobs", "jobs"),
+              ("/effects", "Effects", "effects"), ("/reminders", "Reminders", "reminders"),
+              ("/doctor", "Doctor", "doctor")]
+    for path, heading, name in visits:
+        response = pg.goto(live.url + path)  # type: ignore[attr-defined]
+        assert response.status == 200, path
+        assert pg.inner_text("h1").startswith(heading), path  # type: ignore[attr-defined]
+        _shot(pg, name)
+    pg.goto(live.url + "/jobs")  # type: ignore[attr-defined]
+    pg.click("table a[href^='/jobs/']")  # type: ignore[attr-defined]
+    assert pg.inner_text("h1").startswith("Job ")  # type: ignore[attr-defined]
+    _shot(pg, "job")
+    pg.click("text=explain this job")  # type: ignore[attr-defined]
+    assert pg.inner_text("h1").startswith("Explain job")  # type: ignore[attr-defined]
+    _shot(pg, "explain")
+    # Search by customer email: a POST, so the address never appears in the URL.
+    pg.goto(live.url + "/reminders")  # type: ignore[attr-defined]
+    pg.fill("input[name=q]", live.seeded.customer_email)  # type: ignore[attr-defined]
+    pg.click("form.filters button")  # type: ignore[attr-defined]
+    assert "@" not in pg.url and "example.test" not in pg.url  # type: ignore[attr-defined]
+    pg.click(f"text={live.seeded.invoice_number}")  # type: ignore[attr-defined]
+    assert pg.inner_text("h1").startswith(f"Invoice {live.seeded.invoice_number}")  # type: ignore[attr-defined]
+    assert "in_doubt" in pg.inner_text("main")  # type: ignore[attr-defined]
+    _shot(pg, "invoice")
+
+
+def _schedule_state(live: Live) -> str:
+    with open_store(live.db_url) as store:
+        return str(store.read("get_schedule", key="reminders")[0]["state"])
+
+
+def test_an_operator_pauses_and_resumes_a_schedule(live: Live, page: object) -> None:
+    pg = page
+    _log_in(pg, live)
+    pg.goto(live.url + "/schedules/reminders")  # type: ignore[attr-defined]
+    pg.click("button:has-text('Pause')")  # type: ignore[attr-defined]
+    assert pg.inner_text("p.flash") == "reminders: paused"  # type: ignore[attr-defined]
+    assert _schedule_state(live) == "paused"
+    pg.click("button:has-text('Resume')")  # type: ignore[attr-defined]
+    assert pg.inner_text("p.flash") == "reminders: resumed"  # type: ignore[attr-defined]
+    assert _schedule_state(live) == "active"
+
+
+def test_an_operator_resolves_an_in_doubt_effect(live: Live, page: object) -> None:
+    pg = page
+    _log_in(pg, live)
+    pg.goto(live.url + "/effects")  # type: ignore[attr-defined]
+    card = pg.locator("div.card", has_text=live.seeded.in_doubt_key)  # type: ignore[attr-defined]
+    card.locator("button:has-text('It happened (done)')").click()
+    assert "resolved done" in pg.inner_text("p.flash")  # type: ignore[attr-defined]
+    assert pg.locator("div.card", has_text=live.seeded.in_doubt_key).count() == 0  # type: ignore[attr-defined]
+    with open_store(live.db_url) as store:
+        (effect,) = [e for e in store.read("list_effects", state=None) if e["key"] == live.seeded.in_doubt_key]
+        reminder_id = int(live.seeded.in_doubt_key.split(":")[1])
+        (reminder,) = [r for r in store.read("list_reminders") if r["id"] == reminder_id]
+    assert effect["state"] == "done" and reminder["state"] == "sent"
+
+
+def test_an_action_without_the_token_is_refused(live: Live, page: object) -> None:
+    pg = page
+    pg.goto(live.url + "/schedules/reminders")  # type: ignore[attr-defined]
+    with pg.expect_response(lambda r: r.url.endswith("/pause")) as refused:  # type: ignore[attr-defined]
+        pg.click("button:has-text('Pause')")  # type: ignore[attr-defined]
+    assert refused.value.status == 401
+    assert "log in first" in pg.inner_text("p.error")  # type: ignore[attr-defined]
+    assert _schedule_state(live) == "active"
