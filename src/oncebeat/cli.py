@@ -645,6 +645,9 @@ def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
 @click.option("--payments", "payments_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--dir", "workdir", default="oncebeat-sim", show_default=True, type=click.Path(path_type=Path))
 @click.option("--compare-naive", is_flag=True, help="Also run the naive design on the same days and faults.")
+@click.option("--emit-logs", "emit_logs", nargs=2, multiple=True, metavar="heroku-sidekiq|celery DIR",
+              type=(click.Choice(["heroku-sidekiq", "celery"]), click.Path(file_okay=False, path_type=Path)),
+              help="With --compare-naive: write the naive design's logs in that format (for doctor --logs).")
 @click.option("--processes", is_flag=True,
               help="Instead: real time, 2 clock + 4 worker OS processes SIGKILLed at random, then the checker.")
 @click.option("--seconds", default=30.0, show_default=True, help="With --processes: how long to kill and restart.")
@@ -652,8 +655,12 @@ def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def simulate(days: int, start: str | None, until: str | None, seed: int, faults: str, database_url: str | None,
              invoices_csv: Path | None, payments_csv: Path | None, workdir: Path, compare_naive: bool,
-             processes: bool, seconds: float, config: Path | None, as_json: bool) -> None:
+             emit_logs: tuple[tuple[str, Path], ...], processes: bool, seconds: float, config: Path | None,
+             as_json: bool) -> None:
     """Replay the reminder schedule over simulated days through the real code, with faults, then check it."""
+    if emit_logs and (processes or not compare_naive):
+        raise click.UsageError("--emit-logs writes the naive design's logs: use it with --compare-naive "
+                               "(and without --processes)")
     if processes:
         from .simulate.processes import run_processes
 
@@ -677,7 +684,7 @@ def simulate(days: int, start: str | None, until: str | None, seed: int, faults:
     report = run_simulation(SimConfig(days=days, start=first, seed=seed, faults=parse_faults(faults),
                                       db_url=database_url, workdir=workdir, invoices_csv=invoices_csv,
                                       payments_csv=payments_csv, policy=load_policy(config),
-                                      compare_naive=compare_naive))
+                                      compare_naive=compare_naive, emit_logs=list(emit_logs)))
     if as_json:
         _print_json(report.as_dict())
     else:

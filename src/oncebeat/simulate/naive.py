@@ -13,6 +13,11 @@ error on the mark, retries the job and resends; an invoice paid between the
 select and the send is still sent; a host zone ahead of the business zone
 moves "today" and so the stage.
 
+The report also keeps a trace of each fire (:class:`NaiveDay`): which triggers
+ran the job, its attempts, what each delivered and how it failed. The log
+emitter (:mod:`.emitlogs`) turns it into the logs this design would have
+written on Heroku + Clockwork + Sidekiq or Celery, for ``doctor --logs``.
+
 The report counts duplicates from the Maildir (the same invoice and stage
 delivered more than once), sends after payment, sends on the wrong business
 date, and lost reminders (a stage that was due while the invoice was open and
@@ -35,7 +40,36 @@ from ..reminders.demo import payment_instant
 from ..reminders.policy import Policy
 from ..schedules import Schedule
 
-__all__ = ["NaiveReport", "run_naive"]
+__all__ = ["NaiveReport", "NaiveDay", "NaiveRun", "NaiveAttempt", "TRIGGERS", "run_naive"]
+
+# Why a run of the job happened on a fire: the scheduler, a second scheduler, a restarted one that fired on boot,
+# or an old cron entry / Heroku Scheduler job.
+TRIGGERS = ("clock", "double-clock", "clock-restart", "leftover-trigger")
+
+
+@dataclass(kw_only=True)
+class NaiveAttempt:
+    """One attempt of a run: the (invoice number, stage) pairs it delivered, in order, and how it failed."""
+
+    sends: list[tuple[str, int]] = field(default_factory=list)
+    crash: str | None = None  # None (finished), "worker-crash" or "db-blip"
+
+
+@dataclass(kw_only=True)
+class NaiveRun:
+    """One run of the job, caused by ``trigger`` (one of :data:`TRIGGERS`), with its attempts."""
+
+    trigger: str
+    attempts: list[NaiveAttempt] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class NaiveDay:
+    """One fire instant (UTC) and the runs it caused; ``overlapped``: they selected before any of them marked."""
+
+    fire: datetime
+    runs: list[NaiveRun] = field(default_factory=list)
+    overlapped: bool = False
 
 
 @dataclass(kw_only=True)
@@ -47,15 +81,19 @@ class NaiveReport:
     wrong_business_date: int = 0
     runs: int = 0
     examples: list[str] = field(default_factory=list)
+    trace: list[NaiveDay] = field(default_factory=list)  # not in as_dict(): see emitlogs
+    logs: list[str] = field(default_factory=list)  # logs written from the trace (--emit-logs)
 
     def as_dict(self) -> dict[str, Any]:
         return {"messages_delivered": self.messages_delivered, "duplicates": self.duplicates, "lost": self.lost,
                 "sent_after_paid": self.sent_after_paid, "wrong_business_date": self.wrong_business_date,
-                "runs": self.runs, "examples": self.examples[:10]}
+                "runs": self.runs, "examples": self.examples[:10], "logs": self.logs}
 
 
 class _Crash(Exception):
-    pass
+    def __init__(self, kind: str, text: str) -> None:
+        super().__init__(text)
+        self.kind = kind
 
 
 def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int, start: datetime, end: datetime,
@@ -89,7 +127,7 @@ def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int
         return todo
 
     with MailSink(maildir) as sink, Mailer(sink.url, timeout=5) as mailer:
-        def send(inv: Any, stage: int, at: datetime) -> None:
+        def send(inv: Any, stage: int, at: datetime, attempt: NaiveAttempt) -> None:
             customer = emails[inv.customer_email]
             msg = build_message(sender=policy.sender, to=customer.email, subject=f"Invoice {inv.number} reminder",
                                 text="Please pay.", html=None,
@@ -97,45 +135,55 @@ def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int
                                 headers={"X-Oncebeat-Invoice": inv.number, "X-Oncebeat-Stage": str(stage)})
             mailer.send(msg)
             sent_log.append((inv.number, stage, at))
+            attempt.sends.append((inv.number, stage))
 
-        def run_job(at: datetime, batches: list[list[tuple[Any, int]]] | None = None) -> None:
+        def run_job(at: datetime, run: NaiveRun) -> None:
             """One job; retried from the start (up to 3 times) when it fails midway."""
             for _attempt in range(3):
                 todo = select(at)
                 report.runs += 1
+                attempt = NaiveAttempt()
+                run.attempts.append(attempt)
                 try:
                     for inv, stage in todo:
                         if faults.get("payment-race") and rng.random() < faults["payment-race"] / 5:
                             paid_at.setdefault(inv.number, at)  # paid just after the select
-                        send(inv, stage, at)
+                        send(inv, stage, at, attempt)
                         if faults.get("worker-crash") and rng.random() < faults["worker-crash"] * 5:
-                            raise _Crash("worker died after sending, before marking")
+                            raise _Crash("worker-crash", "worker died after sending, before marking")
                         if faults.get("db-blip") and rng.random() < faults["db-blip"] * 5:
-                            raise _Crash("database error on the mark")
+                            raise _Crash("db-blip", "database error on the mark")
                         marked[inv.number] = stage
                     return
-                except _Crash:
+                except _Crash as crash:
+                    attempt.crash = crash.kind
                     continue
 
         for t in fires:
-            runs = 1
+            triggers = ["clock"]
             if faults.get("double-clock"):
-                runs += 1  # a second scheduler with its own memory fires too
+                triggers.append("double-clock")  # a second scheduler with its own memory fires too
             if faults.get("clock-restart") and rng.random() < faults["clock-restart"]:
-                runs += 1  # restarted after 08:00 with no memory of today's run: fires on boot
+                triggers.append("clock-restart")  # restarted after 08:00 with no memory of today's run: fires on boot
             if faults.get("leftover-trigger") and rng.random() < min(1.0, faults["leftover-trigger"] * 24):
-                runs += 1  # the old cron entry
+                triggers.append("leftover-trigger")  # the old cron entry
+            runs = len(triggers)
+            day = NaiveDay(fire=t, runs=[NaiveRun(trigger=k) for k in triggers])
+            report.trace.append(day)
             if runs > 1 and rng.random() < 0.5:
                 # overlapping runs: each selects before the other marks
+                day.overlapped = True
                 selections = [select(t) for _ in range(runs)]
                 report.runs += runs
-                for todo in selections:
+                for run, todo in zip(day.runs, selections, strict=True):
+                    attempt = NaiveAttempt()
+                    run.attempts.append(attempt)
                     for inv, stage in todo:
-                        send(inv, stage, t)
+                        send(inv, stage, t, attempt)
                         marked[inv.number] = stage
             else:
-                for _ in range(runs):
-                    run_job(t)
+                for run in day.runs:
+                    run_job(t, run)
         messages = read_maildir(maildir)
 
     report.messages_delivered = len(messages)

@@ -40,6 +40,7 @@ from ..timebase import SimulatedClock
 from ..workdir import prepare_workdir
 from ..worker import Worker
 from .checker import CheckReport, PaymentWindow, check
+from .emitlogs import emit_logs
 from .naive import NaiveReport, run_naive
 
 __all__ = ["SimConfig", "SimReport", "simulate"]
@@ -65,6 +66,7 @@ class SimConfig:
     workers: int = 2
     compare_naive: bool = False
     invoices: int = 200  # size of the generated book (ignored with invoices_csv)
+    emit_logs: list[tuple[str, Path]] = field(default_factory=list)  # (format, folder): the naive design's logs
 
 
 @dataclass(kw_only=True)
@@ -113,6 +115,9 @@ class SimReport:
                       f"  {'sent after payment':<28}{0:>10}{n.sent_after_paid:>10}",
                       f"  {'sent on the wrong date':<28}{0:>10}{n.wrong_business_date:>10}"]
             lines += [f"    naive e.g. {e}" for e in n.examples[:3]]
+            lines += [f"  the naive design's logs: {path} (causes injected: "
+                      f"{path.removesuffix('.log')}.truth.json); read them with oncebeat doctor --logs"
+                      for path in n.logs]
         lines.append(f"  wall time {self.wall_seconds:.1f} s")
         return "\n".join(lines)
 
@@ -383,6 +388,10 @@ class _Sim:
         if self.cfg.compare_naive:
             naive = run_naive(book, policy, faults=self.faults, seed=self.cfg.seed, start=t0, end=t_end,
                               workdir=self.cfg.workdir, host_tz=HOST_TZ if "host-tz" in self.faults else None)
+            for fmt, folder in self.cfg.emit_logs:
+                truth = emit_logs(naive.trace, fmt, folder, tz=policy.tz, seed=self.cfg.seed, faults=self.faults,
+                                  host_tz=HOST_TZ if "host-tz" in self.faults else None)
+                naive.logs.append(str(folder / truth["log"]))
         injected: Counter[str] = Counter()
         for k, v in self.injected.items():
             injected[k.split(":")[0]] += v

@@ -397,7 +397,7 @@ def _stories(enqueues: list[Enqueue], runs: list[Run], aliases: dict[str, str], 
         qs = [e for e in enqueues if e.job == name]
         rs = [r for r in runs if r.job == name]
         per_day_clock: Counter[tuple[date, str]] = Counter(
-            (ctx.day(e.at), clock_key(e.process or "")) for e in qs if e.clock)
+            (ctx.day(e.at), clock_key(e.process or "")) for e in _scheduled_fires(qs, ctx))
         daily = bool(per_day_clock) and statistics.median(per_day_clock.values()) <= 1
         fire_local = fire_utc = None
         firsts = _first_clock_per_day(qs, ctx)
@@ -407,6 +407,24 @@ def _stories(enqueues: list[Enqueue], runs: list[Run], aliases: dict[str, str], 
         stories.append(JobStory(job=name, aliases={a for a, j in aliases.items() if j == name} | {name},
                                 enqueues=qs, runs=rs, daily=daily, fire_local=fire_local, fire_utc=fire_utc))
     return stories
+
+
+def _scheduled_fires(qs: list[Enqueue], ctx: _Ctx) -> list[Enqueue]:
+    """The clock enqueues that were not a fire on boot (a restart of that clock since its previous enqueue)."""
+    out: list[Enqueue] = []
+    last: dict[str, Enqueue] = {}
+    for q in qs:
+        if not q.clock:
+            continue
+        key = clock_key(q.process or "")
+        prev = last.get(key)
+        last[key] = q
+        if prev is not None and ctx.day(prev.at) == ctx.day(q.at):
+            host = q.lines[-1].host if q.lines else None
+            if _restarts_between(ctx, key, host, prev.at, q.at):
+                continue
+        out.append(q)
+    return out
 
 
 def _canonical(job: str, aliases: dict[str, str]) -> str:
@@ -465,7 +483,7 @@ def _who(q: Enqueue) -> str:
 def _restarts_between(ctx: _Ctx, key: str, host: str | None, a: datetime, b: datetime) -> list[Event]:
     found = []
     for proc, evs in ctx.by_process.items():
-        mine = clock_key(proc) == key
+        mine = clock_key(proc) == key and proc in ctx.clocks  # not a worker that shares the host and ident
         unit = host is not None and proc.startswith(f"{host} ") and any(w in proc for w in ("beat", "clock"))
         if not (mine or unit):
             continue
@@ -739,7 +757,8 @@ def _check_fire_time(story: JobStory, ctx: _Ctx, explained: set[date]) -> list[L
     counts = Counter(ctx.day(q.at) for q in story.enqueues)
     near: dict[date, list[Event]] = defaultdict(list)
     for e in ctx.events:
-        if e.kind == "deploy" or (e.kind in ("restart", "exit") and clock_key(e.process) in clock_keys):
+        if e.kind == "deploy" or (e.kind in ("restart", "exit") and e.process in ctx.clocks
+                                  and clock_key(e.process) in clock_keys):
             day = ctx.day(e.at)
             fire = datetime(day.year, day.month, day.day, hh, mm, tzinfo=ctx.zone)
             if abs(e.at - fire) <= FIRE_WINDOW:

@@ -20,7 +20,7 @@ Celery stamps are the host's local time without an offset: inside journalctl
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timezone
 
 from .records import Context, Event
 
@@ -48,11 +48,9 @@ def parse(ctx: Context, message: str) -> list[Event] | None:
         return None
     at = ctx.envelope.at
     local = datetime.fromisoformat(m["ts"]).replace(microsecond=int(m["ms"] or 0) * 1000)
-    if at is None:
-        zone = ctx.log_tz
-        if ctx.envelope.offset is not None:
-            from datetime import timezone
-            zone = timezone(ctx.envelope.offset)
+    if at is None or ctx.envelope.fmt == "journal":
+        # journalctl stamps whole seconds; Celery's own stamp has milliseconds (and the envelope's offset)
+        zone = timezone(ctx.envelope.offset) if ctx.envelope.offset is not None else ctx.log_tz
         at = local.replace(tzinfo=zone).astimezone(UTC)
     proc = m["proc"]
     thread = f"{ctx.envelope.process}/{proc}" if proc != "MainProcess" else None
