@@ -42,6 +42,11 @@ def _runtime(**kwargs: Any) -> Any:
     return load_runtime(**kwargs)
 
 
+def _printable(text: str) -> str:
+    """``text`` for a one-line report: line breaks and other unprintable characters shown escaped (``\\n``)."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(text))
+
+
 def _parse_instant(text: str, what: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
@@ -559,7 +564,7 @@ def preview(days: int, database_url: str | None, config: Path | None, as_json: b
 
     for r in rows:
         extra = f" (+{r['superseded']} lower stage(s) recorded skipped)" if r["superseded"] else ""
-        click.echo(f"  {r['number']} stage {r['stage']} to {r['email']}: "
+        click.echo(f"  {_printable(r['number'])} stage {r['stage']} to {_printable(r['email'])}: "
                    f"{format_money(r['amount_due'], r['currency'], 'en_US')} due {r['due_on']}{extra}")
 
 
@@ -593,9 +598,18 @@ def aging(as_of: str | None, database_url: str | None, config: Path | None, as_j
 @click.option("--port", default=1025, show_default=True)
 def mailsink(maildir: Path, host: str, port: int) -> None:
     """Run a local SMTP server that stores every message in a Maildir (development)."""
+    import errno
+
     from .mail import serve_forever
 
-    serve_forever(maildir, host, port)
+    try:
+        serve_forever(maildir, host, port)
+    except OSError as exc:  # a busy port or an unwritable Maildir is an operator's fix, not a traceback
+        if exc.errno == errno.EADDRINUSE:
+            raise click.ClickException(f"mailsink: {host}:{port} is already in use (another mailsink?); "
+                                       "stop it or pick a free port with --port N") from None
+        raise click.ClickException(f"mailsink: cannot serve on {host}:{port} into {maildir}: "
+                                   f"{exc.strerror or exc}") from None
 
 
 @cli.group()

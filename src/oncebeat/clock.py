@@ -529,9 +529,15 @@ class ClockProcess:
 
     def _definition_for(self, key: str) -> tuple[ScheduleDef, Schedule]:
         rows = self.store.read("get_schedule", key=key)
+        if not rows and key in self.definitions:
+            # A trigger or backfill before any clock ran: record the definitions first, as a clock would (audited).
+            self.sync()
+            rows = self.store.read("get_schedule", key=key)
         if not rows:
             known = ", ".join(r["key"] for r in self.store.read("list_schedules")) or "none"
-            raise OncebeatError(f"no schedule {key!r} in the database (known: {known}); start the clock once to sync")
+            defined = ", ".join(sorted(self.definitions)) or "none"
+            raise OncebeatError(f"no schedule {key!r}: not defined by this app (defined: {defined}) and not in the "
+                                f"database (known: {known}); check the key or --app")
         if rows[0]["state"] == "retired":
             raise OncebeatError(f"schedule {key!r} is retired; it never fires")
         definition = ScheduleDef.from_row(rows[0])

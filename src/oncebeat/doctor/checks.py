@@ -116,8 +116,9 @@ def check_multiple_clocks(facts: Facts) -> list[Finding]:
         covered |= ids
         per_proc = Counter(d.get("process_id") for d in rejected)
         counts = "; ".join(f"process {pid}: {n}" for pid, n in sorted(per_proc.items())) or "none"
-        start = max(group[0].started_at, group[1].started_at)
-        summary = (f"{len(group)} clock processes were alive at the same time (from {face.text(start)}); "
+        peak, start = _most_alive_at_once(group)
+        more = f", {len(group)} clocks overlapping over the whole stretch" if len(group) > peak else ""
+        summary = (f"{peak} clock processes were alive at the same time (at {face.text(start)}{more}); "
                    f"the occurrence ledger rejected {_plural(len(rejected), 'duplicate fire')} ({counts})")
         items = [ev.process(p, face) for p in group] + overlaps + [_dup_evidence(facts, d) for d in rejected]
         findings.append(Finding(
@@ -141,6 +142,29 @@ def check_multiple_clocks(facts: Facts) -> list[Finding]:
             fix=("Find and stop the second clock on that host; only one clock should run. Nothing ran twice: the "
                  "ledger rejected each duplicate.")))
     return findings
+
+
+def _why_in_doubt(detail: Any) -> str:
+    """How the attempt lost track of its effect: its process died, or (detail ``outcome unknown: …``, written by
+    ``effects`` when the effect itself could not report back, e.g. the SMTP connection dropped after the message
+    content was sent) the process lived on but never heard whether the effect happened."""
+    text = str(detail or "")
+    if text.startswith("outcome unknown"):
+        return f"did it but never learned whether it took effect ({text}); the worker itself kept running"
+    return "died between doing it and recording it"
+
+
+def _most_alive_at_once(procs: list[Proc]) -> tuple[int, datetime]:
+    """The largest number of processes certainly alive at one instant (``started_at``..``last_seen``), and the
+    first instant it happened; a chain of restarts that each overlapped the next counts 2, not its length."""
+    # Sweep the interval ends; at equal instants a start is counted before an end (the intervals are closed).
+    marks = sorted([(p.started_at, 0) for p in procs] + [(p.last_seen, 1) for p in procs])
+    alive, peak, at = 0, 0, procs[0].started_at
+    for instant, is_end in marks:
+        alive += -1 if is_end else 1
+        if alive > peak:
+            peak, at = alive, instant
+    return peak, at
 
 
 def _dup_evidence(facts: Facts, d: dict[str, Any]) -> Evidence:
@@ -584,7 +608,7 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
             items.append(ev.note(f"the Maildir {facts.maildir} holds {_plural(delivered, 'message')} with Message-ID {mid}",
                                  maildir=str(facts.maildir), message_id=mid, copies=delivered))
         summary = (f"effect {key} is in doubt since {face.text(e['started_at'], tz)}: attempt {e['attempt']} of job "
-                   f"{e['job_id']} ({who}) died between doing it and recording it")
+                   f"{e['job_id']} ({who}) {_why_in_doubt(e.get('detail'))}")
         if delivered:
             fix = (f"The Maildir shows it was delivered: run `oncebeat effects resolve {key} done`.")
         elif delivered == 0:

@@ -15,6 +15,14 @@ What is supported, precisely:
   single space in display names, subjects and extra header values *before*
   they are set. The email package would raise ``ValueError`` on raw newlines;
   we never let it get that far, so a hostile customer name cannot crash a send.
+* **RFC 2047 encoded-words are neutralised** in the same values: every ``=?``
+  becomes ``= ?``. Python 3.11.0-3.11.9 and 3.12.0-3.12.4 decode an
+  encoded-word such as ``=?utf-8?b?Qm9iDQpSZXBseS1Ubzog...?=`` (``Bob\\r\\nReply-To:
+  ...``) while re-parsing a header and then write the decoded CR/LF verbatim,
+  creating a real header (CVE-2024-6923); broken up, the text is no
+  encoded-word for any parser and shows up as typed. A local part holding
+  ``=?`` or a control character is refused (``ValueError``), since the same
+  decoder runs on it.
 * **Non-ASCII domains** (``zoe@bücher.example``) are converted to their ASCII
   IDNA form (``xn--bcher-kva.example``, IDNA 2003 via the stdlib codec) in the
   headers, so they work with every server.
@@ -62,6 +70,8 @@ __all__ = [
 # Every character str.splitlines() splits on, plus the other C0 controls
 # (except TAB) and DEL: none of them belongs in a header value.
 _UNSAFE_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]+")
+# The start of an RFC 2047 encoded-word; see the module docstring (CVE-2024-6923).
+_ENCODED_WORD_START = re.compile(r"=(?=\?)")
 
 #: Headers :func:`build_message` sets itself; ``headers=`` may not override them.
 RESERVED_HEADERS = frozenset(
@@ -106,8 +116,10 @@ def sanitize_header_text(value: str) -> str:
     """Make ``value`` safe as a single-line header value.
 
     Runs of line-break and control characters (CR, LF, ``\\v``, ``\\f``, NUL,
-    U+2028, ...) become one space; surrounding whitespace is stripped. Other
-    text, including any non-ASCII, is kept.
+    U+2028, ...) become one space; every ``=?`` (the start of an RFC 2047
+    encoded-word, which vulnerable interpreters decode into raw CR/LF) becomes
+    ``= ?``; surrounding whitespace is stripped. Other text, including any
+    non-ASCII, is kept.
 
     Args:
         value: Arbitrary text, e.g. a customer name or a subject.
@@ -115,7 +127,7 @@ def sanitize_header_text(value: str) -> str:
     Returns:
         str: The sanitised single-line text.
     """
-    return _UNSAFE_HEADER_CHARS.sub(" ", value).strip()
+    return _ENCODED_WORD_START.sub("= ", _UNSAFE_HEADER_CHARS.sub(" ", value)).strip()
 
 
 def idna_domain(domain: str) -> str:
@@ -188,6 +200,9 @@ def parse_address(value: str | Address, *, field: str = "address") -> Address:
     local, at, domain = addr_spec.rpartition("@")
     if not at or not local or not domain:
         raise ValueError(f"{field}: {addr_spec!r} is not an email address (expected user@domain)")
+    if "=?" in local or _UNSAFE_HEADER_CHARS.search(local):
+        raise ValueError(f"{field}: {addr_spec!r} is not a deliverable email address: its local part holds an "
+                         "RFC 2047 encoded-word ('=?') or a control character")
     try:
         domain = idna_domain(domain)
     except ValueError as exc:
@@ -236,7 +251,7 @@ def make_message_id(key: str, domain: str) -> str:
 
 def _check_message_id(message_id: str) -> str:
     message_id = message_id.strip()
-    if not _MESSAGE_ID.match(message_id):
+    if not _MESSAGE_ID.match(message_id) or "=?" in message_id:
         raise ValueError(
             f"message_id {message_id!r} is not of the form <left@domain> (printable ASCII, no spaces); "
             "use make_message_id()"
