@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -258,6 +259,33 @@ def _echo_problems(problems: list[str], errors_file: Path | None) -> None:
 
 
 # --- processes -----------------------------------------------------------------------------------
+def _metrics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--metrics-host", default="127.0.0.1", show_default=True,
+                      help="Address of the --metrics-port listener.")(fn)
+    return click.option("--metrics-port", default=None, type=click.IntRange(1, 65535),
+                        help="Serve this process's Prometheus metrics (/metrics) on this port; with "
+                             "PROMETHEUS_MULTIPROC_DIR set, the processes of one host share their counts.")(fn)
+
+
+@contextmanager
+def _serving_metrics(port: int | None, host: str) -> Iterator[None]:
+    """Serve process metrics while the block runs (no-op without a port)."""
+    if port is None:
+        yield
+        return
+    from .metrics import mark_process_dead, serve_metrics
+
+    try:
+        server = serve_metrics(port, host=host)
+    except OSError as exc:
+        raise click.BadParameter(str(exc), param_hint="--metrics-port") from exc
+    try:
+        yield
+    finally:
+        server.shutdown()
+        mark_process_dead()
+
+
 @cli.command()
 @DB_OPTION
 @CONFIG_OPTION
@@ -265,16 +293,18 @@ def _echo_problems(problems: list[str], errors_file: Path | None) -> None:
 @TIME_SOURCE_OPTION
 @click.option("--misfire-grace", default=60.0, show_default=True,
               help="Seconds the newest due instant may be late and still on time (older ones follow the catch-up policy).")
+@_metrics_options
 def clock(database_url: str | None, config: Path | None, app: str | None, time_source: str,
-          misfire_grace: float) -> None:
+          misfire_grace: float, metrics_port: int | None, metrics_host: str) -> None:
     """Run the clock process: turns schedules into occurrences and jobs, exactly once each."""
     from .clock import ClockProcess
     from .dbtime import time_source_clock
 
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
-        ClockProcess(rt.app, rt.store, clock=time_source_clock(rt.store, time_source), misfire_grace=misfire_grace,
-                     echo=click.echo).run()
+        with _serving_metrics(metrics_port, metrics_host):
+            ClockProcess(rt.app, rt.store, clock=time_source_clock(rt.store, time_source),
+                         misfire_grace=misfire_grace, echo=click.echo).run()
     finally:
         rt.close()
 
@@ -299,15 +329,18 @@ def _worker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @CONFIG_OPTION
 @APP_OPTION
 @_worker_options
+@_metrics_options
 def worker(database_url: str | None, config: Path | None, app: str | None, concurrency: int, queues: tuple[str, ...],
-           batch_size: int | None, lease: float, grace: float, rescue_interval: float) -> None:
+           batch_size: int | None, lease: float, grace: float, rescue_interval: float, metrics_port: int | None,
+           metrics_host: str) -> None:
     """Run a worker: claims jobs with a lease and runs them; SIGTERM drains gracefully."""
     from .worker import Worker
 
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None)
     try:
-        counts = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
-                        lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval).run()
+        with _serving_metrics(metrics_port, metrics_host):
+            counts = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
+                            lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval).run()
     finally:
         rt.close()
     click.echo(f"worker stopped: {counts['processed']} jobs processed, {counts['returned']} returned to the queue",
@@ -320,8 +353,10 @@ def worker(database_url: str | None, config: Path | None, app: str | None, concu
 @APP_OPTION
 @_worker_options
 @TIME_SOURCE_OPTION
+@_metrics_options
 def run(database_url: str | None, config: Path | None, app: str | None, concurrency: int, queues: tuple[str, ...],
-        batch_size: int | None, lease: float, grace: float, rescue_interval: float, time_source: str) -> None:
+        batch_size: int | None, lease: float, grace: float, rescue_interval: float, time_source: str,
+        metrics_port: int | None, metrics_host: str) -> None:
     """Run the clock and a worker in one process (small deployments)."""
     import signal
     import threading
@@ -344,8 +379,9 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
     t = threading.Thread(target=clk.run, kwargs={"install_signals": False}, name="oncebeat-clock", daemon=True)
     t.start()
     try:
-        wrk.run(install_signals=False)
-        t.join(timeout=5)
+        with _serving_metrics(metrics_port, metrics_host):
+            wrk.run(install_signals=False)
+            t.join(timeout=5)
     finally:
         rt.close()
 

@@ -58,7 +58,7 @@ from datetime import datetime, timedelta
 from importlib import metadata
 from typing import Any
 
-from . import audit
+from . import audit, telemetry
 from .app import App, ScheduleDef
 from .dbtime import describe_time_source
 from .errors import ConfigError, OncebeatError
@@ -149,12 +149,15 @@ def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: 
                  local_fire_at=local.isoformat(), tz=schedule.tz, business_date=local.date(),
                  tzdata_version=TZDATA_VERSION, outcome=outcome, reason=reason, now=now, **source.params())
     if row is None:
+        telemetry.emit("occurrence.duplicate", {"schedule": definition.key})
         audit.record(tx, now=now, kind="occurrence.duplicate_rejected", subject=f"schedule:{definition.key}",
                      source=source, process_id=process_id,
                      detail={"fire_at": instant.isoformat(), "local": local.isoformat(), "attempted": outcome})
         return Fire(schedule_key=definition.key, fire_at=instant, local=local, outcome=outcome, inserted=False,
                     reason=reason)
     occ_id = int(row["id"])
+    telemetry.emit("occurrence.recorded", {"schedule": definition.key, "outcome": outcome,
+                                           "lag_seconds": (now - instant).total_seconds()})
     job_id = None
     if outcome in ("enqueued", "manual", "backfilled"):
         job_id = _enqueue_for(tx, queue, definition, occ_id, source, task_options)

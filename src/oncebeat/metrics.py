@@ -28,10 +28,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from . import telemetry
 from .store import Store
 from .timebase import Clock
 
@@ -39,6 +40,7 @@ __all__ = [
     "DbCollector",
     "DbSource",
     "exposition",
+    "install_instruments",
     "mark_process_dead",
     "multiprocess_dir",
     "register_db_source",
@@ -59,6 +61,72 @@ def register_db_source(source: DbSource) -> DbSource:
         if source not in _SOURCES:
             _SOURCES.append(source)
     return source
+
+
+# Buckets in seconds: jobs and latencies from milliseconds to hours; clock lag around the misfire grace.
+_RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+_LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600, 86400)
+_installed: dict[str, Any] = {}
+_install_lock = threading.Lock()
+
+
+def install_instruments() -> dict[str, Any]:
+    """Create this process's counters and histograms and subscribe them to :mod:`oncebeat.telemetry`.
+
+    Idempotent. Returns the instruments by name (tests read them). Names and labels:
+
+    - ``oncebeat_job_run_seconds{task,outcome}`` histogram — handler run time.
+    - ``oncebeat_job_start_latency_seconds{queue}`` histogram — from ``run_at`` to the start (claim-to-start).
+    - ``oncebeat_jobs_finished_total{task,outcome}`` counter.
+    - ``oncebeat_occurrences_total{schedule,outcome}`` counter — occurrences recorded.
+    - ``oncebeat_occurrence_duplicates_total{schedule}`` counter — second records turned away by the ledger.
+    - ``oncebeat_clock_lag_seconds{schedule}`` histogram — recording instant minus fire instant of scheduled
+      (``enqueued``) occurrences.
+    - ``oncebeat_smtp_replies_total{reply_class}`` counter — ``2xx``, ``4xx``, ``5xx``, ``none``.
+    - ``oncebeat_reminders_finished_total{stage,state}`` counter — sent, skipped, failed, in_doubt.
+    """
+    with _install_lock:
+        if _installed:
+            return _installed
+        run = Histogram("oncebeat_job_run_seconds", "Job handler run time.", ["task", "outcome"], buckets=_RUN_BUCKETS)
+        latency = Histogram("oncebeat_job_start_latency_seconds", "Seconds from a job's run_at to its start "
+                            "(claim-to-start latency).", ["queue"], buckets=_RUN_BUCKETS)
+        finished = Counter("oncebeat_jobs_finished", "Job attempts finished, by outcome.", ["task", "outcome"])
+        occurrences = Counter("oncebeat_occurrences", "Occurrences recorded in the ledger.", ["schedule", "outcome"])
+        duplicates = Counter("oncebeat_occurrence_duplicates", "Second records of an occurrence turned away by "
+                             "the ledger's unique constraint.", ["schedule"])
+        lag = Histogram("oncebeat_clock_lag_seconds", "Recording instant minus fire instant of scheduled "
+                        "occurrences.", ["schedule"], buckets=_LAG_BUCKETS)
+        smtp = Counter("oncebeat_smtp_replies", "SMTP deliveries by the class of the server's final reply.",
+                       ["reply_class"])
+        reminders = Counter("oncebeat_reminders_finished", "Reminders decided by a send, by stage and state.",
+                            ["stage", "state"])
+
+        def on_job_started(_: str, d: Any) -> None:
+            latency.labels(d["queue"]).observe(d["latency_seconds"])
+
+        def on_job_finished(_: str, d: Any) -> None:
+            run.labels(d["task"], d["outcome"]).observe(d["seconds"])
+            finished.labels(d["task"], d["outcome"]).inc()
+
+        def on_occurrence(_: str, d: Any) -> None:
+            occurrences.labels(d["schedule"], d["outcome"]).inc()
+            if d["outcome"] == "enqueued":
+                lag.labels(d["schedule"]).observe(max(0.0, d["lag_seconds"]))
+
+        handlers = {
+            "job.started": on_job_started,
+            "job.finished": on_job_finished,
+            "occurrence.recorded": on_occurrence,
+            "occurrence.duplicate": lambda _, d: duplicates.labels(d["schedule"]).inc(),
+            "mail.reply": lambda _, d: smtp.labels(d["reply_class"]).inc(),
+            "reminder.finished": lambda _, d: reminders.labels(str(d["stage"]), d["state"]).inc(),
+        }
+        for event, handler in handlers.items():
+            telemetry.attach(event, handler)
+        _installed.update(run=run, latency=latency, finished=finished, occurrences=occurrences,
+                          duplicates=duplicates, lag=lag, smtp=smtp, reminders=reminders)
+        return _installed
 
 
 def multiprocess_dir() -> str | None:
@@ -176,6 +244,7 @@ def serve_metrics(port: int, *, host: str = "127.0.0.1", store: Store | None = N
     """
     from prometheus_client import start_http_server
 
+    install_instruments()
     try:
         server, _thread = start_http_server(port, addr=host, registry=_registry(store, clock))
     except OSError as exc:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from . import audit
+from . import audit, telemetry
 from .app import App
 from .effects import EffectLedger, Holder, Reconcile
 from .errors import Discard, EffectBusy, EffectInDoubt, Retry, StoreError
@@ -153,33 +153,47 @@ class Worker:
 
         :class:`SimulatedCrash` propagates (the 'process' died: nothing is recorded).
         """
+        started = time.monotonic()
+        telemetry.emit("job.started", {"task": job.task, "queue": job.queue, "attempt": job.attempt,
+                                       "latency_seconds": max(0.0, (self.clock.now() - job.run_at).total_seconds())})
+        outcome = self._execute(job)
+        telemetry.emit("job.finished", {"task": job.task, "queue": job.queue, "outcome": outcome,
+                                        "seconds": time.monotonic() - started})
+        return outcome == "completed"
+
+    def _execute(self, job: Job) -> str:
+        """Run the handler; record a failure; return the outcome (``completed`` or the failure's kind)."""
         task = self.app.tasks.get(job.task)
         wid = self.register()
         if task is None:
             self.queue.fail(job, wid, f"no handler registered for task {job.task!r} in this worker", permanent=True,
                             kind="unknown_task")
-            return False
+            return "unknown_task"
         ctx = JobContext(self, job)
         try:
             task.fn(ctx, **job.args)
-            return True
+            return "completed"
         except SimulatedCrash:
             raise
         except Retry as sig:
             self.queue.fail(job, wid, sig.reason or "retry requested", delay=sig.delay, kind="retry")
+            return "retry"
         except Discard as sig:
             self.queue.fail(job, wid, sig.reason, permanent=True, kind="discard")
+            return "discard"
         except EffectInDoubt as exc:
             self.queue.fail(job, wid, str(exc), permanent=True, kind="in_doubt")
+            return "in_doubt"
         except EffectBusy as exc:
             self.queue.fail(job, wid, str(exc), delay=self.lease_seconds, kind="busy")
+            return "busy"
         except Exception as exc:
             permanent = bool(task.permanent_errors) and isinstance(exc, task.permanent_errors)
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             log.warning("job %s (%s) attempt %s failed: %s", job.id, job.task, job.attempt, detail,
                         extra={"event": "job.failed", "job_id": job.id})
             self.queue.fail(job, wid, detail, permanent=permanent, kind="error")
-        return False
+            return "error"
 
     # --- serial drain (tests, simulator, demo) ------------------------------------------------
     def run_batch(self) -> int:

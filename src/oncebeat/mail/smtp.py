@@ -79,6 +79,7 @@ from oncebeat.errors import (
     PermanentMailError,
     TransientMailError,
 )
+from oncebeat import telemetry
 from oncebeat.redact import redact_url
 
 from .message import idna_domain
@@ -413,6 +414,16 @@ class Mailer:
             PermanentMailError: 5xx reply to ``MAIL FROM``/``RCPT TO``/``DATA``,
                 no recipients/sender, or SMTPUTF8 needed but not offered.
         """
+        try:
+            reply = self._send(msg)
+        except MailError as exc:
+            code = getattr(exc, "code", None)
+            telemetry.emit("mail.reply", {"reply_class": f"{code // 100}xx" if code else "none"})
+            raise
+        telemetry.emit("mail.reply", {"reply_class": "2xx"})
+        return reply
+
+    def _send(self, msg: EmailMessage) -> str:
         envelope = _envelope(msg)
         payload = _dot_stuff(_serialize(msg, utf8=envelope.utf8))
         with self._lock:

@@ -19,6 +19,7 @@ from datetime import date, datetime, timedelta
 from email.headerregistry import Address
 from typing import Any
 
+from .. import telemetry
 from ..effects import EffectLedger
 from ..errors import (
     DeliveryUnknown,
@@ -159,7 +160,10 @@ class ReminderService:
         if not rows:
             raise Discard(f"reminder {reminder_id} does not exist")
         try:
-            return self._send(ctx, reminder_id, rows[0])
+            state = self._send(ctx, reminder_id, rows[0])
+            if rows[0]["state"] == "pending":  # this send decided it (not an earlier one)
+                telemetry.emit("reminder.finished", {"stage": rows[0]["stage"], "state": state})
+            return state
         except (Retry, Discard):
             raise
         except Exception as exc:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..app import App
 from ..errors import Discard
+from . import metrics as reminder_metrics
 from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
 
 __all__ = ["build_app", "SCHEDULE_KEY"]
@@ -23,6 +24,7 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
     """Register the scan and send tasks and the ``reminders`` schedule from ``service.policy``."""
     app = app or App()
     policy = service.policy
+    reminder_metrics.install()
 
     @app.task(SCAN_TASK, max_attempts=10)
     def scan(ctx: Any) -> None:

@@ -37,6 +37,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from ..errors import OncebeatError
+from ..metrics import install_instruments
 from ..reminders.runtime import Runtime, load_runtime
 from ..timebase import Clock
 from . import filters
@@ -191,6 +192,7 @@ def create_app(settings: WebSettings | None = None, *, runtime: Runtime | None =
         ConfigError, StoreError: the database or policy cannot be loaded (before anything is served).
     """
     settings = settings or WebSettings()
+    install_instruments()  # the families exist (at zero) even before anything happens in this process
     rt = runtime or load_runtime(config=settings.config, database_url=settings.database_url, app=settings.app,
                                  clock=settings.clock, migrate=settings.migrate)
 

@@ -78,7 +78,7 @@ def stacked_bars(columns: Sequence[tuple[str, dict[str, float]]], series: Sequen
     bar_w = max(1.0, slot * 0.72)
     for n, (label, values) in enumerate(columns):
         x = chart.left + n * slot + (slot - bar_w) / 2
-        base = chart.top + plot_h
+        base = float(chart.top + plot_h)
         for i, name in enumerate(series):
             v = values.get(name, 0.0)
             if v <= 0:

@@ -39,10 +39,10 @@ def jobs_page(request: Request) -> Response:
     state = q.get("state") or None
     if state is not None and state not in JOB_STATES:
         raise OncebeatError(f"state {state!r} is not a job state; use one of {', '.join(JOB_STATES)}")
-    filters = {"state": state, "task": q.get("task") or None, "queue": q.get("queue") or None,
-               "since": parse_instant(q.get("since"), "UTC", "since"),
-               "until": parse_instant(q.get("until"), "UTC", "until")}
-    rows = _queue(request).list_jobs(**filters, before_id=_int(q.get("before"), "before"), limit=PAGE + 1)
+    rows = _queue(request).list_jobs(state=state, task=q.get("task") or None, queue=q.get("queue") or None,
+                                     since=parse_instant(q.get("since"), "UTC", "since"),
+                                     until=parse_instant(q.get("until"), "UTC", "until"),
+                                     before_id=_int(q.get("before"), "before"), limit=PAGE + 1)
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     keep = {k: v for k, v in q.items() if k != "before" and v}

@@ -1,0 +1,72 @@
+"""A small telemetry seam: the engine emits named events; metrics (and anything else) subscribe.
+
+Engine code calls :func:`emit` at the moments an operator measures; subscribers are attached with
+:func:`attach` and never wired into engine code by hand. A subscriber that raises is logged and
+detached from nothing: the event is dropped for it, the engine goes on (telemetry must never fail a job).
+
+Events (``data`` keys; seconds are floats, instants aware UTC):
+
+- ``job.started`` — a worker starts a claimed job: ``task``, ``queue``, ``attempt``,
+  ``latency_seconds`` (from the job's ``run_at`` to the start: claim-to-start latency).
+- ``job.finished`` — its handler returned or raised: ``task``, ``queue``, ``outcome`` (``completed``,
+  ``retry``, ``discard``, ``in_doubt``, ``busy``, ``error``, ``unknown_task``), ``seconds`` (run time).
+- ``occurrence.recorded`` — the clock (or an operator) recorded an occurrence: ``schedule``, ``outcome``
+  (enqueued, missed, coalesced, paused, manual, backfilled), ``lag_seconds`` (recording instant minus
+  fire instant).
+- ``occurrence.duplicate`` — the ledger turned away a second record of one occurrence: ``schedule``.
+- ``mail.reply`` — an SMTP delivery ended: ``reply_class`` (``2xx``, ``4xx``, ``5xx``, or ``none`` when no
+  reply came: connect, TLS, timeout, a drop).
+- ``reminder.finished`` — a send decided a reminder: ``stage``, ``state`` (sent, skipped, failed, in_doubt).
+
+Example::
+
+    from oncebeat import telemetry
+    telemetry.attach("job.finished", lambda event, data: print(event, data["task"], data["seconds"]))
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["EVENTS", "Handler", "attach", "detach", "emit"]
+
+log = logging.getLogger("oncebeat.telemetry")
+
+EVENTS = ("job.started", "job.finished", "occurrence.recorded", "occurrence.duplicate", "mail.reply",
+          "reminder.finished")
+Handler = Callable[[str, Mapping[str, Any]], None]
+_handlers: dict[str, tuple[Handler, ...]] = {}
+_lock = threading.Lock()
+
+
+def attach(event: str, handler: Handler) -> None:
+    """Call ``handler(event, data)`` on each :func:`emit` of ``event`` (attaching twice has no effect).
+
+    Raises:
+        ValueError: ``event`` is not one of :data:`EVENTS`.
+    """
+    if event not in EVENTS:
+        raise ValueError(f"unknown telemetry event {event!r}; use one of {', '.join(EVENTS)}")
+    with _lock:
+        current = _handlers.get(event, ())
+        if handler not in current:
+            _handlers[event] = (*current, handler)
+
+
+def detach(event: str, handler: Handler) -> None:
+    """Stop calling ``handler`` for ``event`` (no error if it was not attached)."""
+    with _lock:
+        _handlers[event] = tuple(h for h in _handlers.get(event, ()) if h != handler)
+
+
+def emit(event: str, data: Mapping[str, Any]) -> None:
+    """Tell every subscriber of ``event``; cheap when nobody listens. Never raises."""
+    for handler in _handlers.get(event, ()):
+        try:
+            handler(event, data)
+        except Exception as exc:  # noqa: BLE001 - a broken subscriber must not fail the engine
+            log.warning("telemetry subscriber %r failed on %s: %s", handler, event, exc,
+                        extra={"event": "telemetry.subscriber_failed"})
