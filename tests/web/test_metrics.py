@@ -164,7 +164,14 @@ def test_two_worker_processes_serve_metrics_and_share_counts_through_the_multipr
         assert done == jobs
         # Each worker's own endpoint answers, and with the shared folder each reports the host's sum.
         for port in ports:
-            text = _scrape(port)
+            while True:  # a worker on a loaded machine may still be starting: its endpoint comes up at start
+                try:
+                    text = _scrape(port)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
             assert _value(text, "oncebeat_jobs_finished_total", task="metrics_test.nap", outcome="completed") == jobs
             assert _value(text, "oncebeat_job_run_seconds_count", task="metrics_test.nap",
                           outcome="completed") == jobs
