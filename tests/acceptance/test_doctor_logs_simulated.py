@@ -42,7 +42,8 @@ def assert_evidence_quotes_the_log(finding: dict[str, Any], log: Path) -> None:
     assert finding["evidence"], finding["summary"]
     for ev in finding["evidence"]:
         assert ev["kind"] == "log" and ev["file"] == str(log)
-        assert lines[ev["line"] - 1] == ev["text"]  # file:line points at the very line quoted
+        assert lines[ev["line"] - 1] == ev["raw"]  # file:line points at the very line quoted
+        assert ev["text"].startswith(f"{log}:{ev['line']}  ")
         assert ev["at"]["utc"].endswith("Z") and ev["at"]["tz"] == "America/Chicago"
 
 

@@ -198,3 +198,24 @@ def test_cli_reads_stdin_and_refuses_files_without_logs_flag() -> None:
     assert refused.returncode == 2 and "add --logs" in refused.stderr and "Traceback" not in refused.stderr
     bad = run_cli("--logs", str(HEROKU), "--since", "yesterday")
     assert bad.returncode == 2 and "--since 'yesterday'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_after_a_migration_an_old_heroku_scheduler_job_still_firing_is_a_leftover_trigger() -> None:
+    log = FIXTURES / "heroku-after-migration.log"
+    assert diagnose_logs([log], tz=CHICAGO).findings == ()  # no clock enqueues the old job any more ...
+    (f,) = diagnose_logs([log], tz=CHICAGO, job=JOB).findings  # ... but named, its last trigger shows
+    assert f.finding.code == "leftover-trigger" and f.finding.severity == "warning"
+    assert "scheduler.7316" in f.finding.summary and "old trigger still fires" in f.finding.summary
+
+
+def test_the_readme_example_session_is_the_real_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ oncebeat doctor --logs tests/fixtures/logs/heroku-clockwork-sidekiq.log", 1)[1]
+    shown = block.split("```", 1)[0].splitlines()[1:]
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    real = diagnose_logs(["tests/fixtures/logs/heroku-clockwork-sidekiq.log"], tz=CHICAGO).to_text().splitlines()
+    for line in shown:
+        if line.endswith("…"):
+            assert any(r.startswith(line[:-1]) for r in real), line
+        elif "cut here" not in line:
+            assert line in real, line

@@ -142,7 +142,7 @@ class Evidence:
     Attributes:
         kind: what the fact is about: ``process``, ``occurrence``, ``job``, ``effect``,
             ``event``, ``reminder``, ``message``, ``schedule``, ``transition``,
-            ``measurement`` or ``note`` (see ``docs/doctor.md`` for each kind's fields).
+            ``measurement``, ``note`` or (log doctor) ``log`` (see ``docs/doctor.md`` for each kind's fields).
         text: the fact as one human-readable line (instants local and UTC).
         data: the fact's fields, JSON-ready (instants as ``{"utc", "local", "tz"}``).
     """

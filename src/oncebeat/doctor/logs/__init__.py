@@ -36,10 +36,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ...errors import ConfigError
 from ..model import CheckRun, DoctorReport
-from .analysis import DayRow, JobStory, LogFinding, analyse, known_jobs
+from .analysis import analyse, known_jobs
 from .reader import ReadStats, parse_lines, read_lines
 from .records import Event, Line
 from .report import LOG_CHECK_CODES, SCHEMA, LogReport
+from .story import DayRow, JobStory, LogFinding
 
 __all__ = ["diagnose_logs", "LogReport", "LogFinding", "JobStory", "DayRow", "ReadStats", "Event", "Line",
            "SCHEMA", "LOG_CHECK_CODES", "zone"]

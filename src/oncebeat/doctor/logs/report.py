@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from ..model import CheckRun, DoctorReport, Timeface, jsonable
-from .analysis import DayRow, JobStory, LogFinding
 from .reader import ReadStats
+from .story import DayRow, JobStory, LogFinding
 
 __all__ = ["SCHEMA", "LOG_CHECK_CODES", "LogReport"]
 
