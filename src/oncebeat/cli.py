@@ -792,6 +792,8 @@ def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir
 
     if logs or files:
         _doctor_logs(logs, files, since, until, tz, job, log_tz, as_json)
+    if until or job or tz != "UTC" or log_tz != "UTC":
+        raise click.UsageError("--until, --tz, --job and --log-tz read logs: add --logs FILE...")
     rt = _runtime(config=config, database_url=database_url, app=app, migrate=False)
     try:
         if explain_ is not None:

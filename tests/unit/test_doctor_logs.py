@@ -196,6 +196,8 @@ def test_cli_reads_stdin_and_refuses_files_without_logs_flag() -> None:
     assert piped.returncode == 1 and "clock-restart" in piped.stdout
     refused = run_cli(str(HEROKU))
     assert refused.returncode == 2 and "add --logs" in refused.stderr and "Traceback" not in refused.stderr
+    stray = run_cli("--tz", CHICAGO)
+    assert stray.returncode == 2 and "add --logs" in stray.stderr
     bad = run_cli("--logs", str(HEROKU), "--since", "yesterday")
     assert bad.returncode == 2 and "--since 'yesterday'" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -219,3 +221,15 @@ def test_the_readme_example_session_is_the_real_output(monkeypatch: pytest.Monke
             assert any(r.startswith(line[:-1]) for r in real), line
         elif "cut here" not in line:
             assert line in real, line
+
+
+def test_a_password_in_a_quoted_line_is_masked(tmp_path: Path) -> None:
+    log = tmp_path / "pw.log"
+    log.write_text(
+        "2026-03-04T14:10:02.000000+00:00 heroku[scheduler.1]: Starting process with command "
+        "`DATABASE_URL=postgres://app:s3cret@db.example.test/billing bin/rails runner \"X.perform_later\"`\n"
+        "2026-03-04T14:10:09.000000+00:00 app[scheduler.1]: [ActiveJob] Enqueued X (Job ID: 1) to Sidekiq(default)\n",
+        encoding="utf-8")
+    (f,) = diagnose_logs([log], tz=CHICAGO, job="X").findings
+    shown = json.dumps(f.to_json())
+    assert "s3cret" not in shown and "app:***@db.example.test" in shown

@@ -29,6 +29,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from ...redact import redact_url
 from ..model import Evidence, Finding, Timeface
 from .heroku import dyno_type
 from .records import Event
@@ -176,11 +177,13 @@ class Ctx:
         return at.astimezone(self.zone).date()
 
     def evidence(self, e: Event, note: str | None = None) -> Evidence:
-        text = f"{e.line.where}  {self.face.text(e.at)}  {e.process}: {_trim(_message(e.line.text))}"
+        # a log line may carry a URL with a password (a command line, a connection message): never show it
+        raw = redact_url(e.line.text)
+        text = f"{e.line.where}  {self.face.text(e.at)}  {e.process}: {_trim(_message(raw))}"
         if note:
             text += f"\n({note})"
         data: dict[str, Any] = {"file": e.line.file, "line": e.line.number, "at": self.face.json(e.at),
-                                "process": e.process, "event": e.kind, "raw": e.line.text}
+                                "process": e.process, "event": e.kind, "raw": raw}
         if e.job:
             data["job"] = e.job
         if e.job_id:
