@@ -561,7 +561,7 @@ def jobs(state: str | None, limit: int, cancel_id: int | None, database_url: str
         if cancel_id is not None:
             click.echo(f"job {cancel_id}: " + ("cancelled" if q.cancel(cancel_id) else "not cancellable"))
             return
-        rows = rt.store.read("list_jobs", state=state, task=None, limit=limit)
+        rows = q.list_jobs(state=state, limit=limit)
         counts = q.counts()
     finally:
         rt.close()
@@ -570,7 +570,7 @@ def jobs(state: str | None, limit: int, cancel_id: int | None, database_url: str
         return
     click.echo("jobs: " + (", ".join(f"{n} {s}" for s, n in counts.items()) or "none"))
     for r in rows:
-        err = f"  last error: {r['errors'][-1]['error'][:80]}" if r["errors"] else ""
+        err = f"  last error: {r['last_error'][:80]}" if r["last_error"] else ""
         click.echo(f"  #{r['id']} {r['task']} {r['state']} attempt {r['attempt']}/{r['max_attempts']} "
                    f"run_at {r['run_at'].isoformat()} by {r['source_kind']}@{r['source_host']}{err}")
 
@@ -658,9 +658,18 @@ def effects() -> None:
 @DB_OPTION
 def effects_list(state: str | None, database_url: str | None) -> None:
     """List effects (in-doubt ones first need an operator's decision)."""
+    from .effects import EffectLedger
+    from .provenance import current_source
+
     rt = _runtime(database_url=database_url, migrate=False)
     try:
-        rows = rt.store.read("list_effects", state=state)
+        ledger = EffectLedger(rt.store, clock=rt.clock, source=current_source("cli"))
+        rows = ledger.list_page(state=state, limit=500)
+        while rows and len(rows) % 500 == 0:  # page through a long ledger (keyset: no OFFSET)
+            more = ledger.list_page(state=state, after=(rows[-1]["started_at"], rows[-1]["key"]), limit=500)
+            if not more:
+                break
+            rows += more
     finally:
         rt.close()
     for r in rows:

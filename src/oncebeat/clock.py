@@ -58,7 +58,7 @@ from datetime import datetime, timedelta
 from importlib import metadata
 from typing import Any
 
-from . import audit, telemetry
+from . import audit, processes, telemetry
 from .app import App, ScheduleDef
 from .dbtime import describe_time_source
 from .errors import ConfigError, OncebeatError
@@ -67,7 +67,6 @@ from .queue import Queue
 from .schedules import Schedule, period_bounds
 from .store import Json, Store, Tx
 from .timebase import UTC, Clock, SystemClock, require_aware
-from .worker import register_process
 
 __all__ = ["ClockProcess", "Fire", "SyncReport", "fire_occurrence", "PERIOD_SERVED"]
 
@@ -310,7 +309,7 @@ class ClockProcess:
         """Register, migrate-free sync, then the first tick with its catch-up decisions printed."""
         self.time_source = describe_time_source(self.clock)
         if self.process_id is None:
-            self.process_id = register_process(self.store, role="clock", source=self.source, clock=self.clock,
+            self.process_id = processes.register(self.store, role="clock", source=self.source, clock=self.clock,
                                                info={"schedules": sorted(self.definitions),
                                                      "time_source": self.time_source})
         self.echo(f"time source: {self.time_source}")
@@ -332,8 +331,7 @@ class ClockProcess:
         self._notice_step(now)
         if self.process_id is not None and (self._last_heartbeat is None or
                                             abs((now - self._last_heartbeat).total_seconds()) >= HEARTBEAT_SECONDS):
-            with self.store.transaction() as tx:  # the registry shows this clock alive (doctor: multiple-clocks)
-                tx.run("heartbeat_process", id=self.process_id, now=now)
+            processes.heartbeat(self.store, self.process_id, now)  # the doctor's multiple-clocks check reads it
             self._last_heartbeat = now
         if self._last_load is None or (now - self._last_load).total_seconds() >= self.resync_interval:
             self._load(now)
@@ -584,7 +582,4 @@ class ClockProcess:
             self.stop_requested.wait(wait)
         if self.process_id is not None:
             now = self.clock.now()
-            with self.store.transaction() as tx:
-                tx.run("stop_process", id=self.process_id, now=now)
-                audit.record(tx, now=now, kind="process.stopped", subject=f"process:{self.process_id}",
-                             source=self.source, process_id=self.process_id, detail={"fires": self.fires})
+            processes.stop(self.store, self.process_id, source=self.source, now=now, detail={"fires": self.fires})

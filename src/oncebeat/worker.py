@@ -23,7 +23,6 @@ processes call :meth:`Worker.run`.
 from __future__ import annotations
 
 import logging
-import os
 import queue as _queue
 import random
 import signal
@@ -34,32 +33,21 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from . import audit, telemetry
+from . import audit, processes, telemetry
 from .app import App
 from .effects import EffectLedger, Holder, Reconcile
 from .errors import Discard, EffectBusy, EffectInDoubt, Retry, StoreError
 from .faults import SimulatedCrash, crashpoints
 from .provenance import Source, current_source
 from .queue import Job, Queue
-from .store import Json, Store, Tx
+from .store import Store, Tx
 from .timebase import Clock, SystemClock
+
+register_process = processes.register  # kept for callers of 0.1; new code uses oncebeat.processes
 
 __all__ = ["Worker", "JobContext", "register_process"]
 
 log = logging.getLogger("oncebeat.worker")
-
-
-def register_process(store: Store, *, role: str, source: Source, clock: Clock, info: dict[str, Any] | None = None) -> int:
-    """Insert this process into the registry; return its id (used as ``worker_id`` on jobs)."""
-    now = clock.now()
-    with store.transaction() as tx:
-        row = tx.one("register_process", role=role, host=source.host, pid=source.pid, name=source.name,
-                     version=source.version, tz_env=os.environ.get("TZ"), info=Json(info or {}), now=now)
-        assert row is not None
-        pid = int(row["id"])
-        audit.record(tx, now=now, kind="process.started", subject=f"process:{pid}", source=source, process_id=pid,
-                     detail={"role": role, **(info or {})})
-    return pid
 
 
 class JobContext:
@@ -135,17 +123,15 @@ class Worker:
     # --- registration -------------------------------------------------------------------------
     def register(self) -> int:
         if self.process_id is None:
-            self.process_id = register_process(self.store, role="worker", source=self.source, clock=self.clock,
+            self.process_id = processes.register(self.store, role="worker", source=self.source, clock=self.clock,
                                                info={"queues": list(self.queues), "concurrency": self.concurrency})
         return self.process_id
 
     def stop_process(self) -> None:
         if self.process_id is not None:
             now = self.clock.now()
-            with self.store.transaction() as tx:
-                tx.run("stop_process", id=self.process_id, now=now)
-                audit.record(tx, now=now, kind="process.stopped", subject=f"process:{self.process_id}",
-                             source=self.source, process_id=self.process_id, detail={"processed": self.processed})
+            processes.stop(self.store, self.process_id, source=self.source, now=now,
+                           detail={"processed": self.processed})
 
     # --- one job ------------------------------------------------------------------------------
     def execute(self, job: Job) -> bool:
@@ -208,8 +194,7 @@ class Worker:
         wid = self.register()
         now = self.clock.now()
         if self._last_heartbeat is None or (now - self._last_heartbeat).total_seconds() >= self.lease_seconds / 3:
-            with self.store.transaction() as tx:  # drain mode has no heartbeat thread
-                tx.run("heartbeat_process", id=wid, now=now)
+            processes.heartbeat(self.store, wid, now)  # drain mode has no heartbeat thread
             self._last_heartbeat = now
         jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds,
                                 complete=finished)
@@ -279,8 +264,7 @@ class Worker:
                 with self._holding_lock:
                     ids = list(self._holding)
                 self.queue.extend_leases(self.register(), ids, lease_seconds=self.lease_seconds)
-                with self.store.transaction() as tx:
-                    tx.run("heartbeat_process", id=self.process_id, now=self.clock.now())
+                processes.heartbeat(self.store, self.register(), self.clock.now())
             except Exception as exc:  # a blip must not kill the heartbeat; the lease margin absorbs it
                 log.warning("heartbeat failed: %s", exc, extra={"event": "worker.heartbeat_failed"})
 
