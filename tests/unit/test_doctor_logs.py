@@ -233,3 +233,11 @@ def test_a_password_in_a_quoted_line_is_masked(tmp_path: Path) -> None:
     (f,) = diagnose_logs([log], tz=CHICAGO, job="X").findings
     shown = json.dumps(f.to_json())
     assert "s3cret" not in shown and "app:***@db.example.test" in shown
+
+
+def test_a_schedule_kept_in_the_host_zone_shows_as_weeks_an_hour_off_between_the_two_dst_dates() -> None:
+    log = FIXTURES / "celery-host-zone.log"  # beat on a Europe/Berlin host, meant for 08:00 America/Chicago
+    (f,) = diagnose_logs([log], tz=CHICAGO).findings
+    assert f.finding.code == "timezone" and "15:00 in the host's zone" in f.finding.summary
+    assert "from 2026-03-09 to 2026-03-11" in f.finding.summary and "08:00, 09:00" in f.finding.summary
+    assert diagnose_logs([log], tz="Europe/Berlin").findings == ()  # in its own zone it is right

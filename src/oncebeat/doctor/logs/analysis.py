@@ -319,7 +319,41 @@ def _check_timezone(story: JobStory, ctx: Ctx) -> list[LogFinding]:
                                 f"({' and '.join(lt)}): the schedule is kept in UTC, not in {ctx.tz}",
                         fix=FIX_UTC.format(tz=ctx.tz), evidence=unique_evidence(ev))
             out.append(LogFinding(finding=f, job=story.job, day=None))
+    out += _fixed_in_host_time(story, ctx, firsts)
     return out
+
+
+def _fixed_in_host_time(story: JobStory, ctx: Ctx, firsts: list[Enqueue]) -> list[LogFinding]:
+    """A schedule kept in the host's zone: constant in host wall time while the host's offset changes (its DST
+    dates differ from the schedule zone's, e.g. Europe/Berlin vs America/Chicago: weeks an hour off)."""
+    series: list[tuple[Enqueue, timedelta]] = []
+    for q in firsts:
+        off = next((o for o in map(_host_offset, q.lines) if o is not None), None)
+        if off is None:
+            return []
+        series.append((q, off))
+    if len(series) < 4 or len({off for _, off in series}) < 2:
+        return []
+    host_times = Counter((q.at.astimezone(UTC) + off).strftime("%H:%M") for q, off in series)
+    local_times = Counter(q.at.astimezone(ctx.zone).strftime("%H:%M") for q, _ in series)
+    mode, n = host_times.most_common(1)[0]
+    if n < 0.9 * len(series) or len(local_times) < 2 or local_times.most_common(1)[0][1] >= n:
+        return []
+    usual = local_times.most_common(1)[0][0]
+    odd = [(q, off) for q, off in series if q.at.astimezone(ctx.zone).strftime("%H:%M") != usual]
+    normal = next(p for p in series if p not in odd)
+    offsets = " and ".join(f"UTC{offset_text(o)}" for o in sorted({off for _, off in series}))
+    ev = [ctx.evidence(normal[0].lines[-1], f"{mode} host time (UTC{offset_text(normal[1])}) = {usual} in {ctx.tz}"),
+          ctx.evidence(odd[0][0].lines[-1], f"still {mode} host time (UTC{offset_text(odd[0][1])}) = "
+                                            f"{odd[0][0].at.astimezone(ctx.zone).strftime('%H:%M %Z')}"),
+          ctx.evidence(odd[-1][0].lines[-1])]
+    days = sorted({ctx.day(q.at) for q, _ in odd})
+    f = Finding(code="timezone", severity="warning", subject=f"job:{story.job}",
+                summary=f"{story.job} fires at {mode} in the host's zone ({offsets}), whose DST dates are not "
+                        f"{ctx.tz}'s: on {len(days)} day(s) from {days[0]} to {days[-1]} it ran at another time "
+                        f"in {ctx.tz} ({', '.join(sorted(local_times))})",
+                fix=FIX_UTC.format(tz=ctx.tz), evidence=unique_evidence(ev))
+    return [LogFinding(finding=f, job=story.job, day=None)]
 
 
 def _check_fire_time(story: JobStory, ctx: Ctx, explained: set[date]) -> list[LogFinding]:
