@@ -241,3 +241,12 @@ def test_a_schedule_kept_in_the_host_zone_shows_as_weeks_an_hour_off_between_the
     assert f.finding.code == "timezone" and "15:00 in the host's zone" in f.finding.summary
     assert "from 2026-03-09 to 2026-03-11" in f.finding.summary and "08:00, 09:00" in f.finding.summary
     assert diagnose_logs([log], tz="Europe/Berlin").findings == ()  # in its own zone it is right
+
+
+def test_a_deploy_at_the_fire_time_that_skipped_the_day_is_lost_and_a_restart_without_a_double_is_a_warning() -> None:
+    log = FIXTURES / "heroku-deploy-at-fire-time.log"
+    found = {(f.finding.code, f.finding.severity, f.day): f for f in diagnose_logs([log], tz=CHICAGO).findings}
+    assert set(found) == {("lost", "error", date(2026, 3, 4)), ("clock-restart", "warning", date(2026, 3, 5))}
+    lost = found[("lost", "error", date(2026, 3, 4))]
+    assert "a deploy at the fire time (08:00)" in lost.finding.summary and "not enqueued" in lost.finding.summary
+    assert f"{log.name}:5" in where(lost)  # the Deploy line
