@@ -45,13 +45,29 @@ def upcoming_fires(sched: Schedule, now: datetime, count: int) -> list[dict[str,
     return out
 
 
-def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3) -> list[dict[str, Any]]:
+def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3, keys: list[str] | None = None,
+                       after: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """One dict per schedule (from the code/config and the database): key, expression, tz, task, state,
-    DST and catch-up options, last fire, and the next ``count`` fire instants (see :func:`upcoming_fires`)."""
+    DST and catch-up options, last fire, and the next ``count`` fire instants (see :func:`upcoming_fires`).
+
+    Args:
+        keys: only these schedules; ``after``/``limit``: a page of keys in key order (keyset). With either,
+            each last fire is read from the ledger's index per key instead of one scan of the whole ledger.
+    """
     rows = {r["key"]: r for r in store.read("list_schedules")}
-    last = {r["schedule_key"]: r["last_fire_at"] for r in store.read("last_fires")}
+    selected = sorted(set(rows) | set(app.schedules))
+    if keys is not None:
+        selected = [k for k in selected if k in set(keys)]
+    if after is not None:
+        selected = [k for k in selected if k > after]
+    if limit is not None:
+        selected = selected[:limit]
+    if keys is None and after is None and limit is None:
+        last = {r["schedule_key"]: r["last_fire_at"] for r in store.read("last_fires")}
+    else:
+        last = {k: store.read("last_fire_at", key=k)[0]["last_fire_at"] for k in selected}
     out = []
-    for key in sorted(set(rows) | set(app.schedules)):
+    for key in selected:
         d = app.schedules.get(key)
         row = rows.get(key)
         state = row["state"] if row else "not synced yet"

@@ -84,3 +84,18 @@ def test_a_bad_filter_is_answered_with_the_problem_not_a_traceback(
     response = client.get("/jobs", params={"since": "yesterday"})
     assert response.status_code == 400 and "since" in response.text and "2026-03-08T08:00" in response.text
     assert client.get("/jobs/999999").status_code == 404
+
+
+def test_the_doctor_runs_in_the_background_and_its_report_appears(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    import time
+
+    client = dashboard_client()
+    first = client.get("/")
+    assert first.status_code == 200  # the overview never waits for the doctor
+    deadline = time.monotonic() + 120
+    while "reading the audit trail" in (page := client.get("/doctor").text):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert "No finding" in page or "Fix:" in page
+    assert "doctor: errors / warnings / info" in client.get("/").text

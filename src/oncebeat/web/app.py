@@ -201,6 +201,9 @@ def create_app(settings: WebSettings | None = None, *, runtime: Runtime | None =
         try:
             yield
         finally:
+            runs = app.state.dashboard.cache.get("doctor")
+            if runs is not None:
+                runs.wait(timeout=60.0)  # a background doctor run must not outlive the store it reads
             if runtime is None:
                 rt.close()
 

@@ -3,7 +3,9 @@ click away (evidence about a job or an occurrence links to its story)."""
 
 from __future__ import annotations
 
-import time
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -11,26 +13,65 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..doctor import EXPLAIN_KINDS, DoctorReport, explain, run_doctor
+from ..errors import OncebeatError
 from .app import Dashboard, dashboard, render, route
 
 __all__ = ["doctor_summary", "routes"]
 
-SUMMARY_SECONDS = 60.0  # the overview shows a doctor summary at most this old (the doctor reads a lot)
+REFRESH_SECONDS = 300.0  # a report older than this is recomputed in the background on the next visit
 
 
-def _run(d: Dashboard) -> DoctorReport:
-    rt = d.runtime
-    report = run_doctor(rt.store, now=rt.clock.now(), definitions=rt.app)
-    d.cache["doctor"] = (time.monotonic(), report)
-    return report
+@dataclass(slots=True)
+class DoctorRuns:
+    """The latest doctor report of this web process and the run in progress, if any.
+
+    The doctor reads the whole audit trail, which takes seconds to minutes on a large history, so no
+    page waits for it: a page shows the latest report (with its age) and starts a run in a background
+    thread when the report is missing or older than :data:`REFRESH_SECONDS` (one run at a time).
+    """
+
+    report: DoctorReport | None = None
+    finished_at: datetime | None = None
+    running_since: datetime | None = None
+    error: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    thread: threading.Thread | None = None
+
+    def latest(self, d: Dashboard, *, refresh: bool = False) -> DoctorRuns:
+        now = d.runtime.clock.now()
+        with self.lock:
+            stale = self.finished_at is None or (now - self.finished_at).total_seconds() > REFRESH_SECONDS
+            if (stale or refresh) and self.running_since is None:
+                self.running_since = now
+                self.thread = threading.Thread(target=self._run, args=(d,), name="oncebeat-web-doctor", daemon=True)
+                self.thread.start()
+        return self
+
+    def wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a run in progress (before the store closes)."""
+        thread = self.thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self, d: Dashboard) -> None:
+        rt = d.runtime
+        try:
+            report = run_doctor(rt.store, now=rt.clock.now(), definitions=rt.app)
+            error = None
+        except Exception as exc:  # noqa: BLE001 - e.g. the database went away: say so on the page, retry later
+            report, error = None, str(exc) if isinstance(exc, OncebeatError) else f"{type(exc).__name__}: {exc}"
+        with self.lock:
+            if report is not None:
+                self.report = report
+            self.error = error
+            self.finished_at = rt.clock.now()
+            self.running_since = None
 
 
-def doctor_summary(d: Dashboard) -> DoctorReport:
-    """The latest doctor report, re-run when older than :data:`SUMMARY_SECONDS`."""
-    cached: tuple[float, DoctorReport] | None = d.cache.get("doctor")
-    if cached is not None and time.monotonic() - cached[0] < SUMMARY_SECONDS:
-        return cached[1]
-    return _run(d)
+def doctor_runs(d: Dashboard, *, refresh: bool = False) -> DoctorRuns:
+    """The dashboard's :class:`DoctorRuns`, having started a background run if one is due."""
+    runs: DoctorRuns = d.cache.setdefault("doctor", DoctorRuns())
+    return runs.latest(d, refresh=refresh)
 
 
 def _link(evidence: Any) -> str | None:
@@ -43,10 +84,11 @@ def _link(evidence: Any) -> str | None:
 
 
 def doctor_page(request: Request) -> Response:
-    report = _run(dashboard(request))
-    findings = [{"f": f, "links": [_link(e) for e in f.evidence]} for f in report.findings]
-    return render(request, "doctor.html", {"title": "Doctor", "report": report, "findings": findings,
-                                           "counts": report.counts()})
+    runs = doctor_runs(dashboard(request), refresh=request.query_params.get("refresh") == "1")
+    report = runs.report
+    findings = [{"f": f, "links": [_link(e) for e in f.evidence]} for f in report.findings] if report else []
+    return render(request, "doctor.html", {"title": "Doctor", "report": report, "findings": findings, "runs": runs,
+                                           "counts": report.counts() if report else None})
 
 
 def explain_page(request: Request) -> Response:

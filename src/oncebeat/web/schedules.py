@@ -20,14 +20,14 @@ from .app import action_form, dashboard, redirect_with, render, route
 __all__ = ["parse_instant", "routes"]
 
 TIMELINE_PAGE = 50
+SCHEDULES_PAGE = 100
 SOURCE_NAME = "oncebeat web"  # provenance of dashboard actions: who pressed the button is "an operator on the web"
 
 
 def _describe(request: Request, key: str) -> dict[str, object]:
     rt = dashboard(request).runtime
-    for s in describe_schedules(rt.app, rt.store, now=rt.clock.now(), count=5):
-        if s["key"] == key:
-            return s
+    for s in describe_schedules(rt.app, rt.store, now=rt.clock.now(), count=5, keys=[key]):
+        return s
     raise HTTPException(404, f"no schedule {key!r}")
 
 
@@ -49,9 +49,12 @@ def parse_instant(text: str | None, tz: str, what: str) -> datetime | None:
 
 def schedules_page(request: Request) -> Response:
     rt = dashboard(request).runtime
-    return render(request, "schedules.html", {"title": "Schedules",
-                                              "schedules": describe_schedules(rt.app, rt.store, now=rt.clock.now(),
-                                                                              count=5)})
+    rows = describe_schedules(rt.app, rt.store, now=rt.clock.now(), count=3,
+                              after=request.query_params.get("after") or None, limit=SCHEDULES_PAGE + 1)
+    more = len(rows) > SCHEDULES_PAGE
+    rows = rows[:SCHEDULES_PAGE]
+    return render(request, "schedules.html", {"title": "Schedules", "schedules": rows,
+                                              "next_after": rows[-1]["key"] if more else None})
 
 
 def schedule_page(request: Request) -> Response:
