@@ -126,10 +126,9 @@ def _log_in(pg: object, live: Live) -> None:
 
 def test_every_page_opens_in_a_real_browser(live: Live, page: object) -> None:
     pg = page
-    visits = [("/", "Overview", "overview"), ("/schedules", "Schedules", "schedules"),
+    visits = [("/doctor", "Doctor", "doctor"), ("/", "Overview", "overview"), ("/schedules", "Schedules", "schedules"),
               ("/schedules/reminders", "Schedule reminders", "schedule"), ("/jobs", "Jobs", "jobs"),
-              ("/effects", "Effects", "effects"), ("/reminders", "Reminders", "reminders"),
-              ("/doctor", "Doctor", "doctor")]
+              ("/effects", "Effects", "effects"), ("/reminders", "Reminders", "reminders")]
     for path, heading, name in visits:
         response = pg.goto(live.url + path)  # type: ignore[attr-defined]
         assert response.status == 200, path

@@ -17,15 +17,17 @@ from ..timebase import Clock
 
 __all__ = ["install", "reminder_gauges"]
 
-STATES = ("pending", "sent", "skipped", "failed", "in_doubt")
+STATES = ("pending", "in_doubt")  # the unfinished ones; what was decided is counted by the workers' counters
 
 
 def reminder_gauges(store: Store, clock: Clock) -> Iterator[Metric]:
-    """``oncebeat_reminders{stage,state}`` (every state of each stage present, zeros included)."""
+    """``oncebeat_reminders{stage,state}`` for pending and in-doubt reminders (zeros included for each stage
+    of the policy seen), read from a partial index sized by the unfinished reminders, not by the history."""
     counts: dict[tuple[str, str], float] = {}
-    for r in store.read("reminder_counts"):
+    for r in store.read("unfinished_reminder_counts"):
         counts[(str(r["stage"]), r["state"])] = float(r["n"])
-    gauge = GaugeMetricFamily("oncebeat_reminders", "Reminders per stage (days past due) and state.",
+    gauge = GaugeMetricFamily("oncebeat_reminders", "Unfinished reminders (pending, in_doubt) per stage (days "
+                              "past due); decided ones: oncebeat_reminders_finished_total.",
                               labels=["stage", "state"])
     for stage in sorted({s for s, _ in counts}, key=int):
         for state in STATES:

@@ -16,7 +16,7 @@ from ..doctor import EXPLAIN_KINDS, DoctorReport, explain, run_doctor
 from ..errors import OncebeatError
 from .app import Dashboard, dashboard, render, route
 
-__all__ = ["doctor_summary", "routes"]
+__all__ = ["DoctorRuns", "doctor_runs", "routes"]
 
 REFRESH_SECONDS = 300.0  # a report older than this is recomputed in the background on the next visit
 
@@ -68,10 +68,14 @@ class DoctorRuns:
             self.running_since = None
 
 
-def doctor_runs(d: Dashboard, *, refresh: bool = False) -> DoctorRuns:
-    """The dashboard's :class:`DoctorRuns`, having started a background run if one is due."""
+def doctor_runs(d: Dashboard, *, refresh: bool = False, start: bool = True) -> DoctorRuns:
+    """The dashboard's :class:`DoctorRuns`; with ``start``, a background run begins if one is due.
+
+    The overview passes ``start=False``: it shows the latest report but never starts the doctor, whose
+    run competes with page rendering for this process's CPU; only the Doctor page does.
+    """
     runs: DoctorRuns = d.cache.setdefault("doctor", DoctorRuns())
-    return runs.latest(d, refresh=refresh)
+    return runs.latest(d, refresh=refresh) if start else runs
 
 
 def _link(evidence: Any) -> str | None:

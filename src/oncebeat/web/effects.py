@@ -3,8 +3,6 @@ what is known of it, the Message-ID — and the actions resolve done / not done.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,7 +12,7 @@ from ..errors import OncebeatError
 from ..processes import list_processes
 from ..provenance import current_source
 from .app import action_form, dashboard, redirect_with, render, route
-from .schedules import SOURCE_NAME
+from .schedules import SOURCE_NAME, parse_instant
 
 __all__ = ["routes"]
 
@@ -29,8 +27,9 @@ def effects_page(request: Request) -> Response:
         raise OncebeatError(f"state {state!r}: the effects page lists {', '.join(STATES)} (done effects are on "
                             "their job's page)")
     after = None
-    if request.query_params.get("after_at"):
-        after = (datetime.fromisoformat(request.query_params["after_at"]), request.query_params.get("after_key", ""))
+    after_at = parse_instant(request.query_params.get("after_at"), "UTC", "after_at")
+    if after_at is not None:
+        after = (after_at, request.query_params.get("after_key", ""))
     ledger = EffectLedger(rt.store, clock=rt.clock, source=current_source("api"))
     rows = ledger.list_page(state=state, after=after, limit=PAGE + 1)
     more = len(rows) > PAGE

@@ -52,7 +52,7 @@ def overview(request: Request) -> Response:
         "totals": {s: sum(q.get(s, 0) for q in by_queue.values()) for s in UNFINISHED_STATES},
         "processes": processes, "chart": chart, "finished": totals,
         "effects": EffectLedger(rt.store, clock=rt.clock, source=source).counts_unfinished(),
-        "doctor": doctor_runs(d), "skew": (now - database_now(rt.store)).total_seconds(),
+        "doctor": doctor_runs(d, start=False), "skew": (now - database_now(rt.store)).total_seconds(),
     })
 
 

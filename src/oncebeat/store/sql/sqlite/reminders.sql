@@ -136,3 +136,8 @@ WHERE c.email = :email ORDER BY i.id DESC LIMIT :limit;
 
 -- name: reminders_of_invoice
 SELECT * FROM reminders WHERE invoice_id = :invoice_id ORDER BY stage;
+
+-- name: unfinished_reminder_counts
+-- Pending and in-doubt reminders per stage: the /metrics gauge reads only the partial index reminders_unfinished.
+SELECT stage, state, COUNT(*) AS n FROM reminders WHERE state IN ('pending', 'in_doubt')
+GROUP BY stage, state ORDER BY stage, state;
