@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from oncebeat.faults import crashpoints
+from oncebeat.crashpoints import crashpoints
 from oncebeat.store import Store, open_store, redact_url
 from oncebeat.timebase import SimulatedClock
 

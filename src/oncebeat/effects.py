@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from . import audit
+from . import audit, telemetry
 from .errors import (
     EffectBusy,
     EffectInDoubt,
@@ -49,7 +49,6 @@ from .errors import (
     EffectOutcomeUnknown,
     TransientStoreError,
 )
-from .faults import crashpoints
 from .provenance import Source
 from .store import Json, Store, Tx
 from .timebase import Clock
@@ -91,7 +90,7 @@ class EffectLedger:
             EffectKeyConflict: same key, different payload.
             Exception: whatever ``fn`` raised (the key is then recorded ``failed``).
         """
-        crashpoints.hit("before_effect")  # the handler dies before the key is claimed: nothing to doubt
+        telemetry.emit("effect.requested", {"key": key})  # a death here claimed nothing: nothing to doubt
         digest = payload_hash(payload)
         now = self.clock.now()
         with self.store.transaction() as tx:
@@ -153,7 +152,7 @@ class EffectLedger:
                            detail=f"{type(exc).__name__}: {exc}"[:2000], now=self.clock.now(),
                            job_id=holder.job_id, attempt=holder.attempt)
             raise
-        crashpoints.hit("effect_before_record")
+        telemetry.emit("effect.performed", {"key": key})
         # The effect happened: recording it must survive a database blip, or the key ends in doubt.
         for attempt in range(RECORD_ATTEMPTS):
             try:
@@ -165,7 +164,7 @@ class EffectLedger:
                 if attempt == RECORD_ATTEMPTS - 1:
                     raise
                 self.clock.sleep(0.05 * 2**attempt)
-        crashpoints.hit("after_effect_record")
+        telemetry.emit("effect.recorded", {"key": key, "state": "done"})
         return result
 
     def _in_doubt(self, key: str, fn: Callable[[], Any], holder: Holder, payload: Any,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import audit
+from . import audit, telemetry
 from .app import App
 from .errors import OncebeatError, StoreError
 from .provenance import Source
@@ -212,7 +212,7 @@ class Queue:
 
     def fail(self, job: Job, worker_id: int, error: str, *, permanent: bool = False,
              delay: float | None = None, kind: str = "error") -> str:
-        """Record a failed attempt; return the new state (``retryable`` or ``discarded``).
+        """Record a failed attempt; return the new state (``retryable``, ``discarded``, or ``lost-lease``: not held).
 
         Args:
             error: what went wrong (kept in ``errors`` with the attempt number and instant).
@@ -229,11 +229,14 @@ class Queue:
                          run_at=now if give_up else now + timedelta(seconds=wait),
                          finished_at=now if give_up else None, error=Json(entry))
             if row is None:
-                return "lost-lease"
-            audit.record(tx, now=now, kind="job.discarded" if give_up else "job.retried", subject=f"job:{job.id}",
-                         source=self.source, process_id=worker_id,
-                         detail={"task": job.task, "attempt": job.attempt, "error": error[:500],
-                                 "permanent": permanent, "retry_in": None if give_up else round(wait, 3)})
+                state = "lost-lease"
+            else:
+                audit.record(tx, now=now, kind="job.discarded" if give_up else "job.retried",
+                             subject=f"job:{job.id}", source=self.source, process_id=worker_id,
+                             detail={"task": job.task, "attempt": job.attempt, "error": error[:500],
+                                     "permanent": permanent, "retry_in": None if give_up else round(wait, 3)})
+        telemetry.emit("job.failed", {"task": job.task, "queue": job.queue, "attempt": job.attempt, "state": state,
+                                      "kind": kind})
         return state
 
     def return_jobs(self, worker_id: int, ids: Sequence[int]) -> list[int]:
@@ -261,6 +264,9 @@ class Queue:
                              source=self.source.with_kind("rescue"),
                              detail={"task": r["task"], "attempt": r["attempt"], "dead_worker": r["worker_id"],
                                      "new_state": r["state"]})
+        if rows:
+            telemetry.emit("job.rescued", {"count": len(rows), "jobs": [{"id": r["id"], "task": r["task"],
+                                                                         "state": r["state"]} for r in rows]})
         return rows
 
     def cancel(self, job_id: int) -> bool:

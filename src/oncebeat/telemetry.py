@@ -6,6 +6,13 @@ detached from nothing: the event is dropped for it, the engine goes on (telemetr
 
 Events (``data`` keys; seconds are floats, instants aware UTC):
 
+- ``job.claimed`` — a worker claimed a batch: ``worker_id``, ``count``, ``queues``, ``seconds`` (the claim).
+- ``job.batch_step`` — a worker moves on to the next job of its batch: ``worker_id``, ``done``, ``left``.
+- ``job.batch_done`` — a worker ran its whole batch and is about to record it: ``worker_id``, ``count``.
+- ``job.failed`` — an attempt failed and was recorded: ``task``, ``queue``, ``attempt``, ``state``
+  (``retryable``, ``discarded``, ``lost-lease``), ``kind``.
+- ``job.rescued`` — jobs whose lease expired were put back or discarded: ``count``, ``jobs``
+  (``[{"id", "task", "state"}]``).
 - ``job.started`` — a worker starts a claimed job: ``task``, ``queue``, ``attempt``,
   ``latency_seconds`` (from the job's ``run_at`` to the start: claim-to-start latency).
 - ``job.finished`` — its handler returned or raised: ``task``, ``queue``, ``outcome`` (``completed``,
@@ -14,29 +21,40 @@ Events (``data`` keys; seconds are floats, instants aware UTC):
   (enqueued, missed, coalesced, paused, manual, backfilled), ``lag_seconds`` (recording instant minus
   fire instant).
 - ``occurrence.duplicate`` — the ledger turned away a second record of one occurrence: ``schedule``.
+- ``effect.requested`` — a handler asks for an effect, before its key is claimed: ``key``.
+- ``effect.performed`` — the effect's function returned; the outcome is not recorded yet: ``key``.
+- ``effect.recorded`` — the ledger recorded that the effect happened: ``key``, ``state`` (``done``).
 - ``mail.reply`` — an SMTP delivery ended: ``reply_class`` (``2xx``, ``4xx``, ``5xx``, or ``none`` when no
   reply came: connect, TLS, timeout, a drop).
 - ``reminder.finished`` — a send decided a reminder: ``stage``, ``state`` (sent, skipped, failed, in_doubt).
+
+A subscriber may stop the engine on purpose only with a ``BaseException`` that is not an ``Exception``
+(the crash points of :mod:`oncebeat.crashpoints` raise ``SimulatedCrash``, a simulated ``kill -9``).
 
 Example::
 
     from oncebeat import telemetry
     telemetry.attach("job.finished", lambda event, data: print(event, data["task"], data["seconds"]))
+    with telemetry.span("job.claimed", {"worker_id": 7}) as data:   # emitted on exit with "seconds"
+        data["count"] = 3
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["EVENTS", "Handler", "attach", "detach", "emit"]
+__all__ = ["EVENTS", "Handler", "attach", "detach", "emit", "listening", "span"]
 
 log = logging.getLogger("oncebeat.telemetry")
 
-EVENTS = ("job.started", "job.finished", "occurrence.recorded", "occurrence.duplicate", "mail.reply",
-          "reminder.finished")
+EVENTS = ("job.claimed", "job.batch_step", "job.batch_done", "job.started", "job.finished", "job.failed",
+          "job.rescued", "occurrence.recorded", "occurrence.duplicate", "effect.requested", "effect.performed",
+          "effect.recorded", "mail.reply", "reminder.finished")
 Handler = Callable[[str, Mapping[str, Any]], None]
 _handlers: dict[str, tuple[Handler, ...]] = {}
 _lock = threading.Lock()
@@ -70,3 +88,22 @@ def emit(event: str, data: Mapping[str, Any]) -> None:
         except Exception as exc:  # noqa: BLE001 - a broken subscriber must not fail the engine
             log.warning("telemetry subscriber %r failed on %s: %s", handler, event, exc,
                         extra={"event": "telemetry.subscriber_failed"})
+
+
+def listening(event: str) -> bool:
+    """True when ``event`` has a subscriber (skip building costly ``data`` when nobody listens)."""
+    return bool(_handlers.get(event))
+
+
+@contextmanager
+def span(event: str, data: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """Time a block and :func:`emit` ``event`` when it ends without an exception.
+
+    Yields the ``data`` dict so the block can add keys (e.g. how many jobs it claimed); ``seconds``
+    (monotonic, float) is added on exit. A block that raises emits nothing: the failure has its own event.
+    """
+    payload = data if data is not None else {}
+    started = time.monotonic()
+    yield payload
+    payload["seconds"] = time.monotonic() - started
+    emit(event, payload)

@@ -35,9 +35,9 @@ from typing import Any
 
 from . import audit, processes, telemetry
 from .app import App
+from .crashpoints import SimulatedCrash
 from .effects import EffectLedger, Holder, Reconcile
 from .errors import Discard, EffectBusy, EffectInDoubt, Retry, StoreError
-from .faults import SimulatedCrash, crashpoints
 from .provenance import Source, current_source
 from .queue import Job, Queue
 from .store import Store, Tx
@@ -196,18 +196,19 @@ class Worker:
         if self._last_heartbeat is None or (now - self._last_heartbeat).total_seconds() >= self.lease_seconds / 3:
             processes.heartbeat(self.store, wid, now)  # drain mode has no heartbeat thread
             self._last_heartbeat = now
-        jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds,
-                                complete=finished)
+        with telemetry.span("job.claimed", {"worker_id": wid, "queues": list(self.queues)}) as claimed:
+            jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size,
+                                    lease_seconds=self.lease_seconds, complete=finished)
+            claimed["count"] = len(jobs)
         if not jobs:
             return 0, []
-        crashpoints.hit("after_claim")
         done: list[int] = []
         for i, job in enumerate(jobs):
             if i:
-                crashpoints.hit("mid_batch")
+                telemetry.emit("job.batch_step", {"worker_id": wid, "done": i, "left": len(jobs) - i})
             if self.execute(job):
                 done.append(job.id)
-        crashpoints.hit("before_complete")
+        telemetry.emit("job.batch_done", {"worker_id": wid, "count": len(jobs)})
         self.processed += len(jobs)
         return len(jobs), done
 

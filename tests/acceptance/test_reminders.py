@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from oncebeat.faults import SimulatedCrash, crashpoints
+from oncebeat.crashpoints import SimulatedCrash, crashpoints
 from oncebeat.reminders.model import Customer
 from oncebeat.store import Store, open_store
 

@@ -25,7 +25,7 @@ from oncebeat.app import App
 from oncebeat.clock import ClockProcess, Fire, fire_occurrence
 from oncebeat.doctor import CHECKS, SCHEMA, DoctorReport, Finding, explain, prune_audit, run_doctor
 from oncebeat.errors import Discard, OncebeatError
-from oncebeat.faults import SimulatedCrash, crashpoints
+from oncebeat.crashpoints import SimulatedCrash, crashpoints
 from oncebeat.mail import Mailer, MailSink
 from oncebeat.provenance import Source
 from oncebeat.queue import Queue

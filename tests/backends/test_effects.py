@@ -17,7 +17,7 @@ import pytest
 from oncebeat.app import App
 from oncebeat.effects import EffectLedger, Holder, Reconcile
 from oncebeat.errors import EffectBusy, EffectInDoubt, EffectKeyConflict
-from oncebeat.faults import SimulatedCrash, crashpoints
+from oncebeat.crashpoints import SimulatedCrash, crashpoints
 from oncebeat.provenance import current_source
 from oncebeat.queue import Job, Queue
 from oncebeat.store import Store

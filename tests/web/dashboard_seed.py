@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from oncebeat.clock import ClockProcess
-from oncebeat.faults import SimulatedCrash, crashpoints
+from oncebeat.crashpoints import SimulatedCrash, crashpoints
 from oncebeat.mail import Mailer, MailSink
 from oncebeat.provenance import current_source
 from oncebeat.reminders.model import Customer, Invoice

@@ -26,7 +26,7 @@ from typing import Any
 from ..app import App, ScheduleDef
 from ..clock import ClockProcess
 from ..errors import TransientStoreError
-from ..faults import SimulatedCrash, crashpoints
+from ..crashpoints import SimulatedCrash, crashpoints
 from ..mail import Mailer, MailSink
 from ..provenance import Source, current_source
 from ..reminders.book import Book, generate_book

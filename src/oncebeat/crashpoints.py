@@ -1,16 +1,18 @@
-"""Crash points for fault-injection tests and the simulator.
+"""Crash points for fault-injection tests and the simulator: one subscriber of :mod:`oncebeat.telemetry`.
 
-Engine code calls ``crashpoints.hit("name")`` at each step where a real
-process could die (after claiming a job, after an effect ran but before it
-was recorded, ...). Unarmed, it does nothing. Armed in-process, it raises
+Engine code emits a telemetry event at each step where a real process could die
+(after claiming a job, after an effect ran but before it was recorded, ...);
+this module maps those events to named crash points. Unarmed, it does nothing. Armed in-process, it raises
 :class:`SimulatedCrash` — a ``BaseException`` that the worker treats as its
 own death: it abandons its jobs without completing, failing or returning
 them, exactly as ``kill -9`` would. Armed through the environment
 (``ONCEBEAT_CRASH_AT=name`` or ``name:N`` for the N-th hit) it kills the real
 process with SIGKILL.
 
-Points: ``after_claim``, ``before_effect``, ``effect_before_record``,
-``after_effect_record``, ``before_complete``, ``mid_batch``.
+Points and the events they hang on: ``after_claim`` (``job.claimed``), ``mid_batch``
+(``job.batch_step``), ``before_complete`` (``job.batch_done``), ``before_effect``
+(``effect.requested``), ``effect_before_record`` (``effect.performed``),
+``after_effect_record`` (``effect.recorded`` with state ``done``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-__all__ = ["SimulatedCrash", "Crashpoints", "crashpoints", "CRASH_POINTS"]
+from . import telemetry
+
+__all__ = ["CRASH_POINTS", "POINT_OF_EVENT", "Crashpoints", "SimulatedCrash", "crashpoints"]
 
 CRASH_POINTS = ("after_claim", "before_effect", "effect_before_record", "after_effect_record",
                 "before_complete", "mid_batch")
+POINT_OF_EVENT = {"job.claimed": "after_claim", "job.batch_step": "mid_batch", "job.batch_done": "before_complete",
+                  "effect.requested": "before_effect", "effect.performed": "effect_before_record",
+                  "effect.recorded": "after_effect_record"}
 
 
 class SimulatedCrash(BaseException):
@@ -51,7 +59,14 @@ class Crashpoints:
             self._armed.clear()
         self.hook = None
 
+    def on_event(self, event: str, data: Mapping[str, Any]) -> None:
+        """The telemetry subscriber: reach the crash point that ``event`` stands for."""
+        if event == "effect.recorded" and data.get("state") != "done":
+            return  # after_effect_record is the moment after a successful record only
+        self.hit(POINT_OF_EVENT[event])
+
     def hit(self, point: str) -> None:
+        """Die here if armed for ``point`` (SIGKILL from the environment, :class:`SimulatedCrash` in-process)."""
         if self._env_point == point:
             self._env_left -= 1
             if self._env_left <= 0:
@@ -72,3 +87,5 @@ class Crashpoints:
 
 
 crashpoints = Crashpoints()
+for _event in POINT_OF_EVENT:  # SimulatedCrash is a BaseException: telemetry lets it through to the engine
+    telemetry.attach(_event, crashpoints.on_event)
