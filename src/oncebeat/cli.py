@@ -91,7 +91,11 @@ def cli(verbose: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def demo(days: int, seed: int, invoices_csv: Path | None, payments_csv: Path | None, start: str | None,
          workers: int, workdir: Path, config: Path | None, as_json: bool) -> None:
-    """Run the reminder schedule over simulated days, exactly once, through a real local SMTP server."""
+    """Run the reminder schedule over simulated days, exactly once, through a real local SMTP server.
+
+    Payments arrive on the business day: one dated D at the start of D in the schedule's zone (before
+    that day's run), or at its exact paid_at (payments file column, ISO instant with offset).
+    """
     from .reminders.demo import run_demo
     from .reminders.policy import load_policy
 
@@ -167,13 +171,16 @@ def migrate(database_url: str | None) -> None:
               help="Due date = issue date + N days for rows without one (net terms); due_on becomes optional.")
 @click.option("--skip-invalid", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="REJECTS.csv",
               help="Apply the valid rows and write the invalid ones (with an error column) to this file.")
+@click.option("--reopen", is_flag=True,
+              help="Let the file's status reopen paid invoices (by default a paid invoice stays paid unless the row's "
+                   "status_on is after its payment).")
 @click.option("--errors-file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="ERRORS.txt",
               help=f"Write every problem here, one per line (the screen shows the first {50}).")
 @DB_OPTION
 @CONFIG_OPTION
 def import_(path: Path, is_payments: bool, column_map: tuple[str, ...], date_format: str | None,
-            default_currency: str | None, due_days: int | None, skip_invalid: Path | None, errors_file: Path | None,
-            database_url: str | None, config: Path | None) -> None:
+            default_currency: str | None, due_days: int | None, skip_invalid: Path | None, reopen: bool,
+            errors_file: Path | None, database_url: str | None, config: Path | None) -> None:
     """Import invoices (upsert by invoice number) or payments from CSV (or .csv.gz). All rows or nothing.
 
     A raw export imports in one command, e.g. an accounts-receivable export with US dates, no currency
@@ -229,7 +236,7 @@ def import_(path: Path, is_payments: bool, column_map: tuple[str, ...], date_for
             if data.invoices:
                 click.echo(f"applying {len(data.invoices):,} invoices of {data.rows_read:,} rows in one transaction",
                            err=True)
-            result = rt.service.apply_import(data, skip_invalid=True)
+            result = rt.service.apply_import(data, skip_invalid=True, reopen=reopen)
             if data.problems and skip_invalid is not None:
                 n = write_rejects(skip_invalid, data.header, data.rejected_lines, data.problems)
                 _echo_problems([str(p) for p in data.problems], errors_file)
@@ -716,7 +723,11 @@ def simulate(days: int, start: str | None, until: str | None, seed: int, faults:
              invoices_csv: Path | None, payments_csv: Path | None, workdir: Path, compare_naive: bool,
              emit_logs: tuple[tuple[str, Path], ...], processes: bool, seconds: float, config: Path | None,
              as_json: bool) -> None:
-    """Replay the reminder schedule over simulated days through the real code, with faults, then check it."""
+    """Replay the reminder schedule over simulated days through the real code, with faults, then check it.
+
+    Payments arrive on the business day: one dated D at the start of D in the schedule's zone (before
+    that day's run), or at its exact paid_at; `check` on the same database uses the same instants.
+    """
     if emit_logs and (processes or not compare_naive):
         raise click.UsageError("--emit-logs writes the naive design's logs: use it with --compare-naive "
                                "(and without --processes)")
@@ -758,7 +769,12 @@ def simulate(days: int, start: str | None, until: str | None, seed: int, faults:
 @CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True)
 def check(database_url: str | None, maildir: Path | None, config: Path | None, as_json: bool) -> None:
-    """Check the invariants (nothing twice, nothing lost) on a database and a Maildir; exit 1 on a violation."""
+    """Check the invariants (nothing twice, nothing lost) on a database and a Maildir.
+
+    Exit status 1 on a violation, 2 when the check itself could not run (bad input or an internal error).
+    A payment counts from the instant the database recorded it (a replay applies a payment dated D at the
+    start of D in the schedule's zone, or at its paid_at), so check counts the same due reminders as simulate.
+    """
     from .simulate.standalone import check_deployment
 
     rt = _runtime(config=config, database_url=database_url, migrate=False)
@@ -796,7 +812,10 @@ def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir
            explain_: tuple[str, str] | None, logs: bool, until: str | None, tz: str, job: str | None, log_tz: str,
            files: tuple[str, ...], database_url: str | None, config: Path | None, app: str | None,
            as_json: bool) -> None:
-    """Explain duplicates, misses and risks from the audit trail (or, with --logs, from FILE...); exit 1 on an error."""
+    """Explain duplicates, misses and risks from the audit trail (or, with --logs, from FILE...).
+
+    Exit status 1 when an error is found, 2 when the doctor itself could not run (an internal error).
+    """
     from .doctor import explain, run_doctor
 
     if logs or files:
@@ -843,7 +862,11 @@ def _doctor_logs(logs: bool, files: tuple[str, ...], since: str | None, until: s
 
 
 def main() -> None:
-    """Entry point: run the CLI; print oncebeat errors as one clear message (exit status 2)."""
+    """Entry point: run the CLI; print oncebeat errors as one clear message (exit status 2).
+
+    Exit status: 0 fine, 1 a finding (``check``: an invariant violated; ``doctor``: an error found), 2 bad
+    input, configuration or an internal error (the command could not do its job).
+    """
     try:
         cli.main(standalone_mode=False)
     except ImportRejected as exc:
@@ -861,6 +884,13 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug, not a finding: exit 2 so `check`/`doctor` never look like "violation found" (1)
+        from .redact import redact_url
+
+        logging.getLogger("oncebeat").info("internal error", exc_info=True)
+        click.echo(f"error: internal error ({type(exc).__name__}: {redact_url(str(exc))}); this is a bug in "
+                   "oncebeat, not a finding. Run with -v for the traceback.", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -184,3 +184,21 @@ def test_bad_pool_size_and_busy_timeout_in_the_database_url_are_clear_errors(tmp
     with pytest.raises(StoreError, match="pool_size must be a whole number") as info:
         open_store("postgresql://postgres:S3cret@127.0.0.1:5432/test?pool_size=abc")
     assert "S3cret" not in str(info.value)
+
+
+def test_an_internal_error_in_doctor_or_check_exits_2_never_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import sys
+
+    from oncebeat import cli, doctor
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise OverflowError("date value out of range")
+
+    monkeypatch.setattr(doctor, "run_doctor", crash)
+    db = f"sqlite:///{tmp_path}/x.db"
+    with open_store(db) as store:
+        store.migrate()
+    monkeypatch.setattr(sys, "argv", ["oncebeat", "doctor", "--db", db])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+    assert info.value.code == 2

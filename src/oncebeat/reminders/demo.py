@@ -3,8 +3,9 @@
 Builds (or reads) an invoice book, then runs the real clock and a real worker
 on SQLite against a :class:`~oncebeat.timebase.SimulatedClock` for ``days``
 simulated days, delivering through a real local SMTP server (aiosmtpd) into
-a Maildir. Payments arrive as simulated time passes (at 15:00 UTC on their
-``paid_on`` date). The summary counts **duplicates** from the Maildir (the
+a Maildir. Payments arrive as simulated time passes: a payment dated D at
+the start of D in the schedule's zone (before that day's run), or at its
+exact ``paid_at`` when the payments file gives one (:func:`payment_instant`). The summary counts **duplicates** from the Maildir (the
 same invoice and stage delivered more than once — evidence from outside the
 database) and **lost** reminders: (invoice, stage) pairs that were due at
 some scan — computed independently from the book, the payment instants, the
@@ -22,6 +23,7 @@ from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from ..clock import ClockProcess
 from ..mail import Mailer, MailSink, read_maildir
@@ -66,9 +68,16 @@ class DemoResult:
         return asdict(self)
 
 
-def payment_instant(paid_on: date) -> datetime:
-    """When the demo applies a payment dated ``paid_on``: 15:00 UTC that day."""
-    return datetime.combine(paid_on, dtime(15, 0), tzinfo=UTC)
+def payment_instant(payment: Payment, tz: str | ZoneInfo) -> datetime:
+    """When a replay (demo, simulate) applies ``payment`` and when ``check`` assumes it happened (UTC).
+
+    The business-day rule: a payment dated D counts from the start of D in the schedule's zone ``tz``, so
+    it stops D's reminders whatever the zone. ``payment.paid_at`` (an exact instant) wins when given.
+    """
+    if payment.paid_at is not None:
+        return payment.paid_at.astimezone(UTC)
+    zone = tz if isinstance(tz, ZoneInfo) else ZoneInfo(tz)
+    return datetime.combine(payment.paid_on, dtime(0, 0), tzinfo=zone).astimezone(UTC)
 
 
 def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy: Policy,
@@ -80,7 +89,7 @@ def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy:
     """
     from ..schedules import Schedule
 
-    paid_at = {p.number: payment_instant(p.paid_on) for p in payments}
+    paid_at = {p.number: payment_instant(p, policy.tz) for p in payments}
     sched = Schedule(expression=policy.schedule, tz=policy.tz)
     fires = list(sched.between(start, end))
     due: set[tuple[str, int]] = set()
@@ -160,12 +169,12 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
         clk.start()
         pool = [Worker(app, store, clock=clock, source=current_source("worker", name=f"demo worker.{i + 1}"))
                 for i in range(workers)]
-        pending = list(book.payments)
+        pending = sorted(book.payments, key=lambda p: payment_instant(p, policy.tz))
         day_done = 0
         while clock.now() < t_end:
             clock.advance(STEP.total_seconds())
             now = clock.now()
-            arrived = [p for p in pending if payment_instant(p.paid_on) <= now]
+            arrived = [p for p in pending if payment_instant(p, policy.tz) <= now]
             if arrived:
                 pending = pending[len(arrived):] if arrived == pending[: len(arrived)] else \
                     [p for p in pending if p not in arrived]

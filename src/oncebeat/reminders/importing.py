@@ -70,7 +70,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "issued_on",
     "due_on",
 )
-OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status", "paid_on")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status", "paid_on", "status_on")
 #: Every column of the invoice CSV, in the order :func:`write_invoices_csv` writes them.
 STANDARD_COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 #: Columns of the payments CSV (both required).
@@ -104,6 +104,9 @@ Optional columns:
   status           open, paid, void or uncollectible (default open;
                    paid when paid_on is given)
   paid_on          YYYY-MM-DD; required when status is paid
+  status_on        YYYY-MM-DD, the day status was set: a paid invoice is
+                   reopened (open, void, uncollectible) only by a status_on
+                   after its payment date, or with --reopen
 
 Other names for the columns: --map invoice_number=InvoiceNo,customer_email=Email
 (our name = your header). Extra columns are ignored. Every row is checked and
@@ -727,7 +730,7 @@ def read_invoices_csv(
 
         # dates
         dates: dict[str, date] = {}
-        for column in ("issued_on", "due_on", "paid_on"):
+        for column in ("issued_on", "due_on", "paid_on", "status_on"):
             text = values.get(column, "")
             if text and column not in failed:
                 day, reason = _read_date(text, date_format)
@@ -765,8 +768,11 @@ def read_invoices_csv(
             reason = _paid_on_reason(dates["paid_on"], dates.get("issued_on"), today)
             if reason:
                 problem("paid_on", values["paid_on"], reason)
+        if values.get("status_on") and not status_text:
+            problem("status_on", values["status_on"], "is set, but status is empty (give the status it dates)")
         out["status"] = status
         out["paid_on"] = dates.get("paid_on") if status == "paid" else None
+        out["status_on"] = dates.get("status_on")
 
         # locale / zone (optional)
         explicit: dict[str, str] = {}
@@ -839,6 +845,7 @@ def read_invoices_csv(
                 due_on=out["due_on"],  # type: ignore[arg-type]
                 status=str(out["status"]),
                 paid_on=out["paid_on"],  # type: ignore[arg-type]
+                status_on=out["status_on"],  # type: ignore[arg-type]
             )
         )
 

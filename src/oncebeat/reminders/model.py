@@ -38,6 +38,8 @@ class Invoice:
     due_on: date
     status: str = "open"  # one of INVOICE_STATUSES
     paid_on: date | None = None
+    # The date ``status`` was set (optional): a paid invoice is reopened only by a status dated after its payment.
+    status_on: date | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -83,32 +83,46 @@ class ReminderService:
         self.message_domain = sender.domain or "oncebeat.invalid"
 
     # --- import -------------------------------------------------------------------------------
-    def apply_import(self, data: InvoiceImport, *, skip_invalid: bool = False) -> dict[str, int]:
+    def apply_import(self, data: InvoiceImport, *, skip_invalid: bool = False, reopen: bool = False) -> dict[str, int]:
         """Upsert customers and invoices by invoice number, all in one transaction.
+
+        A paid invoice stays paid when a row without newer payment information says otherwise (see
+        :meth:`upsert`); ``reopen`` lets the rows' statuses win.
 
         Raises:
             ImportRejected: ``data`` has problems and ``skip_invalid`` is False (nothing applied).
         Returns:
-            ``{"customers": n, "invoices": n, "new": n, "updated": n, "rejected": n}``.
+            ``{"customers": n, "invoices": n, "new": n, "updated": n, "kept paid": n, "rejected": n}``.
         """
         if data.problems and not skip_invalid:
             raise ImportRejected(f"{len(data.problems)} problem(s) in {data.source or 'the file'}; nothing imported",
                                  [str(p) for p in data.problems])
-        return self.upsert(data.customers, data.invoices) | {"rejected": len(data.rejected_lines)}
+        return self.upsert(data.customers, data.invoices, reopen=reopen) | {"rejected": len(data.rejected_lines)}
 
-    def upsert(self, customers: Sequence[Customer], invoices: Sequence[Invoice]) -> dict[str, int]:
+    def upsert(self, customers: Sequence[Customer], invoices: Sequence[Invoice], *,
+               reopen: bool = False) -> dict[str, int]:
+        """Insert or update customers and invoices in one transaction; returns counts.
+
+        G6: a stale re-import never reopens a paid invoice. A row whose status is not ``paid`` leaves a paid
+        invoice paid (and counts it under ``kept paid``) unless its ``status_on`` is after the payment date or
+        ``reopen`` is True; its other fields (amount, dates, customer) are updated. The rule is in the SQL
+        (``upsert_invoice``), so a payment committed concurrently is never overwritten either.
+        """
         now = self.clock.now()
         with self.store.transaction() as tx:
-            existing = {r["number"] for r in tx.run("existing_invoice_numbers",
-                                                    numbers=[i.number for i in invoices])} if invoices else set()
+            states = {r["number"]: r for r in tx.run("invoice_states", numbers=[i.number for i in invoices])} \
+                if invoices else {}
             tx.many("upsert_customer", [{"email": c.email, "name": c.name, "locale": c.locale, "tz": c.tz}
                                         for c in customers])
             tx.many("upsert_invoice", [{"number": i.number, "customer_email": i.customer_email,
                                         "currency": i.currency, "amount_due": i.amount_due,
                                         "issued_on": i.issued_on, "due_on": i.due_on, "status": i.status,
-                                        "paid_on": i.paid_on, "now": now} for i in invoices])
+                                        "paid_on": i.paid_on, "status_on": i.status_on, "reopen": reopen,
+                                        "now": now} for i in invoices])
+        kept = sum(1 for i in invoices if _keeps_paid(states.get(i.number), i, reopen))
         return {"customers": len(customers), "invoices": len(invoices),
-                "new": sum(1 for i in invoices if i.number not in existing), "updated": len(existing)}
+                "new": sum(1 for i in invoices if i.number not in states), "updated": len(states),
+                "kept paid": kept}
 
     def apply_payments(self, payments: Sequence[Payment], problems: Sequence[RowProblem] = ()) -> dict[str, int]:
         """Mark invoices paid (one transaction). Unknown or already closed invoices are counted, not errors.
@@ -122,12 +136,19 @@ class ReminderService:
         now = self.clock.now()
         paid = 0
         with self.store.transaction() as tx:
-            known = {r["number"] for r in tx.run("existing_invoice_numbers", numbers=[p.number for p in payments])}
+            known = {r["number"]: r for r in tx.run("invoice_states", numbers=[p.number for p in payments])}
             unknown = [p.number for p in payments if p.number not in known]
             if unknown:
                 raise ImportRejected(f"{len(unknown)} payment(s) name invoices that do not exist; nothing applied. "
                                      "Import the invoices first, or fix the numbers.",
-                                     [f"unknown invoice number {n!r}" for n in unknown[:50]])
+                                     [f"unknown invoice number {n!r}" for n in unknown])
+            early = [p for p in payments if p.paid_on < known[p.number]["issued_on"]]
+            if early:
+                raise ImportRejected(f"{len(early)} payment(s) are dated before their invoice was issued; nothing "
+                                     "applied. Check the dates (and --date-format).",
+                                     [f"invoice {p.number!r}: column paid_on: '{p.paid_on.isoformat()}' is before "
+                                      f"the invoice was issued ({known[p.number]['issued_on'].isoformat()})"
+                                      for p in early])
             for p in payments:
                 if tx.one("mark_paid", number=p.number, paid_on=p.paid_on, now=now):
                     paid += 1
@@ -320,6 +341,13 @@ class ReminderService:
         for r in self.store.read("reminder_counts"):
             out[r["state"]] = out.get(r["state"], 0) + int(r["n"])
         return out
+
+
+def _keeps_paid(state: dict[str, Any] | None, row: Invoice, reopen: bool) -> bool:
+    """Whether ``row`` leaves the stored paid invoice ``state`` paid (the rule of ``upsert_invoice``)."""
+    if state is None or state["status"] != "paid" or row.status == "paid" or reopen:
+        return False
+    return row.status_on is None or state["paid_on"] is None or row.status_on <= state["paid_on"]
 
 
 def _mailbox(name: str, email: str) -> Address:

@@ -99,11 +99,18 @@ class CheckReport:
 
 
 def payments_from_db(store: Store, tz: str) -> dict[str, PaymentWindow]:
-    """Payment windows when only the database is known: the whole local day of ``paid_on`` in ``tz``."""
+    """Payment windows when only the database is known.
+
+    An invoice marked paid records the instant it stopped being open (``paid_at``, UTC): the window is that
+    instant, exactly what the scans saw, so ``check`` and ``simulate`` count the same due reminders on one
+    database. Rows without it (paid before migration 0008) get the whole local day of ``paid_on`` in ``tz``.
+    """
     zone = ZoneInfo(tz)
     out: dict[str, PaymentWindow] = {}
     for inv in store.read("list_invoices"):
-        if inv["paid_on"] is not None:
+        if inv.get("paid_at") is not None and inv["status"] == "paid":
+            out[inv["number"]] = (inv["paid_at"], inv["paid_at"])
+        elif inv["paid_on"] is not None:
             lo = datetime.combine(inv["paid_on"], time(0), tzinfo=zone)
             out[inv["number"]] = (lo, lo + timedelta(days=1))
     return out

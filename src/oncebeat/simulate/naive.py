@@ -105,7 +105,7 @@ def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int
     host = ZoneInfo(host_tz) if host_tz else zone
     sched = Schedule(expression=policy.schedule, tz=policy.tz)
     fires = list(sched.between(start, end))
-    paid_at = {p.number: payment_instant(p.paid_on) for p in book.payments}
+    paid_at = {p.number: payment_instant(p, policy.tz) for p in book.payments}
     invoices = [i for i in book.invoices if i.status == "open"]
     marked: dict[str, int] = {}  # invoice → highest stage marked as reminded
     emails = {c.email: c for c in book.customers}

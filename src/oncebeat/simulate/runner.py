@@ -304,7 +304,7 @@ class _Sim:
         if "schedule-change" in self.faults:
             events.append((t0 + (t_end - t0) * 0.4, "change", None))
         events.sort(key=lambda e: e[0])
-        payments = sorted(book.payments, key=lambda p: p.paid_on)
+        payments = sorted(book.payments, key=lambda p: payment_instant(p, policy.tz))
         leftover = Source(kind="cli", host="old-cron-host", pid=4242, name="cron: oncebeat trigger reminders",
                           version="0.0.9")
 
@@ -326,9 +326,9 @@ class _Sim:
                 self.active = False
                 sink.faults.clear()
             # 1. payments that arrived
-            while payments and payment_instant(payments[0].paid_on) <= now:
+            while payments and payment_instant(payments[0], policy.tz) <= now:
                 p = payments.pop(0)
-                self._pay(service, [p], payment_instant(p.paid_on))
+                self._pay(service, [p], now)  # the instant the database records (paid_at), as check reads it
             # 2. planned events
             while events and events[0][0] <= now:
                 _, kind, payload = events.pop(0)
@@ -368,7 +368,7 @@ class _Sim:
             candidates = [t_settled, now + MAX_STEP]
             candidates += [t for c in clocks.values() if c is not None and (t := c.next_fire_at()) is not None]
             if payments:
-                candidates.append(payment_instant(payments[0].paid_on))
+                candidates.append(payment_instant(payments[0], policy.tz))
             if events:
                 candidates.append(events[0][0])
             self.wakes = [w for w in self.wakes if w > now]

@@ -1,8 +1,9 @@
 """``oncebeat check`` on a deployment: the checker's inputs taken from the database itself.
 
-Without the simulator's exact payment instants, a payment counts as happening
-at some instant of its ``paid_on`` day in the policy zone (so a reminder for an
-invoice paid that day is neither required nor forbidden). Definitions are the
+A payment counts from the instant the database recorded it (``invoices.paid_at``,
+the same instant the simulator logs), so ``check`` counts the same due reminders
+as ``simulate`` on one database; rows paid before that column existed count as
+paid at some instant of their ``paid_on`` day in the policy zone. Definitions are the
 current ones plus every earlier expression and zone recorded by
 ``schedule.changed`` events.
 """

@@ -5,19 +5,36 @@ INSERT INTO customers (email, name, locale, tz) VALUES (:email, :name, :locale, 
 ON CONFLICT (email) DO UPDATE SET name = excluded.name, locale = excluded.locale, tz = excluded.tz;
 
 -- name: upsert_invoice
+-- A paid invoice is never reopened by a row without newer payment information (G6): it stays paid unless the
+-- row's status_on is after the payment, or :reopen (--reopen) says so. paid_at records when it became paid here.
 INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at)
 VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
         :due_on, :status, :paid_on, :now)
 ON CONFLICT (number) DO UPDATE SET
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
-    issued_on = excluded.issued_on, due_on = excluded.due_on, status = excluded.status,
-    paid_on = excluded.paid_on, updated_at = excluded.updated_at;
+    issued_on = excluded.issued_on, due_on = excluded.due_on,
+    status = CASE WHEN invoices.status = 'paid' AND excluded.status <> 'paid' AND NOT :reopen
+                 AND (:status_on IS NULL OR invoices.paid_on IS NULL OR :status_on <= invoices.paid_on)
+             THEN invoices.status ELSE excluded.status END,
+    paid_on = CASE WHEN invoices.status = 'paid' AND excluded.status <> 'paid' AND NOT :reopen
+                 AND (:status_on IS NULL OR invoices.paid_on IS NULL OR :status_on <= invoices.paid_on)
+              THEN invoices.paid_on ELSE excluded.paid_on END,
+    paid_at = CASE WHEN excluded.status = 'paid' AND invoices.status <> 'paid' THEN excluded.updated_at
+                   WHEN invoices.status = 'paid' AND excluded.status = 'paid' THEN invoices.paid_at
+                   WHEN invoices.status = 'paid' AND NOT :reopen
+                        AND (:status_on IS NULL OR invoices.paid_on IS NULL OR :status_on <= invoices.paid_on) THEN invoices.paid_at
+                   ELSE NULL END,
+    updated_at = excluded.updated_at;
+
+-- name: invoice_states
+-- Status and payment date of the invoices with these numbers (what an import is about to change).
+SELECT number, status, paid_on, issued_on FROM invoices WHERE number IN (SELECT value FROM json_each(:numbers));
 
 -- name: existing_invoice_numbers
 SELECT number FROM invoices WHERE number IN (SELECT value FROM json_each(:numbers));
 
 -- name: mark_paid
-UPDATE invoices SET status = 'paid', paid_on = :paid_on, updated_at = :now
+UPDATE invoices SET status = 'paid', paid_on = :paid_on, paid_at = :now, updated_at = :now
 WHERE number = :number AND status = 'open'
 RETURNING id;
 
