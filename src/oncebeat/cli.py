@@ -159,6 +159,8 @@ def migrate(database_url: str | None) -> None:
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--payments", "is_payments", is_flag=True,
               help="PATH holds payments (invoice_number, paid_on, optional paid_at).")
+@click.option("--stripe", "is_stripe", is_flag=True,
+              help="PATH holds Stripe invoice objects: an API list response, a JSON array or JSON lines.")
 @click.option("--map", "column_map", multiple=True, metavar="OURS=THEIRS,…",
               help="Columns of another export: a header name (invoice_number=InvoiceNo), a constant "
                    "(currency=const:USD) or a template (customer_email=template:{CustomerID}@billing.example.test).")
@@ -178,7 +180,7 @@ def migrate(database_url: str | None) -> None:
               help=f"Write every problem here, one per line (the screen shows the first {50}).")
 @DB_OPTION
 @CONFIG_OPTION
-def import_(path: Path, is_payments: bool, column_map: tuple[str, ...], date_format: str | None,
+def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[str, ...], date_format: str | None,
             default_currency: str | None, due_days: int | None, skip_invalid: Path | None, reopen: bool,
             errors_file: Path | None, database_url: str | None, config: Path | None) -> None:
     """Import invoices (upsert by invoice number) or payments from CSV (or .csv.gz). All rows or nothing.
@@ -203,7 +205,11 @@ def import_(path: Path, is_payments: bool, column_map: tuple[str, ...], date_for
         write_problems,
         write_rejects,
     )
+    from .reminders.stripe import read_stripe_invoices
 
+    if is_payments and is_stripe:
+        raise click.UsageError("--payments and --stripe exclude each other: a Stripe export carries each invoice's "
+                               "payment (status paid, status_transitions.paid_at)")
     columns = PAYMENT_COLUMNS + PAYMENT_OPTIONAL_COLUMNS if is_payments else None
     mapping = parse_column_map(column_map, **({"columns": columns} if columns else {}))
     fmt = DateFormat.parse(date_format)
@@ -223,15 +229,23 @@ def import_(path: Path, is_payments: bool, column_map: tuple[str, ...], date_for
             payments, problems = read_payments_csv(path, column_map=mapping, date_format=fmt, today=today)
             result = rt.service.apply_payments(payments, problems)
         else:
-            data = read_invoices_csv(path, column_map=mapping, date_format=fmt, default_currency=default_currency,
-                                     due_days=due_days, today=today, progress=progress)
+            if is_stripe:
+                found = read_stripe_invoices(path, tz=rt.policy.tz, due_days=due_days)
+                data = found.data
+                click.echo(f"{path.name}: {data.rows_read} Stripe invoice(s); left out: {found.drafts} draft(s), "
+                           f"{found.nothing_due} with nothing due", err=True)
+            else:
+                data = read_invoices_csv(path, column_map=mapping, date_format=fmt,
+                                         default_currency=default_currency, due_days=due_days, today=today,
+                                         progress=progress)
             if bar is not None:
                 bar.__exit__(None, None, None)
             if errors_file is not None and data.problems:
                 write_problems(errors_file, [str(p) for p in data.problems])
             if data.problems and skip_invalid is None:
                 raise ImportRejected(f"{len(data.problems)} problem(s) in {path}; nothing imported. Fix them, or use "
-                                     "--skip-invalid REJECTS.csv to import the valid rows.\n" + INVOICE_CSV_HELP,
+                                     "--skip-invalid REJECTS.csv to import the valid rows."
+                                     + ("" if is_stripe else "\n" + INVOICE_CSV_HELP),
                                      [str(p) for p in data.problems])
             if data.invoices:
                 click.echo(f"applying {len(data.invoices):,} invoices of {data.rows_read:,} rows in one transaction",
@@ -403,7 +417,10 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
 @APP_OPTION
 def web(host: str, port: int | None, secure_cookies: bool, database_url: str | None, config: Path | None,
         app: str | None) -> None:
-    """Serve the operator dashboard and /metrics. Actions need ONCEBEAT_WEB_TOKEN; without it, read-only."""
+    """Serve the operator dashboard and /metrics. Actions need ONCEBEAT_WEB_TOKEN; without it, read-only.
+
+    Stripe webhooks: POST /webhooks/stripe, verified with STRIPE_WEBHOOK_SECRET (400 when forged, 503 when unset).
+    """
     import os
 
     import uvicorn

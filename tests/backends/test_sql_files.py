@@ -11,7 +11,7 @@ from oncebeat.store.sqlfiles import load_migrations, load_queries, split_stateme
 
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
                  "processes", "events"}
-DOMAIN_TABLES = {"customers", "invoices", "reminders"}
+DOMAIN_TABLES = {"customers", "invoices", "reminders", "stripe_events"}
 
 
 def created_objects(sql: str) -> list[str]:
@@ -50,7 +50,7 @@ def test_each_migration_creates_the_same_tables_and_indexes_on_both_backends() -
 def test_replaying_every_migration_on_fresh_databases_gives_the_same_schema(
         make_db_url: Callable[[], str]) -> None:
     with open_store(make_db_url()) as first, open_store(make_db_url()) as second:
-        assert first.migrate() == second.migrate() == [1, 2, 3, 4, 5, 6, 7, 8]
+        assert first.migrate() == second.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9]
         schema = first.table_columns()
         assert schema == second.table_columns()
         assert set(schema) == ENGINE_TABLES | DOMAIN_TABLES

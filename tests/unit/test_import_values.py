@@ -159,7 +159,7 @@ def test_payments_in_the_future_and_bad_paid_at_instants_are_refused(tmp_path: P
     assert any("payments.csv:2: column paid_on" in t and "in the future" in t for t in text)
     assert any("payments.csv:3: column paid_at" in t and "no UTC offset" in t for t in text)
     assert any("payments.csv:4: column paid_on" in t for t in text) and payments == []
-    us, us_problems = read_payments_csv(path, date_format=DateFormat.parse("mdy"))
+    us, _us_problems = read_payments_csv(path, date_format=DateFormat.parse("mdy"))
     assert [p.number for p in us] == ["C"] and us[0].paid_at is not None
 
 

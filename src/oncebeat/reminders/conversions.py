@@ -36,17 +36,17 @@ from babel.numbers import list_currencies
 from ..errors import ConfigError
 
 __all__ = [
-    "DATE_MIN",
     "DATE_MAX",
+    "DATE_MIN",
     "DATE_RANGE_TEXT",
-    "DateFormat",
     "Computed",
-    "split_column_map",
+    "DateFormat",
     "currency_reason",
-    "text_reason",
-    "foreign_digits",
     "date_range_reason",
+    "foreign_digits",
     "iana_zones",
+    "split_column_map",
+    "text_reason",
     "zone_reason",
 ]
 

@@ -5,7 +5,8 @@ on SQLite against a :class:`~oncebeat.timebase.SimulatedClock` for ``days``
 simulated days, delivering through a real local SMTP server (aiosmtpd) into
 a Maildir. Payments arrive as simulated time passes: a payment dated D at
 the start of D in the schedule's zone (before that day's run), or at its
-exact ``paid_at`` when the payments file gives one (:func:`payment_instant`). The summary counts **duplicates** from the Maildir (the
+exact ``paid_at`` when the payments file gives one (:func:`payment_instant`).
+The summary counts **duplicates** from the Maildir (the
 same invoice and stage delivered more than once — evidence from outside the
 database) and **lost** reminders: (invoice, stage) pairs that were due at
 some scan — computed independently from the book, the payment instants, the

@@ -958,7 +958,8 @@ def write_problems(path: Path, problems: Sequence[str]) -> int:
             for problem in problems:
                 fh.write(problem.replace("\r", " ").replace("\n", " ") + "\n")
     except OSError as exc:
-        raise ConfigError(f"--errors-file {path}: cannot write it ({exc.strerror or exc}); choose another path") from None
+        raise ConfigError(f"--errors-file {path}: cannot write it ({exc.strerror or exc}); "
+                          "choose another path") from None
     return len(problems)
 
 

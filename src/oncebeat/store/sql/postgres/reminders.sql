@@ -13,16 +13,20 @@ VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :curr
 ON CONFLICT (number) DO UPDATE SET
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
     issued_on = excluded.issued_on, due_on = excluded.due_on,
-    status = CASE WHEN invoices.status = 'paid' AND excluded.status <> 'paid' AND NOT CAST(:reopen AS BOOLEAN)
-                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL OR CAST(:status_on AS DATE) <= invoices.paid_on)
+    status = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT CAST(:reopen AS BOOLEAN)
+                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL
+                      OR CAST(:status_on AS DATE) <= invoices.paid_on)
              THEN invoices.status ELSE excluded.status END,
-    paid_on = CASE WHEN invoices.status = 'paid' AND excluded.status <> 'paid' AND NOT CAST(:reopen AS BOOLEAN)
-                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL OR CAST(:status_on AS DATE) <= invoices.paid_on)
+    paid_on = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT CAST(:reopen AS BOOLEAN)
+                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL
+                      OR CAST(:status_on AS DATE) <= invoices.paid_on)
               THEN invoices.paid_on ELSE excluded.paid_on END,
     paid_at = CASE WHEN excluded.status = 'paid' AND invoices.status <> 'paid' THEN excluded.updated_at
-                   WHEN invoices.status = 'paid' AND excluded.status = 'paid' THEN invoices.paid_at
+                   WHEN excluded.status = 'paid' THEN invoices.paid_at
                    WHEN invoices.status = 'paid' AND NOT CAST(:reopen AS BOOLEAN)
-                        AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL OR CAST(:status_on AS DATE) <= invoices.paid_on) THEN invoices.paid_at
+                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL
+                      OR CAST(:status_on AS DATE) <= invoices.paid_on)
+                   THEN invoices.paid_at
                    ELSE NULL END,
     updated_at = excluded.updated_at;
 
@@ -158,3 +162,43 @@ SELECT * FROM reminders WHERE invoice_id = :invoice_id ORDER BY stage;
 -- Pending and in-doubt reminders per stage: the /metrics gauge reads only the partial index reminders_unfinished.
 SELECT stage, state, COUNT(*) AS n FROM reminders WHERE state IN ('pending', 'in_doubt')
 GROUP BY stage, state ORDER BY stage, state;
+
+-- name: stripe_event_claim
+-- The idempotency claim of one webhook event (G4's pattern): a replayed event id inserts nothing.
+INSERT INTO stripe_events (id, type, invoice_number, created, received_at, outcome)
+VALUES (:id, :type, :invoice_number, :created, :now, 'received')
+ON CONFLICT (id) DO NOTHING
+RETURNING id;
+
+-- name: stripe_event_finish
+UPDATE stripe_events SET outcome = :outcome, detail = :detail WHERE id = :id;
+
+-- name: list_stripe_events
+SELECT * FROM stripe_events ORDER BY received_at, id;
+
+-- name: upsert_customer_if_absent
+INSERT INTO customers (email, name, locale, tz) VALUES (:email, :name, :locale, :tz)
+ON CONFLICT (email) DO NOTHING;
+
+-- name: insert_invoice_if_absent
+INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, paid_at,
+                      updated_at)
+VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
+        :due_on, :status, :paid_on, :paid_at, :now)
+ON CONFLICT (number) DO NOTHING
+RETURNING id;
+
+-- name: refresh_open_invoice
+-- invoice.finalized for an invoice already known: amount and due date follow Stripe while it is open.
+UPDATE invoices SET amount_due = :amount_due, due_on = :due_on, updated_at = :now
+WHERE number = :number AND status = 'open'
+RETURNING id;
+
+-- name: transition_invoice
+-- One of Stripe's forward transitions, only from the statuses that allow it (:from_a, :from_b): a late or
+-- reordered event finds the invoice elsewhere and changes nothing.
+UPDATE invoices SET status = :status, paid_on = :paid_on,
+    paid_at = CASE WHEN CAST(:status AS TEXT) = 'paid' THEN CAST(:now AS TIMESTAMPTZ) ELSE paid_at END,
+    updated_at = :now
+WHERE number = :number AND status IN (CAST(:from_a AS TEXT), CAST(:from_b AS TEXT))
+RETURNING id;

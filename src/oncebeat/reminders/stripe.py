@@ -1,0 +1,389 @@
+"""Stripe invoices: import an export, and apply payment webhooks exactly once per event.
+
+Import (``oncebeat import --stripe invoices.json``): :func:`read_stripe_invoices`
+reads Stripe ``invoice`` objects — an API list response (``{"object": "list",
+"data": [...]}``), a JSON array, one object, or JSON lines — into the same
+:class:`~oncebeat.reminders.importing.InvoiceImport` the CSV reader returns, so the
+same rules apply (legal-tender currency, amount > 0, dates in range, one
+customer per email). Stripe's shapes are converted:
+
+- ``currency`` is lower case (``"usd"``); ``amount_due`` is in Stripe's minor
+  units: none for its zero-decimal currencies (JPY, KRW, …), three decimals for
+  BHD, JOD, KWD, OMR, TND, two for every other (ISK too, which ISO gives no minor
+  unit: Stripe's ``500`` ISK is 5 ISK). Amounts are rescaled to the currency's
+  ISO 4217 minor unit (CLDR data through Babel); one that does not fit is refused.
+- ``created``, ``due_date``, ``status_transitions.*_at`` are Unix seconds,
+  turned into dates in the business zone ``tz``.
+- ``status``: ``draft`` invoices (nothing owed yet) and invoices with nothing
+  due are left out and counted; ``open``, ``paid`` (``paid_on`` from
+  ``status_transitions.paid_at``), ``void``, ``uncollectible`` map as they are.
+  The status's own transition time becomes ``status_on``, so re-importing an old
+  export never reopens an invoice paid since (G6).
+
+Webhooks (:class:`StripeWebhooks`): ``invoice.finalized``, ``invoice.paid``,
+``invoice.voided`` and ``invoice.marked_uncollectible`` are verified with the
+official ``stripe`` package (``Stripe-Signature`` header, ``STRIPE_WEBHOOK_SECRET``)
+and applied in one transaction with a row in ``stripe_events`` keyed by the
+event id (``INSERT … ON CONFLICT DO NOTHING``): a replayed event changes nothing.
+Reordered events cannot move an invoice backwards: a status changes only along
+Stripe's own transitions (open → paid | void | uncollectible, uncollectible →
+paid | void); anything else is recorded ``stale``. A forged or tampered event
+raises :class:`WebhookRejected` before anything is read or written.
+
+Example::
+
+    hooks = StripeWebhooks(store, clock=SystemClock(), secret=os.environ["STRIPE_WEBHOOK_SECRET"], tz="UTC")
+    outcome = hooks.handle(request_body, request.headers["Stripe-Signature"])  # raises WebhookRejected
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import stripe
+from babel.numbers import get_currency_precision
+
+from ..errors import ConfigError, ImportRejected, OncebeatError
+from ..store import Store, Tx
+from ..timebase import Clock
+from .conversions import currency_reason, date_range_reason, text_reason
+from .importing import DEFAULT_LOCALE, DEFAULT_TZ, InvoiceImport, RowProblem, _check_email
+from .model import INVOICE_STATUSES, Customer, Invoice
+
+__all__ = [
+    "HANDLED_EVENTS",
+    "StripeImport",
+    "StripeWebhooks",
+    "WebhookOutcome",
+    "WebhookRejected",
+    "read_stripe_invoices",
+    "stripe_minor_to_iso",
+]
+
+#: Stripe's zero-decimal currencies (https://docs.stripe.com/currencies#zero-decimal).
+STRIPE_ZERO_DECIMAL = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split())
+#: Stripe's three-decimal currencies (https://docs.stripe.com/currencies#three-decimal).
+STRIPE_THREE_DECIMAL = frozenset("BHD JOD KWD OMR TND".split())
+#: Webhook event types that change an invoice; others are recorded and ignored.
+HANDLED_EVENTS = ("invoice.finalized", "invoice.paid", "invoice.voided", "invoice.marked_uncollectible")
+#: Seconds a signed webhook stays valid (Stripe's default tolerance): older replays are refused.
+SIGNATURE_TOLERANCE = 300
+
+_EVENT_STATUS = {"invoice.finalized": "open", "invoice.paid": "paid", "invoice.voided": "void",
+                 "invoice.marked_uncollectible": "uncollectible"}
+#: Stripe's forward transitions: the statuses an invoice may move to ``key`` from.
+_ALLOWED_FROM = {"paid": ("open", "uncollectible"), "void": ("open", "uncollectible"),
+                 "uncollectible": ("open", "open"), "open": ()}
+_TRANSITION_FIELD = {"open": "finalized_at", "paid": "paid_at", "void": "voided_at",
+                     "uncollectible": "marked_uncollectible_at"}
+
+
+class WebhookRejected(OncebeatError):
+    """A webhook request failed verification (bad signature, too old, not JSON): nothing was read or changed."""
+
+
+def stripe_minor_to_iso(amount: int, currency: str) -> tuple[int | None, str | None]:
+    """Stripe's minor units of ``currency`` (upper case) → ISO 4217 minor units, or (None, reason)."""
+    stripe_exponent = 0 if currency in STRIPE_ZERO_DECIMAL else 3 if currency in STRIPE_THREE_DECIMAL else 2
+    shift = get_currency_precision(currency) - stripe_exponent
+    if shift >= 0:
+        return amount * 10**shift, None
+    if amount % 10**-shift:
+        return None, (f"is {amount} in Stripe's units ({stripe_exponent} decimals), which has a fraction of the "
+                      f"smallest {currency} unit")
+    return amount // 10**-shift, None
+
+
+# --------------------------------------------------------------------------- import
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StripeImport:
+    """What :func:`read_stripe_invoices` found: the import plus what was left out on purpose."""
+
+    data: InvoiceImport
+    drafts: int  # draft invoices: nothing is owed yet
+    nothing_due: int  # finalized invoices with amount_due 0 (a free trial, a 100 % coupon)
+
+
+def _objects(path: Path, source: str) -> Iterator[tuple[int, Any]]:
+    """(line or position, JSON value) for each invoice object in an API list, array, object or JSON lines."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportRejected(f"{source}: cannot read the file ({exc})", [f"{source}:1: cannot read the file"]) from None
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if whole is None:  # JSON lines: one object per line
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, exc
+        return
+    items = whole.get("data") if isinstance(whole, dict) and whole.get("object") == "list" else whole
+    if isinstance(items, dict):
+        items = [items]
+    if not isinstance(items, list):
+        yield 1, ValueError("is neither a Stripe list response, an array of invoices, nor JSON lines")
+        return
+    for position, item in enumerate(items, start=1):
+        yield position, item
+
+
+def _day(seconds: Any, zone: ZoneInfo) -> date | None:
+    if isinstance(seconds, bool) or not isinstance(seconds, int):
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, UTC).astimezone(zone).date()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def invoice_from_stripe(obj: Mapping[str, Any], *, tz: str, due_days: int | None = None
+                        ) -> tuple[Customer | None, Invoice | None, list[tuple[str, Any, str]]]:
+    """Convert one Stripe invoice object: (customer, invoice, problems as (field, value, reason)).
+
+    A draft or an invoice with nothing due gives (None, None, []) — left out, not a problem.
+    """
+    zone = ZoneInfo(tz)
+    problems: list[tuple[str, Any, str]] = []
+    if obj.get("object") not in (None, "invoice"):
+        return None, None, [("object", obj.get("object"), "is not a Stripe invoice")]
+    status = obj.get("status")
+    if status == "draft":
+        return None, None, []
+    if status not in INVOICE_STATUSES:
+        problems.append(("status", status, "is not a Stripe invoice status (open, paid, void, uncollectible)"))
+    texts: dict[str, str] = {}
+    for name in ("number", "customer_email", "customer_name"):
+        value = obj.get(name)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        bad = "is not text" if not isinstance(value, str) else text_reason(value)
+        if bad:
+            problems.append((name, value, bad))
+            continue
+        texts[name] = " ".join(value.split())
+    if "number" not in texts:
+        problems.append(("number", None, "is empty (only finalized invoices have a number)"))
+    email = texts.get("customer_email", "")
+    if not email:
+        problems.append(("customer_email", None, "is empty: set the customer's email in Stripe"))
+    elif email_reason := _check_email(email):
+        problems.append(("customer_email", email, email_reason))
+    currency = str(obj.get("currency") or "").upper()
+    if reason := currency_reason(currency):
+        problems.append(("currency", obj.get("currency"), reason))
+    amount = obj.get("amount_due")
+    minor: int | None = None
+    if isinstance(amount, bool) or not isinstance(amount, int):
+        problems.append(("amount_due", amount, "is not a whole number of minor units"))
+    elif amount <= 0:
+        if amount == 0:
+            return None, None, []
+        problems.append(("amount_due", amount, "is negative"))
+    elif not currency_reason(currency):
+        minor, reason = stripe_minor_to_iso(amount, currency)
+        if reason:
+            problems.append(("amount_due", amount, reason))
+    issued = _day(obj.get("created"), zone)
+    if issued is None or date_range_reason(issued):
+        problems.append(("created", obj.get("created"), "is not a Unix time in the supported range"))
+    due = _day(obj.get("due_date"), zone)
+    if obj.get("due_date") is None and due_days is not None and issued is not None:
+        due = issued + timedelta(days=due_days)
+    if due is None or date_range_reason(due):
+        problems.append(("due_date", obj.get("due_date"),
+                         "is empty (charged automatically?): pass --due-days N" if obj.get("due_date") is None
+                         else "is not a Unix time in the supported range"))
+    elif issued is not None and due < issued:
+        problems.append(("due_date", obj.get("due_date"), f"is before the invoice was created ({issued})"))
+    transitions = obj.get("status_transitions") or {}
+    status_on = _day(transitions.get(_TRANSITION_FIELD.get(str(status), "")), zone)
+    paid_on = status_on if status == "paid" else None
+    if status == "paid" and paid_on is None:
+        problems.append(("status_transitions.paid_at", transitions.get("paid_at"), "is empty, but status is paid"))
+    if problems:
+        return None, None, problems
+    assert issued is not None and due is not None and minor is not None
+    customer = Customer(email=email.lower(), name=texts.get("customer_name") or email.lower(), locale=DEFAULT_LOCALE,
+                        tz=DEFAULT_TZ)
+    invoice = Invoice(number=texts["number"], customer_email=customer.email, currency=currency, amount_due=minor,
+                      issued_on=issued, due_on=due, status=str(status), paid_on=paid_on,
+                      status_on=status_on if status != "open" else None)
+    return customer, invoice, []
+
+
+def read_stripe_invoices(path: Path, *, tz: str, due_days: int | None = None,
+                         source_name: str | None = None) -> StripeImport:
+    """Read a Stripe invoice export (see the module docstring); never raises for a bad invoice.
+
+    Args:
+        tz: the business zone: Unix times become dates there.
+        due_days: due date = created + N days for invoices without ``due_date`` (charged automatically).
+    Raises:
+        ImportRejected: the file cannot be read at all.
+    """
+    path = Path(path)
+    source = source_name if source_name is not None else path.name
+    problems: list[RowProblem] = []
+    customers: dict[str, Customer] = {}
+    invoices: dict[str, tuple[int, Invoice]] = {}
+    rejected: list[tuple[int, dict[str, str]]] = []
+    drafts = nothing_due = rows = 0
+    for where, obj in _objects(path, source):
+        rows += 1
+        if isinstance(obj, Exception) or not isinstance(obj, dict):
+            reason = f"is not a JSON object ({obj})" if isinstance(obj, Exception) else "is not a JSON object"
+            problems.append(RowProblem(line=where, column=None, value=None, reason=reason, source=source))
+            rejected.append((where, {"object": str(obj)[:200]}))
+            continue
+        customer, invoice, found = invoice_from_stripe(obj, tz=tz, due_days=due_days)
+        if invoice is not None and invoice.number in invoices:
+            found = [("number", invoice.number, f"is a duplicate of invoice {invoices[invoice.number][0]}")]
+        if found:
+            problems.extend(RowProblem(line=where, column=name, value=None if value is None else str(value),
+                                       reason=reason, source=source) for name, value, reason in found)
+            rejected.append((where, {k: json.dumps(v) if not isinstance(v, str) else v for k, v in obj.items()
+                                     if k in ("id", "number", "customer_email", "status", "currency", "amount_due")}))
+            continue
+        if invoice is None:
+            drafts += obj.get("status") == "draft"
+            nothing_due += obj.get("status") != "draft"
+            continue
+        assert customer is not None
+        customers.setdefault(customer.email, customer)
+        invoices[invoice.number] = (where, invoice)
+    data = InvoiceImport(customers=list(customers.values()), invoices=[i for _, i in invoices.values()],
+                         problems=sorted(problems, key=lambda p: p.line), rejected_lines=rejected, rows_read=rows,
+                         header=["id", "number", "customer_email", "status", "currency", "amount_due"], source=source)
+    return StripeImport(data=data, drafts=drafts, nothing_due=nothing_due)
+
+
+# --------------------------------------------------------------------------- webhooks
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WebhookOutcome:
+    """What one verified event did: ``applied``, ``duplicate`` (event id seen before), ``stale`` (a transition
+    Stripe's order does not allow from the invoice's current status: a late or reordered event), ``ignored``
+    (an event type or object oncebeat does not act on) or ``invalid`` (the invoice object could not be used)."""
+
+    event_id: str
+    event_type: str
+    outcome: str
+    invoice: str | None = None
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"event": self.event_id, "type": self.event_type, "outcome": self.outcome, "invoice": self.invoice,
+                "detail": self.detail}
+
+
+class StripeWebhooks:
+    """Verify and apply Stripe invoice events on ``store``; ``tz`` is the business zone for dates."""
+
+    def __init__(self, store: Store, *, clock: Clock, secret: str | None, tz: str) -> None:
+        if not secret:
+            raise ConfigError("STRIPE_WEBHOOK_SECRET is not set: copy the signing secret (whsec_…) of the endpoint "
+                              "from the Stripe dashboard into it")
+        self.store = store
+        self.clock = clock
+        self.secret = secret
+        self.tz = tz
+
+    def verify(self, payload: bytes, signature: str | None) -> dict[str, Any]:
+        """The event in ``payload`` if ``signature`` (the ``Stripe-Signature`` header) proves Stripe sent it.
+
+        Raises:
+            WebhookRejected: no or a wrong signature, a timestamp older than 5 minutes, or not a JSON event.
+        """
+        if not signature:
+            raise WebhookRejected("no Stripe-Signature header")
+        try:
+            event = stripe.Webhook.construct_event(payload, signature, self.secret, tolerance=SIGNATURE_TOLERANCE)
+        except stripe.SignatureVerificationError as exc:
+            raise WebhookRejected(f"signature check failed: {exc.user_message or exc}") from None
+        except ValueError as exc:
+            raise WebhookRejected(f"the body is not a JSON event: {exc}") from None
+        data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
+        if not isinstance(data.get("id"), str) or not isinstance(data.get("type"), str):
+            raise WebhookRejected("the event has no id or type")
+        return data
+
+    def handle(self, payload: bytes, signature: str | None) -> WebhookOutcome:
+        """Verify then apply (see :meth:`verify` and :meth:`apply`)."""
+        return self.apply(self.verify(payload, signature))
+
+    def apply(self, event: Mapping[str, Any]) -> WebhookOutcome:
+        """Apply one verified event exactly once (one transaction with its ``stripe_events`` row)."""
+        event_id, kind = str(event["id"]), str(event["type"])
+        obj = (event.get("data") or {}).get("object") or {}
+        number = obj.get("number") if isinstance(obj, dict) and isinstance(obj.get("number"), str) else None
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            claimed = tx.run("stripe_event_claim", id=event_id, type=kind, invoice_number=number,
+                             created=event.get("created") if isinstance(event.get("created"), int) else None,
+                             now=now)
+            if not claimed:
+                return WebhookOutcome(event_id=event_id, event_type=kind, outcome="duplicate", invoice=number,
+                                      detail="this event id was received before; nothing changed")
+            outcome = self._apply(tx, kind, obj, event_id, now)
+            tx.run("stripe_event_finish", id=event_id, outcome=outcome.outcome, detail=outcome.detail)
+        return outcome
+
+    def _apply(self, tx: Tx, kind: str, obj: Any, event_id: str, now: datetime) -> WebhookOutcome:
+        def out(outcome: str, detail: str, number: str | None = None) -> WebhookOutcome:
+            return WebhookOutcome(event_id=event_id, event_type=kind, outcome=outcome, invoice=number, detail=detail)
+
+        if kind not in _EVENT_STATUS:
+            return out("ignored", f"oncebeat does not act on {kind}")
+        if not isinstance(obj, dict) or obj.get("object") != "invoice":
+            return out("invalid", "the event carries no invoice object")
+        customer, invoice, problems = invoice_from_stripe(obj, tz=self.tz)
+        target = _EVENT_STATUS[kind]
+        if invoice is None or customer is None:
+            detail = "; ".join(f"{f}: {r}" for f, _, r in problems) or "a draft, or nothing due"
+            return out("invalid" if problems else "ignored", detail, obj.get("number"))
+        # The event names the transition; the object's own status may already be later (Stripe sends a snapshot).
+        if invoice.status != target:
+            transitions = obj.get("status_transitions") or {}
+            day = _day(transitions.get(_TRANSITION_FIELD[target]), ZoneInfo(self.tz))
+            paid_on = (day or invoice.status_on) if target == "paid" else None
+            invoice = Invoice(number=invoice.number, customer_email=invoice.customer_email, currency=invoice.currency,
+                              amount_due=invoice.amount_due, issued_on=invoice.issued_on, due_on=invoice.due_on,
+                              status=target, paid_on=paid_on if target == "paid" else None, status_on=day)
+            if target == "paid" and invoice.paid_on is None:
+                return out("invalid", "invoice.paid without status_transitions.paid_at", invoice.number)
+        tx.run("upsert_customer_if_absent", email=customer.email, name=customer.name, locale=customer.locale,
+               tz=customer.tz)
+        inserted = tx.run("insert_invoice_if_absent", number=invoice.number, customer_email=customer.email,
+                          currency=invoice.currency, amount_due=invoice.amount_due, issued_on=invoice.issued_on,
+                          due_on=invoice.due_on, status=invoice.status, paid_on=invoice.paid_on,
+                          paid_at=now if invoice.status == "paid" else None, now=now)
+        if inserted:
+            return out("applied", f"new invoice, {invoice.status}", invoice.number)
+        allowed = _ALLOWED_FROM[target]
+        if not allowed:  # finalized: never reopens; refreshes an invoice that is still open
+            if tx.run("refresh_open_invoice", number=invoice.number, amount_due=invoice.amount_due,
+                      due_on=invoice.due_on, now=now):
+                return out("applied", "still open: amount and due date follow Stripe", invoice.number)
+            return out("stale", "not reopened: the invoice is already paid, void or uncollectible (a late or "
+                                "reordered event)", invoice.number)
+        moved = tx.run("transition_invoice", number=invoice.number, status=target, paid_on=invoice.paid_on,
+                       from_a=allowed[0], from_b=allowed[1], now=now)
+        if moved:
+            return out("applied", f"now {target}", invoice.number)
+        return out("stale", f"not moved to {target}: the invoice's current status does not allow it (a late or "
+                            "reordered event)", invoice.number)
