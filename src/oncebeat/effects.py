@@ -53,11 +53,12 @@ from .provenance import Source
 from .store import Json, Store, Tx
 from .timebase import Clock
 
-__all__ = ["EffectLedger", "Holder", "Reconcile", "payload_hash"]
+__all__ = ["EffectLedger", "Holder", "OnDone", "Reconcile", "payload_hash"]
 
 RECORD_ATTEMPTS = 5  # tries to record a done effect through transient store errors
 
 Reconcile = Callable[[str, Any], "tuple[str, Any] | None"]
+OnDone = Callable[[Tx, Any], None]  # (the transaction recording ``done``, fn's result)
 
 
 def payload_hash(payload: Any) -> str:
@@ -81,8 +82,14 @@ class EffectLedger:
         self.source = source
 
     def run(self, key: str, fn: Callable[[], Any], *, holder: Holder, payload: Any = None,
-            reconcile: Reconcile | None = None) -> Any:
+            reconcile: Reconcile | None = None, on_done: OnDone | None = None) -> Any:
         """Run ``fn`` once for ``key`` (see module docstring); return its result or the recorded one.
+
+        ``on_done(tx, result)`` runs inside the transaction that records the key ``done`` after ``fn``
+        returned, so the caller's own record of the effect (e.g. a reminder marked sent) commits with it:
+        no crash can fall between the two. It is not called when the key was already done (the earlier
+        attempt's ``on_done`` committed then) nor on a reconcile. If it raises, the record rolls back and
+        the key stays ``started`` (a later attempt finds it in doubt: the effect did happen).
 
         Raises:
             EffectBusy: another live attempt holds the key.
@@ -105,7 +112,7 @@ class EffectLedger:
             if row["state"] == "done":
                 return row["result"]
             return self._in_doubt(key, fn, holder, payload, reconcile, row)
-        return self._execute(key, fn, holder)
+        return self._execute(key, fn, holder, on_done)
 
     def _decide_existing(self, tx: Any, key: str, digest: str, row: dict[str, Any], holder: Holder, now: Any) -> str:
         if row["payload_hash"] != digest:
@@ -134,7 +141,7 @@ class EffectLedger:
             row["detail"] = detail
         return "in_doubt"
 
-    def _execute(self, key: str, fn: Callable[[], Any], holder: Holder) -> Any:
+    def _execute(self, key: str, fn: Callable[[], Any], holder: Holder, on_done: OnDone | None = None) -> Any:
         try:
             result = fn()
         except EffectOutcomeUnknown as exc:
@@ -159,6 +166,8 @@ class EffectLedger:
                 with self.store.transaction() as tx:
                     tx.run("effect_finish", key=key, from_state="started", state="done", result=Json(result),
                            detail=None, now=self.clock.now(), job_id=holder.job_id, attempt=holder.attempt)
+                    if on_done is not None:
+                        on_done(tx, result)
                 break
             except TransientStoreError:
                 if attempt == RECORD_ATTEMPTS - 1:

@@ -33,10 +33,10 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from . import audit, processes, telemetry
+from . import processes, telemetry
 from .app import App
 from .crashpoints import SimulatedCrash
-from .effects import EffectLedger, Holder, Reconcile
+from .effects import EffectLedger, Holder, OnDone, Reconcile
 from .errors import Discard, EffectBusy, EffectInDoubt, Retry, StoreError
 from .provenance import Source, current_source
 from .queue import Job, Queue
@@ -51,7 +51,13 @@ log = logging.getLogger("oncebeat.worker")
 
 
 class JobContext:
-    """What a handler gets as ``ctx``: the job, the store, the clock, and :meth:`effect`."""
+    """What a handler gets as ``ctx``: the job, its occurrence and business date, effects, enqueueing.
+
+    Attributes:
+        job: the claimed :class:`~oncebeat.queue.Job` (``attempt`` counts from 1).
+        store, clock, queue: the worker's (a handler enqueues follow-up jobs with :meth:`enqueue`).
+        source: the provenance this worker stamps on what it causes (jobs it enqueues, effects).
+    """
 
     def __init__(self, worker: Worker, job: Job) -> None:
         self.job = job
@@ -59,12 +65,24 @@ class JobContext:
         self.store = worker.store
         self.clock = worker.clock
         self.queue = worker.queue
+        self.source: Source = worker.source
+        self._effects = worker.effects
         self._occurrence: dict[str, Any] | None = None
 
-    def effect(self, key: str, fn: Callable[[], Any], *, payload: Any = None, reconcile: Reconcile | None = None) -> Any:
-        """Run side effect ``fn`` at most once for ``key`` (see :mod:`oncebeat.effects`)."""
+    def effect(self, key: str, fn: Callable[[], Any], *, payload: Any = None, reconcile: Reconcile | None = None,
+               on_done: OnDone | None = None) -> Any:
+        """Run side effect ``fn`` at most once for ``key`` (see :mod:`oncebeat.effects`); return its result.
+
+        ``on_done(tx, result)`` commits the caller's own record in the transaction that records the key done.
+        Raises what :meth:`oncebeat.effects.EffectLedger.run` raises (``EffectInDoubt``, ``EffectBusy`` …).
+        """
         holder = Holder(job_id=self.job.id, attempt=self.job.attempt, process_id=self.worker.process_id)
-        return self.worker.effects.run(key, fn, holder=holder, payload=payload, reconcile=reconcile)
+        return self._effects.run(key, fn, holder=holder, payload=payload, reconcile=reconcile, on_done=on_done)
+
+    def effect_state(self, key: str) -> str | None:
+        """The ledger state of ``key`` (``started``, ``done``, ``in_doubt``, ``failed``), None if never claimed."""
+        row = self._effects.get(key)
+        return str(row["state"]) if row else None
 
     def occurrence(self) -> dict[str, Any] | None:
         """The occurrence-ledger row that caused this job (None for jobs not enqueued by a schedule)."""
@@ -78,7 +96,9 @@ class JobContext:
         occ = self.occurrence()
         return occ["business_date"] if occ else None
 
-    def enqueue(self, task: str, args: dict[str, Any] | None = None, *, tx: Tx | None = None, **options: Any) -> int | None:
+    def enqueue(self, task: str, args: dict[str, Any] | None = None, *, tx: Tx | None = None,
+                **options: Any) -> int | None:
+        """Enqueue a follow-up job with this worker's provenance (see :meth:`oncebeat.queue.Queue.enqueue`)."""
         return self.queue.enqueue(task, args, tx=tx, **options)
 
 

@@ -230,6 +230,18 @@ def test_reminder_delivered_then_paid_before_the_outcome_was_recorded_counts_as_
     assert len(harness.messages()) == 1
 
 
+def test_a_reminder_is_sent_in_the_same_commit_as_its_effect_done(harness: Harness) -> None:
+    harness.add_invoices(invoice("INV-12", date(2026, 3, 1)))
+    harness.tick_to(FIRST_FIRE)
+    worker = harness.new_worker("doomed")
+    worker.drain(max_batches=1)  # scan
+    crashpoints.arm("after_effect_record")  # dies right after the effect's done commit
+    with pytest.raises(SimulatedCrash):
+        worker.drain()
+    (row,) = harness.reminders()
+    assert row["state"] == "sent" and row["message_id"] and row["sent_at"]  # no window left between the two
+
+
 def test_invoice_paid_after_a_delivery_of_unknown_outcome_stays_in_doubt_not_skipped(harness: Harness) -> None:
     harness.add_invoices(invoice("INV-11", date(2026, 3, 1)))
     harness.tick_to(FIRST_FIRE)

@@ -416,3 +416,54 @@ def test_a_job_that_finds_its_effect_busy_is_retried_after_a_lease(reminders: Re
     assert reminders.job(contender[0]).state == "completed"
     assert reminders.sent == [7]
     assert reminders.returned == [{"message_id": "<reminder-7@oncebeat.test>"}]
+
+
+# --- on_done: the caller's record commits with the effect's done -----------------------------------
+
+
+def test_on_done_commits_the_callers_record_in_the_transaction_that_records_done(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    with store.transaction() as tx:
+        tx.execute("CREATE TABLE receipts (effect_key TEXT PRIMARY KEY, result TEXT)")
+    holder = Holder(job_id=None, attempt=None, process_id=None)
+
+    def write_receipt(tx: Any, result: Any) -> None:
+        tx.execute("INSERT INTO receipts (effect_key, result) VALUES (%(k)s, %(r)s)" if tx.backend == "postgres"
+                   else "INSERT INTO receipts (effect_key, result) VALUES (:k, :r)", {"k": "receipt:1", "r": result})
+
+    crashpoints.arm("after_effect_record")  # dies right after the commit: both rows are there, or neither
+    with pytest.raises(SimulatedCrash):
+        ledger(store, sim_clock).run("receipt:1", lambda: "sent", holder=holder, on_done=write_receipt)
+    with store.transaction() as tx:
+        assert tx.execute("SELECT effect_key, result FROM receipts") == [{"effect_key": "receipt:1", "result": "sent"}]
+    assert ledger(store, sim_clock).get("receipt:1")["state"] == "done"  # type: ignore[index]
+
+
+def test_an_on_done_that_fails_rolls_the_record_back_and_the_key_is_never_run_again_blindly(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    calls: list[int] = []
+
+    def broken(tx: Any, result: Any) -> None:
+        raise RuntimeError("bookkeeping failed")
+
+    with pytest.raises(RuntimeError, match="bookkeeping failed"):
+        ledger(store, sim_clock).run("receipt:2", lambda: calls.append(1), holder=Holder(job_id=None, attempt=None,
+                                                                                           process_id=None),
+                                     on_done=broken)
+    assert ledger(store, sim_clock).get("receipt:2")["state"] == "started"  # type: ignore[index]
+    assert calls == [1]
+
+
+def test_a_job_context_tells_the_ledger_state_of_a_key(reminders: Reminders) -> None:
+    states: list[str | None] = []
+    app = App()
+
+    @app.task()
+    def look(ctx: Any) -> None:
+        states.append(ctx.effect_state("reminder:7"))
+
+    reminders.enqueue(7)
+    reminders.new_process().drain()
+    Queue(reminders.store, clock=reminders.clock, source=current_source("api"), app=app).enqueue("look")
+    Worker(app, reminders.store, clock=reminders.clock).drain()
+    assert states == ["done"]

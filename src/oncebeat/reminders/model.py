@@ -11,9 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-__all__ = ["Customer", "Invoice", "Payment", "INVOICE_STATUSES"]
+__all__ = ["Customer", "Invoice", "Payment", "INVOICE_STATUSES", "reminder_key", "reminder_id_of_key"]
 
 INVOICE_STATUSES = ("open", "paid", "void", "uncollectible")
+_KEY_PREFIX = "reminder:"  # the SQL of the scan spells it too: 'reminder:' || r.id
+
+
+def reminder_key(reminder_id: int) -> str:
+    """The effect key and send job's unique key of reminder ``reminder_id``: ``reminder:<id>``."""
+    return f"{_KEY_PREFIX}{reminder_id}"
+
+
+def reminder_id_of_key(key: str) -> int | None:
+    """The reminder id in an effect or unique key made by :func:`reminder_key`; None for any other key."""
+    head, _, tail = key.partition(":")
+    return int(tail) if f"{head}:" == _KEY_PREFIX and tail.isdigit() else None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from email.headerregistry import Address
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import telemetry
 from ..effects import EffectLedger
@@ -44,9 +44,12 @@ from ..queue import Queue
 from ..store import Json, Store, Tx
 from ..timebase import Clock
 from .importing import InvoiceImport, RowProblem
-from .model import Customer, Invoice, Payment
+from .model import Customer, Invoice, Payment, reminder_id_of_key, reminder_key
 from .policy import Policy
 from .render import RenderedEmail, Renderer
+
+if TYPE_CHECKING:
+    from ..worker import JobContext
 
 __all__ = ["ReminderService", "ScanResult", "SEND_TASK", "SCAN_TASK", "stage_cutoffs"]
 
@@ -175,7 +178,7 @@ class ReminderService:
         return result
 
     # --- send ---------------------------------------------------------------------------------
-    def send(self, ctx: Any, reminder_id: int) -> str:
+    def send(self, ctx: JobContext, reminder_id: int) -> str:
         """The send task's body; returns the reminder's final state. ``ctx`` is a JobContext."""
         rows = self.store.read("get_reminder_for_send", id=reminder_id)
         if not rows:
@@ -194,14 +197,14 @@ class ReminderService:
                                     f"{type(exc).__name__}: {exc}")
             raise
 
-    def _send(self, ctx: Any, reminder_id: int, r: dict[str, Any]) -> str:
+    def _send(self, ctx: JobContext, reminder_id: int, r: dict[str, Any]) -> str:
         if r["state"] != "pending":
             return str(r["state"])  # already decided by an earlier job: nothing to do
-        key = f"reminder:{reminder_id}"
-        earlier = ctx.worker.effects.get(key)
+        key = reminder_key(reminder_id)
+        earlier = ctx.effect_state(key)
         # If an earlier attempt started the delivery, the ledger decides (sent, in doubt or busy), whatever
         # happened to the invoice since: calling it skipped could hide an email that went out.
-        if (earlier is None or earlier["state"] == "failed") and r["status"] != "open":
+        if earlier in (None, "failed") and r["status"] != "open":
             reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
             return self._finish(reminder_id, "skipped", reason)
         rendered, message_id = self._render(r)
@@ -220,9 +223,15 @@ class ReminderService:
             except DeliveryUnknown as exc:  # sent, but no final reply: never resend blindly (G4)
                 raise EffectOutcomeUnknown(str(exc)) from exc
 
+        recorded: list[bool] = []
+
+        def mark_sent(tx: Tx, result: Any) -> None:  # commits with the effect's done: one transaction per email
+            self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now(), tx=tx)
+            recorded.append(True)
+
         try:
-            ctx.effect(key, deliver,
-                       payload={"invoice": r["number"], "stage": r["stage"], "to": r["email"]})
+            ctx.effect(key, deliver, payload={"invoice": r["number"], "stage": r["stage"], "to": r["email"]},
+                       on_done=mark_sent)
         except EffectInDoubt as exc:
             return self._finish(reminder_id, "in_doubt", str(exc), message_id=message_id)
         except PermanentMailError as exc:
@@ -231,6 +240,9 @@ class ReminderService:
             if ctx.job.attempt >= ctx.job.max_attempts:
                 return self._finish(reminder_id, "failed", f"gave up after {ctx.job.attempt} attempts: {exc}")
             raise Retry(f"SMTP temporary failure: {exc}") from exc
+        if recorded:
+            return "sent"
+        # Done by an earlier attempt or by a reconcile: its own transaction records the reminder (if still pending).
         return self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now())
 
     def _finish(self, reminder_id: int, state: str, reason: str | None, *, message_id: str | None = None,
@@ -260,9 +272,9 @@ class ReminderService:
             if not ledger.resolve(key, outcome, tx=tx):
                 raise OncebeatError(f"effect {key!r} is unknown or not in doubt; `oncebeat effects list "
                                     "--state in_doubt` lists the keys that need a decision")
-            if not key.startswith("reminder:"):
+            reminder_id = reminder_id_of_key(key)
+            if reminder_id is None:
                 return f"{key}: resolved {outcome}"
-            reminder_id = int(key.split(":", 1)[1])
             rows = tx.run("get_reminder_for_send", id=reminder_id)
             if not rows or rows[0]["state"] != "in_doubt":
                 return f"{key}: resolved {outcome} (reminder {reminder_id} was not in doubt)"
@@ -275,7 +287,7 @@ class ReminderService:
             self._finish(reminder_id, "pending", "resolved by operator: not delivered; sending again", tx=tx,
                          from_state="in_doubt")
             queue.enqueue(SEND_TASK, {"reminder_id": reminder_id}, tx=tx, max_attempts=SEND_MAX_ATTEMPTS,
-                          unique_key=f"reminder:{reminder_id}")
+                          unique_key=reminder_key(reminder_id))
             return (f"{key}: resolved not_done; reminder {reminder_id} ({r['number']} stage {r['stage']}) "
                     "will be sent again")
 
@@ -319,7 +331,7 @@ class ReminderService:
         ledger = EffectLedger(self.store, clock=self.clock, source=current_source("api"))
         reminders = self.store.read("reminders_of_invoice", invoice_id=rows[0]["id"])
         for r in reminders:
-            r["effect"] = ledger.get(f"reminder:{r['id']}")
+            r["effect"] = ledger.get(reminder_key(r["id"]))
         return {"invoice": rows[0], "reminders": reminders}
 
     # --- reports ------------------------------------------------------------------------------

@@ -8,10 +8,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..app import App
 from ..errors import Discard
+from ..worker import JobContext
 from . import metrics as reminder_metrics
 from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
 
@@ -27,15 +26,15 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
     reminder_metrics.install()
 
     @app.task(SCAN_TASK, max_attempts=10)
-    def scan(ctx: Any) -> None:
+    def scan(ctx: JobContext) -> None:
         occurrence = ctx.occurrence()
         if occurrence is None:
             raise Discard("reminders.scan needs an occurrence; run `oncebeat trigger reminders` instead of enqueueing it")
         service.scan(occurrence_id=occurrence["id"], business_date=occurrence["business_date"],
-                     source=ctx.worker.source)
+                     source=ctx.source)
 
     @app.task(SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS)
-    def send(ctx: Any, reminder_id: int) -> None:
+    def send(ctx: JobContext, reminder_id: int) -> None:
         service.send(ctx, reminder_id)
 
     app.schedule(SCHEDULE_KEY, policy.schedule, tz=policy.tz, task=SCAN_TASK, catchup=policy.catchup,

@@ -40,6 +40,7 @@ from zoneinfo import ZoneInfo
 
 from ..app import ScheduleDef
 from ..mail import read_maildir
+from ..reminders.model import reminder_key
 from ..store import Store
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
@@ -213,7 +214,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     doubt = inv["in-doubt-bounded"]
     doubt.checked = len(in_doubt)
     for r in in_doubt:
-        e = effects.get(f"reminder:{r['id']}")
+        e = effects.get(reminder_key(r["id"]))
         if e is None or e["state"] != "in_doubt":
             doubt.fail(f"{r['number']} stage {r['stage']} is in_doubt but its effect is "
                        f"{e['state'] if e else 'missing'}")
