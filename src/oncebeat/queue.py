@@ -72,7 +72,7 @@ class Job:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:
-        return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+        return cls(**{name: row[name] for name in cls.__slots__})
 
 
 def backoff_seconds(attempt: int, *, base: float = 2.0, cap: float = 3600.0, rng: random.Random | None = None) -> float:
@@ -84,7 +84,7 @@ def backoff_seconds(attempt: int, *, base: float = 2.0, cap: float = 3600.0, rng
         Seconds to wait before the next attempt.
     """
     raw = min(cap, base * (2 ** max(0, attempt - 1)))
-    return raw * (rng or random).uniform(0.8, 1.2)
+    return float(raw * (rng or random).uniform(0.8, 1.2))
 
 
 class Queue:

@@ -182,17 +182,17 @@ class _Profile:
 
 def _round_amount(rng: random.Random, major: float, currency: str) -> int:
     """Minor units of a realistic-looking amount near ``major``."""
-    precision = get_currency_precision(currency)
+    precision: int = get_currency_precision(currency)
     if precision == 0:
         step = 100 if major >= 10_000 else 10
-        return max(step, int(round(major / step)) * step)
-    unit = 10**precision
+        return max(step, round(major / step) * step)
+    unit: int = 10**precision
     style = rng.random()
     if style < 0.3 and major >= 200:
-        return max(unit, int(round(major / 50)) * 50 * unit)  # a round fee, e.g. 1,250.00
+        return max(unit, round(major / 50) * 50 * unit)  # a round fee, e.g. 1,250.00
     if style < 0.6:
-        return max(unit, int(round(major)) * unit)  # whole units
-    return max(1, int(round(major * unit)))  # with cents
+        return max(unit, round(major) * unit)  # whole units
+    return max(1, round(major * unit))  # with cents
 
 
 def _weekday(day: date) -> date:
@@ -465,7 +465,7 @@ def chinook_book(
 
 
 def _format_amount(minor: int, currency: str) -> str:
-    precision = get_currency_precision(currency)
+    precision: int = get_currency_precision(currency)
     return f"{Decimal(minor).scaleb(-precision):.{precision}f}"
 
 

@@ -444,7 +444,7 @@ def _unknown_key(where: str, key: str, allowed: list[str]) -> str:
     return f"{where} is not a known key.{hint} Allowed keys: {', '.join(allowed)}."
 
 
-def policy_from_dict(data: dict, source: str = "<dict>", *, base_dir: Path | None = None) -> Policy:
+def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: Path | None = None) -> Policy:
     """Validate parsed TOML data (``{"schedule": {...}, ...}``) into a :class:`Policy`.
 
     ``source`` names the origin in error messages. A relative ``templates``
@@ -482,7 +482,7 @@ def policy_from_dict(data: dict, source: str = "<dict>", *, base_dir: Path | Non
             except _Invalid as inv:
                 problems.append(_describe(where, inv))
                 continue
-            if name == "templates" and value is not None:
+            if name == "templates" and isinstance(value, Path):
                 value = value.expanduser()
                 if base_dir is not None:
                     if not value.is_absolute():

@@ -244,7 +244,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         for m in messages:
             match.checked += 1
             r = by_mid.get(m.message_id)
-            pair = (m.headers.get("X-Oncebeat-Invoice"), int(m.headers.get("X-Oncebeat-Stage") or -10**6))
+            pair = (m.headers.get("X-Oncebeat-Invoice") or "", int(m.headers.get("X-Oncebeat-Stage") or -10**6))
             owner = r or by_pair.get(pair)
             if owner is None or owner["state"] not in ("sent", "in_doubt"):
                 match.fail(f"{m.message_id} ({pair[0]} stage {pair[1]}) was delivered but its reminder is "

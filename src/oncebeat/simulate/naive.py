@@ -193,7 +193,7 @@ def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int
     for number, _stage, at in sent_log:
         if not is_open(number, at):
             report.sent_after_paid += 1
-    delivered = {(n, int(s)) for n, s in pairs}
+    delivered = {(n, int(s) if s else -1) for n, s in pairs}
     for number, stage, at in sent_log:
         business = at.astimezone(zone).date()
         inv = next(i for i in invoices if i.number == number)

@@ -351,14 +351,14 @@ class _Sim:
                     pending_start.add("primary")
             # 3. clocks
             for name in sorted(clocks):
-                c = clocks[name]
-                if c is None:
+                clk = clocks[name]
+                if clk is None:
                     continue
                 if name in pending_start:
-                    if attempt(c.start):
+                    if attempt(clk.start):
                         pending_start.discard(name)
                     continue
-                attempt(c.tick)
+                attempt(clk.tick)
             # 4. workers: rescue, then drain
             attempt(workers[0].rescue)
             self._drain(workers, app, store, clock, sink, service)
@@ -366,7 +366,8 @@ class _Sim:
             if now >= t_settled:
                 break
             candidates = [t_settled, now + MAX_STEP]
-            candidates += [t for c in clocks.values() if c is not None and (t := c.next_fire_at()) is not None]
+            fires = [k.next_fire_at() for k in clocks.values() if k is not None]
+            candidates += [t for t in fires if t is not None]
             if payments:
                 candidates.append(payment_instant(payments[0], policy.tz))
             if events:

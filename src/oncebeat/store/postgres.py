@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -132,7 +132,7 @@ class PostgresStore(Store):
     def transaction(self) -> Iterator[Tx]:
         try:
             with self._pool.connection() as conn, conn.transaction():
-                yield _PgTx(self, conn)
+                yield _PgTx(self, cast("psycopg.Connection[dict[str, Any]]", conn))  # kwargs set dict_row
         except psycopg.Error as exc:
             raise _translate(exc, "transaction", self.url) from exc
 
