@@ -12,11 +12,21 @@ import os
 import socket
 import sys
 from dataclasses import dataclass, replace
+from importlib import metadata
 from typing import Any
 
 __all__ = ["Source", "current_source", "VERSION", "SOURCE_KINDS"]
 
-VERSION = "0.1.0"
+
+def _installed_version() -> str:
+    """The version of the installed distribution (pyproject.toml), "0+unknown" when run from an uninstalled tree."""
+    try:
+        return metadata.version("oncebeat")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+VERSION = _installed_version()
 SOURCE_KINDS = ("clock", "worker", "manual", "cli", "api", "retry", "rescue", "simulator")
 
 

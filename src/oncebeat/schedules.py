@@ -195,11 +195,6 @@ def _transition_instant(zone: ZoneInfo, before: datetime, after: datetime) -> da
     return datetime.fromtimestamp(hi, UTC)
 
 
-def _wall_of(zone: ZoneInfo, instant: datetime) -> datetime:
-    """Naive local wall time of the aware ``instant`` in ``zone``."""
-    return instant.astimezone(zone).replace(tzinfo=None)
-
-
 # --------------------------------------------------------------------------
 # Validation
 # --------------------------------------------------------------------------
@@ -418,7 +413,8 @@ class Schedule:
         if self._period is not None:
             return f"{self._label} (elapsed time from the Unix epoch; DST does not apply; shown in {self.tz})"
         if self._wildcard:
-            return f"{self._label} in {self.tz} (DST: wildcard job, follows real time: none in a gap, both passes of a fold)"
+            return (f"{self._label} in {self.tz} (DST: wildcard job, follows real time: none in a gap, "
+                    "both passes of a fold)")
         return f"{self._label} in {self.tz} (DST: gap {self.dst_gap}, fold {self.dst_fold})"
 
     def local(self, instant: datetime) -> datetime:
@@ -551,7 +547,8 @@ def _business_period(expression: str, tz: str, dst_gap: str, dst_fold: str) -> s
     for instant in sched.between(_PERIOD_PROBE_START, _PERIOD_PROBE_START + _PERIOD_PROBE_LENGTH):
         d = sched.local(instant).date()
         iso = d.isocalendar()
-        for period, label in (("day", (d.toordinal(), 0)), ("week", (iso.year, iso.week)), ("month", (d.year, d.month))):
+        periods = (("day", (d.toordinal(), 0)), ("week", (iso.year, iso.week)), ("month", (d.year, d.month)))
+        for period, label in periods:
             if label in seen[period]:
                 once[period] = False
             seen[period].add(label)

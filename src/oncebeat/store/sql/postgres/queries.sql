@@ -60,9 +60,6 @@ SELECT * FROM schedule_sets ORDER BY first_seen_at DESC, hash DESC LIMIT 1;
 -- name: get_schedule_set
 SELECT * FROM schedule_sets WHERE hash = :hash;
 
--- name: promote_schedule_set
-UPDATE schedule_sets SET first_seen_at = :now WHERE hash = :hash;
-
 -- name: last_fires
 SELECT schedule_key, MAX(fire_at) AS last_fire_at FROM occurrences
 WHERE outcome <> 'manual' GROUP BY schedule_key;
@@ -128,9 +125,6 @@ ON CONFLICT DO NOTHING;
 
 -- name: get_job
 SELECT * FROM jobs WHERE id = :id;
-
--- name: get_job_by_unique_key
-SELECT * FROM jobs WHERE unique_key = :unique_key ORDER BY id DESC LIMIT 1;
 
 -- name: list_jobs
 SELECT * FROM jobs
@@ -244,12 +238,6 @@ ORDER BY id;
 
 -- name: prune_events
 DELETE FROM events WHERE at < :before;
-
--- name: prune_jobs
-DELETE FROM jobs WHERE state IN ('completed', 'discarded', 'cancelled') AND finished_at < :before;
-
--- Read verbs for operators (dashboard, /metrics). Each reads an index sized by unfinished work or by its
--- page, never the whole history.
 
 -- name: list_running_processes
 SELECT * FROM processes WHERE stopped_at IS NULL ORDER BY id;

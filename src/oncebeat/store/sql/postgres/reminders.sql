@@ -42,10 +42,6 @@ UPDATE invoices SET status = 'paid', paid_on = :paid_on, paid_at = :now, updated
 WHERE number = :number AND status = 'open'
 RETURNING id;
 
--- name: set_invoice_status
-UPDATE invoices SET status = :status, paid_on = :paid_on, updated_at = :now WHERE number = :number
-RETURNING id;
-
 -- name: scan_insert_reminders
 -- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD"} where cutoff = business date - N days;
 -- a stage is due when due_on <= cutoff. Only the highest newly-due stage of an invoice is pending;
