@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from .errors import ImportRejected, OncebeatError
+from .redact import RedactingFilter, redact_url, remember_secrets
 
 CONFIG_OPTION = click.option("--config", type=click.Path(path_type=Path), default=None,
                              help="Policy file (default ./oncebeat.toml, or ONCEBEAT_CONFIG).")
@@ -31,6 +32,9 @@ TIME_SOURCE_OPTION = click.option(
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # no password in any log line, whoever wrote it (drivers too)
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
 
 
 def _print_json(data: Any) -> None:
@@ -72,6 +76,10 @@ def _parse_date(text: str | None, what: str) -> date | None:
 @click.version_option(package_name="oncebeat")
 def cli(verbose: bool) -> None:
     """oncebeat: scheduled jobs that run exactly once, and overdue-invoice reminders built on them."""
+    import os
+
+    for name in ("DATABASE_URL", "SMTP_URL"):
+        remember_secrets(os.environ.get(name))
     _setup_logging(verbose)
 
 
@@ -258,8 +266,8 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
     except ImportRejected as exc:
         if errors_file is not None:
             write_problems(errors_file, exc.problems)
-        click.echo(f"error: {exc}", err=True)
-        _echo_problems(list(exc.problems), errors_file)
+        click.echo(redact_url(f"error: {exc}"), err=True)
+        _echo_problems([redact_url(str(p)) for p in exc.problems], errors_file)
         sys.exit(2)
     finally:
         rt.close()
@@ -887,11 +895,11 @@ def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except ImportRejected as exc:
-        click.echo(f"error: {exc}", err=True)
-        _echo_problems(list(exc.problems), None)
+        click.echo(redact_url(f"error: {exc}"), err=True)
+        _echo_problems([redact_url(str(p)) for p in exc.problems], None)
         sys.exit(2)
     except OncebeatError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(redact_url(f"error: {exc}"), err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

@@ -1,20 +1,163 @@
-"""Masking secrets in text that may reach a log, an error message or a report.
+"""Masking secrets in text that may reach a screen, a log, an error message, JSON or the audit trail.
 
-One rule for every URL-like credential (``DATABASE_URL``, ``SMTP_URL``), with or
-without a scheme: ``scheme://user:secret@host`` and ``user:secret@host`` both
-become ``…user:***@host``.
+One rule for every URL the project prints (``DATABASE_URL``, ``SMTP_URL``), well-formed or not,
+applied by :func:`redact_url` in three layers:
+
+1. **Passwords in the userinfo**: ``scheme://user:secret@host`` and ``user:secret@host`` become
+   ``…user:***@host``. The password runs to the *last* ``@`` of the token, so an unencoded ``@``,
+   ``/``, ``?`` or ``#`` in it is still hidden (hiding too much beats showing a secret).
+2. **Secret query parameters and libpq ``key=value`` options**: in a query (``?…&…``) the values
+   of ``password``, ``passfile``, ``sslpassword``, ``token``, ``key`` and any name ending in
+   ``password``, ``passfile``, ``token``, ``secret`` or ``key`` become ``***``; in libpq's
+   ``password=… host=…`` form, those of the names ending in ``password``, ``passfile`` or
+   ``secret``.
+3. **Secrets seen before**: :func:`remember_secrets` (called for every URL the project is given,
+   by ``open_store``, the stores, ``parse_smtp_url`` and the CLI) records each password and
+   secret parameter, percent-decoded too, with the pieces an unencoded ``/ @ ? # : space " '``
+   splits it into. Any of them found anywhere in a text is masked, so a driver's
+   ``failed to resolve host 'S3cret@127.0.0.1'`` (libpq cut the URL at another ``@``) or
+   ``invalid port`` shows ``***`` instead. Pieces shorter than
+   :data:`MIN_REMEMBERED` characters are not remembered (they would mask ordinary words); the
+   structural layers 1-2 still hide them inside URLs.
+
+:class:`RedactingFilter` applies the same rule to every log record it sees; the CLI installs it on
+its log handler.
+
+Example::
+
+    >>> redact_url("postgresql://app:pa/ss@db.example.test/app?sslpassword=x&sslmode=require")
+    'postgresql://app:***@db.example.test/app?sslpassword=***&sslmode=require'
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
+from urllib.parse import unquote
 
-__all__ = ["redact_url"]
+__all__ = ["redact_url", "remember_secrets", "forget_secrets", "RedactingFilter", "SECRET_PARAMETERS", "MIN_REMEMBERED"]
 
-# user:password@ (the password may hold '@' and ':') after "://", at the start, or after whitespace/quote/paren/equals.
-_CREDENTIAL = re.compile(r"""(?P<head>(?:://|^|(?<=[\s'"(=]))[^\s:/@'"]*:)(?P<pw>[^\s/'"]*)@""")
+#: Query / conninfo parameters whose values are secrets (names ending in these are secret too).
+SECRET_PARAMETERS = ("password", "passfile", "sslpassword", "token", "key", "secret")
+#: The shortest remembered secret (or piece of one) masked wherever it appears in free text.
+MIN_REMEMBERED = 3
+
+MASK = "***"
+
+# user:password@ after "://", at the start, or after whitespace/quote/paren/equals. The user holds no
+# ':' '/' '@' (and a scheme's 'postgresql:' followed by '//' is no user); the password runs greedily to the
+# last '@' before whitespace or a quote.
+_USERINFO = re.compile(r"""(?P<head>(?:://|^|(?<=[\s'"(=<]))[^\s:/@'"<>]*:)(?!//)(?P<pw>[^\s'"<>]*)@""")
+# name=value in a URL query (after ? & ;) for any secret name; in libpq's "password=… host=…" form
+# (after whitespace, a quote, a parenthesis, a comma or the start) only for the *password* names, so a
+# log line's "key=reminder:7" stays readable.
+_VALUE = r"""(?P<value>'(?:[^'\\]|\\.)*'|"[^"]*"|[^&\s'"#)]*)"""
+_QUERY_PARAM = re.compile(
+    rf"""(?P<head>(?<=[?&;])(?i:[A-Za-z_]*(?:password|passfile|token|secret|key))\s*=\s*){_VALUE}"""
+)
+_CONNINFO_PARAM = re.compile(
+    rf"""(?P<head>(?:^|(?<=[\s'"(,]))(?i:[A-Za-z_]*(?:password|passfile|secret))\s*=\s*){_VALUE}"""
+)
+_PARAMS = (_QUERY_PARAM, _CONNINFO_PARAM)
+# What an unencoded password is cut into by URL parsers and error messages.
+_PIECES = re.compile(r"""[/@?#:\s"'&=;,%]+""")
+# A host[:port] after the userinfo '@': what makes an '@' the end of the password.
+_HOST_AFTER_AT = re.compile(r"@[A-Za-z0-9.\-_\[\]:%]*(?=[/?#]|$)")
+
+_lock = threading.Lock()
+_remembered: set[str] = set()
+_pattern: re.Pattern[str] | None = None
+
+
+def _userinfo_password(url: str) -> str | None:
+    """The password of ``url``'s userinfo as written (``None`` if it has none), tolerating unencoded specials."""
+    text = url.strip()
+    start = text.find("://")
+    start = start + 3 if start != -1 else 0
+    # The userinfo ends at the last '@' followed by something host-like: 'u:p@ss@host/db' -> 'u:p@ss'.
+    ends = [m.start() for m in _HOST_AFTER_AT.finditer(text, start)]
+    end = ends[-1] if ends else text.rfind("@")
+    if end < start:
+        return None
+    user, colon, password = text[start:end].partition(":")
+    return password if colon else None
+
+
+def _param_values(url: str) -> list[str]:
+    return [m.group("value").strip("'\"") for p in _PARAMS for m in p.finditer(url)]
+
+
+def _candidates(secret: str) -> set[str]:
+    out = {secret, unquote(secret)}
+    for s in list(out):
+        out.update(_PIECES.split(s))
+    return {s for s in out if len(s) >= MIN_REMEMBERED}
+
+
+def remember_secrets(url: str | None) -> None:
+    """Record the secrets of ``url`` (password, secret query parameters) so every later redaction hides them.
+
+    Safe to call with any text, several times, from any thread; ``None`` and URLs without secrets are
+    ignored. The secrets are kept in this process's memory only.
+    """
+    if not url:
+        return
+    found: set[str] = set()
+    password = _userinfo_password(url)
+    if password:
+        found |= _candidates(password)
+    for value in _param_values(url):
+        found |= _candidates(value)
+    if not found - _remembered:
+        return
+    global _pattern
+    with _lock:
+        _remembered.update(found)
+        alternatives = sorted(_remembered, key=len, reverse=True)  # longest first: no piece left half-masked
+        _pattern = re.compile("|".join(re.escape(s) for s in alternatives))
 
 
 def redact_url(text: str) -> str:
-    """Return ``text`` with the password of every ``user:password@host`` replaced by ``***``."""
-    return _CREDENTIAL.sub(lambda m: f"{m.group('head')}***@", text)
+    """Return ``text`` with every password and secret URL parameter replaced by ``***``.
+
+    Args:
+        text: A URL, or any message that may contain one or pieces of one (a driver error).
+
+    Returns:
+        str: The text with the userinfo password, secret parameter values and every secret recorded by
+        :func:`remember_secrets` masked (see the module docstring for the rules).
+    """
+    text = str(text)
+    pattern = _pattern
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
+    text = _USERINFO.sub(lambda m: f"{m.group('head')}{MASK}@", text)
+    for param in _PARAMS:
+        text = param.sub(lambda m: f"{m.group('head')}{MASK}" if m.group("value") else m.group(0), text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that masks secrets (:func:`redact_url`) in every record's message and traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact_url(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None:
+            # Render the traceback now, masked, so the handler prints that instead of the raw one.
+            record.exc_text = redact_url(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        if record.exc_text:
+            record.exc_text = redact_url(record.exc_text)
+        return True
+
+
+def forget_secrets() -> None:
+    """Forget every secret :func:`remember_secrets` recorded (tests; a process that rotated its credentials)."""
+    global _pattern
+    with _lock:
+        _remembered.clear()
+        _pattern = None

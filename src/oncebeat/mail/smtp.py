@@ -80,7 +80,7 @@ from oncebeat.errors import (
     TransientMailError,
 )
 from oncebeat import telemetry
-from oncebeat.redact import redact_url
+from oncebeat.redact import redact_url, remember_secrets
 
 from .message import idna_domain
 
@@ -111,7 +111,8 @@ _FALSE = {"0", "false", "no", "off"}
 
 
 def _bad(problem: str) -> ConfigError:
-    return ConfigError(f"SMTP_URL: {problem}")
+    # Pieces of the URL quoted in a problem (path, port, query) may be pieces of an unencoded password.
+    return ConfigError(redact_url(f"SMTP_URL: {problem}"))
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ def parse_smtp_url(url: str) -> SmtpUrl:
     if not isinstance(url, str) or not url.strip():
         raise _bad("is empty; expected e.g. smtp://localhost:1025 or smtp+starttls://user:password@mail.example.com")
     text = url.strip()
+    remember_secrets(text)
     shown = redact_url(text)
     if "://" not in text:
         raise _bad(f"{shown!r} is not a URL; expected smtp://host[:port], smtp+starttls://... or smtps://...")
@@ -246,6 +248,21 @@ def parse_smtp_url(url: str) -> SmtpUrl:
             raise _bad(f"the {label} must be ASCII (percent-encode special characters)")
     port = explicit_port if explicit_port is not None else _DEFAULT_PORTS[security]
     return SmtpUrl(security=security, host=host, port=port, username=username, password=password, timeout=timeout)
+
+
+_warned_clear_text: set[str] = set()
+
+
+def _warn_clear_text_auth(url: SmtpUrl) -> None:
+    """Warn once per process and URL when ``AUTH`` would send the password unencrypted (``smtp://user:pass@``)."""
+    if url.security != "plain" or url.username is None or url.password is None:
+        return
+    shown = url.redacted()
+    if shown in _warned_clear_text:
+        return
+    _warned_clear_text.add(shown)
+    log.warning("SMTP_URL %s logs in without TLS: the password crosses the network in clear text; use "
+                "smtp+starttls:// or smtps://", shown, extra={"event": "mail.clear_text_auth"})
 
 
 def _mail_error(
@@ -377,6 +394,7 @@ class Mailer:
     ) -> None:
         self.url: SmtpUrl = parse_smtp_url(url) if isinstance(url, str) else url
         self.timeout: float = self.url.timeout if self.url.timeout is not None else float(timeout)
+        _warn_clear_text_auth(self.url)
         self._ssl_context = ssl_context
         self._local_hostname = local_hostname
         self._conn: smtplib.SMTP | None = None

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
+from ..redact import remember_secrets
 from .base import Json, Store, Tx, redact_url
 
 __all__ = ["Json", "Store", "Tx", "open_store", "redact_url"]
@@ -25,6 +26,7 @@ def open_store(url: str, *, create: bool = True) -> Store:
         ConfigError: unknown scheme.
         StoreError: the database cannot be opened or reached (message names the URL, password masked).
     """
+    remember_secrets(url)
     if url.startswith("sqlite:"):
         from .sqlite import SqliteStore
 

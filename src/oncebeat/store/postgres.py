@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ..errors import MigrationError, StoreError, TransientStoreError
+from ..redact import remember_secrets
 from .base import Json, Store, Tx, redact_url
 from .sqlfiles import load_migrations, load_queries, split_statements
 
@@ -44,8 +45,8 @@ def _params(params: Mapping[str, Any]) -> dict[str, Any]:
 def _translate(exc: psycopg.Error, what: str, url: str) -> StoreError:
     if isinstance(exc, (psycopg.OperationalError, psycopg.errors.SerializationFailure,
                         psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable)):
-        return TransientStoreError(f"{what} on {redact_url(url)}: {type(exc).__name__}: {exc}")
-    return StoreError(f"{what}: {type(exc).__name__}: {exc}")
+        return TransientStoreError(redact_url(f"{what} on {url}: {type(exc).__name__}: {exc}"))
+    return StoreError(redact_url(f"{what}: {type(exc).__name__}: {exc}"))
 
 
 class _PgTx(Tx):
@@ -90,11 +91,12 @@ class PostgresStore(Store):
     backend = "postgres"
 
     def __init__(self, url: str) -> None:
+        remember_secrets(url)  # every later message (driver errors too) masks this URL's password
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 - parses the port, raising ValueError when it is not a number
         except ValueError as exc:
-            raise StoreError(f"DATABASE_URL {redact_url(url)!r} is not a valid URL: {exc}") from None
+            raise StoreError(redact_url(f"DATABASE_URL {redact_url(url)!r} is not a valid URL: {exc}")) from None
         options = dict(parse_qsl(parts.query))
         self.schema = options.pop("schema", None)
         if self.schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", self.schema):
@@ -124,9 +126,9 @@ class PostgresStore(Store):
             self._pool.open(wait=True, timeout=10)
         except Exception as exc:  # psycopg_pool raises PoolTimeout with the connect error chained
             self._pool.close()
-            raise StoreError(
+            raise StoreError(redact_url(
                 f"cannot connect to {self.url}: {exc}. Is the PostgreSQL server running and DATABASE_URL right?"
-            ) from exc
+            )) from None
 
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
@@ -158,7 +160,7 @@ class PostgresStore(Store):
                     conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
                     applied.append(version)
         except psycopg.Error as exc:
-            raise MigrationError(f"migrating {self.url}: {exc}") from exc
+            raise MigrationError(redact_url(f"migrating {self.url}: {exc}")) from exc
         return applied
 
     def applied_migrations(self) -> list[int]:

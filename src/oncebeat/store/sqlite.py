@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..errors import MigrationError, StoreError, TransientStoreError
 from ..timebase import SystemClock
-from .base import Json, Store, Tx, instant_text
+from .base import Json, Store, Tx, instant_text, redact_url
 from .sqlfiles import load_migrations, load_queries, split_statements
 
 __all__ = ["SqliteStore"]
@@ -127,20 +127,20 @@ class SqliteStore(Store):
     backend = "sqlite"
 
     def __init__(self, url: str, *, create: bool = True) -> None:
+        self.url = redact_url(url)  # a ?key= or ?token= option never reaches a message
         parts = urlsplit(url)
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         if not path:
-            raise StoreError(f"{url}: no database file in the URL; use sqlite:///oncebeat.db")
+            raise StoreError(f"{self.url}: no database file in the URL; use sqlite:///oncebeat.db")
         options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        self.url = url
         self.path = path
         self.busy_timeout = _busy_timeout(options.get("busy_timeout", "30"), url)
         self.synchronous = options.get("synchronous", "full").upper()
         if self.synchronous not in ("FULL", "NORMAL", "EXTRA"):
-            raise StoreError(f"{url}: synchronous must be full, normal or extra")
+            raise StoreError(f"{self.url}: synchronous must be full, normal or extra")
         if path != ":memory:":
             if not create and not Path(path).is_file():
-                raise StoreError(f"no database at {path!r} ({url}); check DATABASE_URL / --db, or create it "
+                raise StoreError(f"no database at {path!r} ({self.url}); check DATABASE_URL / --db, or create it "
                                  "with `oncebeat migrate`")
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.queries = load_queries("sqlite")
