@@ -207,6 +207,7 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
         INVOICE_CSV_HELP,
         PAYMENT_COLUMNS,
         PAYMENT_OPTIONAL_COLUMNS,
+        check_output_path,
         parse_column_map,
         read_invoices_csv,
         read_payments_csv,
@@ -221,6 +222,9 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
     columns = PAYMENT_COLUMNS + PAYMENT_OPTIONAL_COLUMNS if is_payments else None
     mapping = parse_column_map(column_map, **({"columns": columns} if columns else {}))
     fmt = DateFormat.parse(date_format)
+    for option, output in (("--skip-invalid", skip_invalid), ("--errors-file", errors_file)):
+        if output is not None:  # before anything is read or committed
+            check_output_path(output, path, option=option)
     rt = _runtime(config=config, database_url=database_url)
     bar: Any = None
 

@@ -6,21 +6,27 @@ URL parsers and drivers cut at the wrong place and quote in pieces: ``failed to 
 '…@127.0.0.1'``, ``invalid port``, ``unexpected path``). Every command that takes ``--db`` runs
 with every shape, ``SMTP_URL`` carrying the marker too; short commands run in-process through
 ``oncebeat.cli.main`` (stdout, stderr and every log record checked), the long-running ``clock``,
-``worker`` and ``run`` as real processes stopped with SIGTERM once they registered (or failed).
+``worker``, ``run`` and ``web`` as real processes stopped with SIGTERM once they registered or
+listen (or failed); the dashboard's pages are read too. Afterwards every row of every table
+(the audit trail) is searched.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.error import URLError
 from urllib.parse import quote
+from urllib.request import urlopen
 
 import psycopg
 import pytest
@@ -45,7 +51,22 @@ SHORT_COMMANDS: list[list[str]] = [
     ["preview"], ["aging"], ["effects", "list"], ["effects", "resolve", "reminder:1", "done"],
     ["check"], ["doctor"], ["doctor", "--json"], ["simulate", "--days", "1", "--dir", "sim"],
 ]
-LONG_COMMANDS = ("clock", "worker", "run")
+LONG_COMMANDS = ("clock", "worker", "run", "web")
+
+
+def test_the_fuzz_covers_every_command_that_takes_a_database_url() -> None:
+    import click
+
+    def walk(command: click.Command, path: tuple[str, ...]) -> Iterator[str]:
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                yield from walk(sub, (*path, name))
+        if any(p.name == "database_url" for p in command.params):
+            yield " ".join(path)
+
+    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects") and len(c) > 1 and not c[1].startswith("-")
+                        else c[:1]) for c in SHORT_COMMANDS} | set(LONG_COMMANDS)
+    assert set(walk(cli.cli, ())) <= covered
 
 
 def _pg_url(userinfo: str, query: str = "") -> str:
@@ -64,9 +85,9 @@ def _db_shapes(tmp_path: Path, schema: str) -> list[tuple[str, str]]:
         ("encoded-specials", _pg_url("postgres:" + quote(f"{PIECES[0]}/@?# {PIECES[1]}", safe=""),
                                      f"schema={schema}")),
     ]
-    for n, special in enumerate(SPECIALS):
-        shapes.append((f"raw-{n}-split", _pg_url(f"postgres:{PIECES[0]}{special}{PIECES[1]}")))
-        shapes.append((f"raw-{n}-after", _pg_url(f"postgres:ab{special}{MARK}")))
+    for n, special in enumerate(SPECIALS):  # (a shape libpq still accepts works in the test's schema)
+        shapes.append((f"raw-{n}-split", _pg_url(f"postgres:{PIECES[0]}{special}{PIECES[1]}", f"schema={schema}")))
+        shapes.append((f"raw-{n}-after", _pg_url(f"postgres:ab{special}{MARK}", f"schema={schema}")))
     return shapes
 
 
@@ -126,12 +147,37 @@ def test_no_short_command_shows_a_password_planted_in_any_url_shape(
     assert_no_secret(_database_text(place["schema"], tmp_path / "db.sqlite"), "the database (audit trail)")
 
 
-def _registered_or_exited(proc: subprocess.Popen[str], db: str, deadline: float) -> None:
-    """Wait until ``proc`` shows in the process registry (it runs) or exits (it failed)."""
+def _ready_or_exited(proc: subprocess.Popen[str], ready: Any, deadline: float) -> None:
+    """Wait until ``proc`` is ready (registered, listening) or exits (it failed)."""
     while proc.poll() is None and time.monotonic() < deadline:
-        if _registered(db, proc.pid):
+        if ready():
             return
         time.sleep(0.2)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _pages(port: int) -> str:
+    texts = []
+    for path in ("/", "/schedules", "/jobs", "/effects", "/doctor", "/metrics"):
+        try:
+            with urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as response:
+                texts.append(response.read().decode("utf-8", "replace"))
+        except URLError as exc:  # an error page is checked too
+            body = getattr(exc, "read", lambda: b"")()
+            texts.append(f"{exc} {body.decode('utf-8', 'replace')}")
+    return "\n".join(texts)
+
+
+def _free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return int(s.getsockname()[1])
 
 
 def _registered(db: str, pid: int) -> bool:
@@ -139,42 +185,56 @@ def _registered(db: str, pid: int) -> bool:
         if db.startswith("sqlite:"):
             path = db.removeprefix("sqlite:///").partition("?")[0]
             with sqlite3.connect(path) as conn:
-                return bool(conn.execute("SELECT 1 FROM processes WHERE source_pid = ?", (pid,)).fetchall())
+                return bool(conn.execute("SELECT 1 FROM processes WHERE pid = ?", (pid,)).fetchall())
         schema = db.rpartition("schema=")[2]
         with psycopg.connect(pg_base_url(), connect_timeout=5) as conn:
-            return bool(conn.execute(f'SELECT 1 FROM "{schema}".processes WHERE source_pid = %s',
+            return bool(conn.execute(f'SELECT 1 FROM "{schema}".processes WHERE pid = %s',
                                      (pid,)).fetchall())
     except (sqlite3.Error, psycopg.Error):
         return False  # not migrated yet
 
 
-def test_clock_worker_and_run_never_show_a_planted_password(place: dict[str, Any], tmp_path: Path) -> None:
+def test_clock_worker_run_and_web_never_show_a_planted_password(place: dict[str, Any], tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.pop("DATABASE_URL", None)
     smtps = place["smtps"]
     runs = []
     for i, (shape, db) in enumerate(place["dbs"]):
         reachable = i < 5  # the well-formed shapes: every long-running command; the others fail at start
-        for command in LONG_COMMANDS if reachable else (LONG_COMMANDS[i % 3],):
-            runs.append((shape, db, command, smtps[len(runs) % len(smtps)] if command != "clock" else smtps[0]))
-    for shape, db, command, smtp in runs:
-        proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", command, "--db", db, "-c", "1"]
-                                if command != "clock" else [sys.executable, "-m", "oncebeat.cli", command, "--db", db],
-                                cwd=tmp_path, env={**env, "SMTP_URL": smtp}, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            _registered_or_exited(proc, db, time.monotonic() + 60)
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-            out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        assert_no_secret(f"{out}\n{err}", f"`oncebeat {command}` with {shape} and SMTP_URL {redact_url(smtp)}")
-        if command == "worker" and shape == "userinfo" and smtp.startswith("smtp://"):
-            assert err.count("logs in without TLS") == 1, err
+        for command in LONG_COMMANDS if reachable else (LONG_COMMANDS[i % len(LONG_COMMANDS)],):
+            runs.append((shape, db, command, smtps[len(runs) % len(smtps)]))
+    runs.append(("userinfo", place["dbs"][0][1], "worker", smtps[0]))  # plain smtp://user:pass@: warned once
+    with ThreadPoolExecutor(max_workers=4) as pool:  # the processes mostly wait: run a few side by side
+        results = list(pool.map(lambda run: _run_long(*run, cwd=tmp_path, env=env), runs))
+    for (shape, db, command, smtp), (out, err, pages) in zip(runs, results):
+        assert_no_secret(f"{out}\n{err}\n{pages}",
+                         f"`oncebeat {command}` with {shape} and SMTP_URL {redact_url(smtp)}")
+    warned = results[-1][1]
+    assert warned.count("logs in without TLS") == 1, warned
     assert_no_secret(_database_text(place["schema"], tmp_path / "db.sqlite"), "the database (audit trail)")
+
+
+def _run_long(shape: str, db: str, command: str, smtp: str, *, cwd: Path,
+              env: dict[str, str]) -> tuple[str, str, str]:
+    """Start ``oncebeat COMMAND --db DB``, wait until it is ready (or failed), read the dashboard, SIGTERM it."""
+    port = _free_port()
+    extra = {"web": ["--port", str(port)], "worker": ["-c", "1"], "run": ["-c", "1"]}.get(command, [])
+    proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", command, "--db", db, *extra], cwd=cwd,
+                            env={**env, "SMTP_URL": smtp}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pages = ""
+    try:
+        ready = (lambda: _listening(port)) if command == "web" else (lambda: _registered(db, proc.pid))
+        _ready_or_exited(proc, ready, time.monotonic() + 60)
+        if command == "web" and proc.poll() is None:
+            pages = _pages(port)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return out, err, pages
 
 
 def _database_text(schema: str, sqlite_path: Path) -> str:

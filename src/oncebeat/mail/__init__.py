@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from .message import (
     RESERVED_HEADERS,
+    address_problem,
     build_message,
     idna_domain,
     make_message_id,
@@ -42,6 +43,7 @@ __all__ = [
     "SinkFaults",
     "SmtpUrl",
     "StoredMessage",
+    "address_problem",
     "build_message",
     "count_by_header",
     "idna_domain",

@@ -56,12 +56,15 @@ from datetime import datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
 
+from email_validator import EmailNotValidError, validate_email
+
 from oncebeat.timebase import SystemClock, require_aware
 
 __all__ = [
     "build_message",
     "make_message_id",
     "parse_address",
+    "address_problem",
     "sanitize_header_text",
     "idna_domain",
     "RESERVED_HEADERS",
@@ -130,6 +133,35 @@ def sanitize_header_text(value: str) -> str:
     return _ENCODED_WORD_START.sub("= ", _UNSAFE_HEADER_CHARS.sub(" ", value)).strip()
 
 
+def address_problem(addr_spec: str) -> str | None:
+    """Why ``addr_spec`` can never be delivered to, or ``None``: the one rule for imports and sends.
+
+    Syntax only (no DNS): ``email-validator`` with deliverability checks off and quoted local parts,
+    domain literals and special-use domains refused, except ``.test`` (RFC 6761), which development and
+    test data use with a local sink. On top, a local part holding ``=?`` (an RFC 2047 encoded-word)
+    or a control character is refused (see the module docstring, CVE-2024-6923). Refused, for example:
+    ``"a,b"@example.test``, ``bob@-example-.test``, ``bob@exa_mple.test``, a local part over 64
+    characters, an address over 254.
+
+    Args:
+        addr_spec: A bare address such as ``zoe@example.com`` (no display name).
+
+    Returns:
+        str | None: A short reason (``"the part after the @-sign contains invalid characters: '_'"``),
+        or ``None`` when the address is fine.
+    """
+    local = addr_spec.rpartition("@")[0]
+    if "=?" in local or _UNSAFE_HEADER_CHARS.search(addr_spec):
+        return "its local part holds an RFC 2047 encoded-word ('=?') or a control character"
+    try:
+        validate_email(addr_spec, check_deliverability=False, test_environment=True, allow_quoted_local=False,
+                       allow_domain_literal=False)
+    except EmailNotValidError as exc:
+        reason = str(exc).rstrip(".")
+        return reason[:1].lower() + reason[1:]
+    return None
+
+
 def idna_domain(domain: str) -> str:
     """Return the ASCII (IDNA 2003) form of a mail domain.
 
@@ -159,7 +191,7 @@ def idna_domain(domain: str) -> str:
     return ascii_domain.rstrip(".")
 
 
-def parse_address(value: str | Address, *, field: str = "address") -> Address:
+def parse_address(value: str | Address, *, field: str = "address", deliverable: bool = False) -> Address:
     """Parse one mailbox strictly and return a header-safe :class:`Address`.
 
     Accepted forms: ``zoe@example.com``, ``Zoë Müller <zoe@example.com>`` and
@@ -175,6 +207,7 @@ def parse_address(value: str | Address, *, field: str = "address") -> Address:
     Args:
         value: The mailbox text or an :class:`email.headerregistry.Address`.
         field: Name used in error messages (e.g. ``"to"``).
+        deliverable: Also apply :func:`address_problem` (recipients: the same rule the import applied).
 
     Returns:
         Address: The parsed mailbox.
@@ -203,6 +236,9 @@ def parse_address(value: str | Address, *, field: str = "address") -> Address:
     if "=?" in local or _UNSAFE_HEADER_CHARS.search(local):
         raise ValueError(f"{field}: {addr_spec!r} is not a deliverable email address: its local part holds an "
                          "RFC 2047 encoded-word ('=?') or a control character")
+    problem = address_problem(addr_spec) if deliverable else None
+    if problem is not None:
+        raise ValueError(f"{field}: {addr_spec!r} is not a deliverable email address: {problem}")
     try:
         domain = idna_domain(domain)
     except ValueError as exc:
@@ -275,7 +311,8 @@ def build_message(
 
     Args:
         sender: The ``From`` mailbox, e.g. ``'"Billing" <billing@example.com>'``.
-        to: The single recipient mailbox, e.g. ``'"Zoë Müller" <zoe@example.com>'``.
+        to: The single recipient mailbox, e.g. ``'"Zoë Müller" <zoe@example.com>'``; its address must pass
+            :func:`address_problem` (the rule imports apply).
         subject: The subject; line breaks/control characters become spaces.
         text: The plain-text body (always present).
         html: The HTML alternative, or ``None`` for a text-only message.
@@ -299,7 +336,7 @@ def build_message(
             invalid or reserved, or ``date`` is naive.
     """
     from_addr = parse_address(sender, field="sender")
-    to_addr = parse_address(to, field="to")
+    to_addr = parse_address(to, field="to", deliverable=True)
     when = require_aware(date, "date") if date is not None else SystemClock().now()
     extra: list[tuple[str, str]] = []
     for name, value in (headers or {}).items():

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from babel.numbers import get_currency_precision
 
+from oncebeat.csvsafe import safe_row
 from oncebeat.errors import ConfigError
 from oncebeat.reminders.importing import STANDARD_COLUMNS
 from oncebeat.reminders.model import Customer, Invoice, Payment
@@ -473,18 +474,20 @@ def write_invoices_csv(book: Book, path: Path) -> None:
     """Write the book's invoices in the standard import format (UTF-8, header ``STANDARD_COLUMNS``).
 
     ``read_invoices_csv`` reads the file back with no problems and the same
-    customers and invoices. Future ``payments`` are not in it (see
+    customers and invoices, except that a value starting with ``= + - @``, TAB
+    or CR comes back with the leading ``'`` that keeps spreadsheets from running
+    it (:mod:`oncebeat.csvsafe`). Future ``payments`` are not in it (see
     :func:`write_payments_csv`).
     """
     by_email = {c.email: c for c in book.customers}
     with Path(path).open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(STANDARD_COLUMNS)
-        for inv in book.invoices:
+        for inv in book.invoices:  # cells through safe_row: no spreadsheet formula (CSV injection)
             customer = by_email.get(inv.customer_email)
             if customer is None:
                 raise ConfigError(f"write_invoices_csv: invoice {inv.number} names unknown customer {inv.customer_email}")
-            writer.writerow(
+            writer.writerow(safe_row(
                 [
                     inv.number,
                     customer.email,
@@ -499,7 +502,7 @@ def write_invoices_csv(book: Book, path: Path) -> None:
                     inv.paid_on.isoformat() if inv.paid_on else "",
                     inv.status_on.isoformat() if inv.status_on else "",
                 ]
-            )
+            ))
 
 
 def write_payments_csv(payments: Sequence[Payment], path: Path) -> None:
@@ -508,7 +511,7 @@ def write_payments_csv(payments: Sequence[Payment], path: Path) -> None:
         writer = csv.writer(fh)
         writer.writerow(["invoice_number", "paid_on"])
         for p in payments:
-            writer.writerow([p.number, p.paid_on.isoformat()])
+            writer.writerow(safe_row([p.number, p.paid_on.isoformat()]))
 
 
 # --------------------------------------------------------------------------- script

@@ -17,6 +17,7 @@ import csv
 import difflib
 import gzip
 import io
+import os
 import re
 import unicodedata
 import zoneinfo
@@ -30,7 +31,9 @@ from pathlib import Path
 from babel import Locale, UnknownLocaleError
 from babel.numbers import get_currency_precision
 
+from oncebeat.csvsafe import safe_row
 from oncebeat.errors import ConfigError, ImportRejected
+from oncebeat.mail.message import address_problem
 from oncebeat.reminders.conversions import (
     DATE_RANGE_TEXT,
     Computed,
@@ -470,7 +473,8 @@ def _check_email(value: str) -> str | None:
         return "is not a valid email address (use a bare address like name@example.com)"
     if "." not in domain or domain.startswith(".") or domain.endswith(".") or ".." in domain:
         return "is not a valid email address (the domain needs a dot, like example.com)"
-    return None
+    problem = address_problem(value)  # the rule every send applies: what imports is deliverable
+    return f"is not a deliverable email address ({problem})" if problem else None
 
 
 def _check_zone(value: str) -> tuple[str | None, str | None]:
@@ -963,6 +967,32 @@ def write_problems(path: Path, problems: Sequence[str]) -> int:
     return len(problems)
 
 
+def check_output_path(path: Path, source: Path, *, option: str = "--skip-invalid") -> None:
+    """Refuse an output file (rejects, errors) that is the file being imported or cannot be written.
+
+    Called before anything is read or committed, so a bad path never leaves a half-applied import. The
+    probe opens ``path`` for appending (nothing is truncated) and removes it again if it did not exist.
+
+    Raises:
+        ConfigError: ``path`` is ``source`` (also through a link), or opening it fails (missing folder,
+            a folder, no permission, read-only file system); the message names the option and the path.
+    """
+    path, source = Path(path), Path(source)
+    same = path.resolve() == source.resolve() or (path.exists() and source.exists() and os.path.samefile(path, source))
+    if same:
+        raise ConfigError(f"{option} {path}: that is the file being imported; writing there would destroy it. "
+                          "Nothing was imported. Choose another file, e.g. rejects.csv")
+    existed = path.exists()
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot write it ({exc.strerror or exc}). Nothing was imported. "
+                          "Choose a writable path") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
 def write_rejects(
     path: Path,
     header: Sequence[str] | None,
@@ -975,7 +1005,9 @@ def write_rejects(
     in the original file ("line 4: column due_on: '2026-02-30' is not a valid
     date (use YYYY-MM-DD); ..."). A row with no problem of its own (the header
     was unusable) gets the file-level problems. The file is UTF-8; once fixed
-    it can be imported again (the ``error`` column is ignored). ``header``
+    it can be imported again (the ``error`` column is ignored). A cell that
+    starts with ``= + - @``, TAB or CR is written with a leading ``'`` so no
+    spreadsheet runs it as a formula (:mod:`oncebeat.csvsafe`). ``header``
     None takes the columns from the rows. Returns the number of rows written.
     """
     by_line: dict[int, list[str]] = {}
@@ -993,10 +1025,10 @@ def write_rejects(
     path = Path(path)
     with path.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow([*columns, error_column])
+        writer.writerow(safe_row([*columns, error_column]))
         for line, row in rejected_lines:
             errors = by_line.get(line) or file_level or ["rejected"]
             text = f"line {line}: " + "; ".join(errors)
             # Fields beyond the header (a row with too many fields) follow the error column.
-            writer.writerow([*(row.get(c, "") for c in columns), text, *(row[c] for c in extras if c in row)])
+            writer.writerow(safe_row([*(row.get(c, "") for c in columns), text, *(row[c] for c in extras if c in row)]))
     return len(rejected_lines)

@@ -34,6 +34,7 @@ from ..errors import (
 )
 from ..mail import (
     Mailer,
+    address_problem,
     build_message,
     make_message_id,
     parse_address,
@@ -207,6 +208,9 @@ class ReminderService:
         if earlier in (None, "failed") and r["status"] != "open":
             reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
             return self._finish(reminder_id, "skipped", reason)
+        problem = address_problem(r["email"])
+        if problem is not None:  # no attempt can ever deliver it: failed at once, not retried for hours (G6)
+            return self._finish(reminder_id, "failed", f"undeliverable address {r['email']!r}: {problem}")
         rendered, message_id = self._render(r)
         msg = build_message(sender=self.policy.sender, to=_mailbox(r["name"], r["email"]),
                             subject=rendered.subject, text=rendered.text, html=rendered.html, message_id=message_id,
