@@ -80,7 +80,7 @@ def _userinfo_password(url: str) -> str | None:
     end = ends[-1] if ends else text.rfind("@")
     if end < start:
         return None
-    user, colon, password = text[start:end].partition(":")
+    _user, colon, password = text[start:end].partition(":")
     return password if colon else None
 
 
@@ -90,7 +90,7 @@ def _param_values(url: str) -> list[str]:
 
 def _candidates(secret: str) -> set[str]:
     out = {secret, unquote(secret)}
-    for s in list(out):
+    for s in (secret, unquote(secret)):
         out.update(_PIECES.split(s))
     return {s for s in out if len(s) >= MIN_REMEMBERED}
 

@@ -15,14 +15,13 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
 from oncebeat.mail.message import build_message, make_message_id, parse_address, sanitize_header_text
 from oncebeat.reminders.model import Customer
 from oncebeat.reminders.policy import Policy
 from oncebeat.store import Store
 from oncebeat.timebase import SimulatedClock
-
-from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
 
 def _b_word(text: str) -> str:
@@ -61,7 +60,7 @@ def test_encoded_word_payloads_in_name_sender_subject_and_number_add_no_header(h
     harness.new_worker().drain()
     assert [r["state"] for r in harness.reminders()] == ["sent"]
     [msg] = _delivered_headers(harness.sink.maildir)
-    names = [k.lower() for k in msg.keys()]
+    names = [k.lower() for k in msg]
     assert not set(names) & set(INJECTED), names
     assert names.count("to") == 1 and names.count("from") == 1 and names.count("subject") == 1
     assert "= ?utf-8?b?" in str(email.header.make_header(email.header.decode_header(msg["To"])))

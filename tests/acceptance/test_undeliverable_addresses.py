@@ -10,13 +10,12 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
 from oncebeat.mail import address_problem
 from oncebeat.reminders.model import Customer
 from oncebeat.store import Store, open_store
 from oncebeat.timebase import SimulatedClock
-
-from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
 ROOT = Path(__file__).resolve().parents[2]
 UNDELIVERABLE = ['"a,b"@example.test', "bob@-example-.test", "bob@exa_mple.test", "x" * 300 + "@example.test",

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
 import pytest
+from test_doctor import Billing, at, doctor, simple_app, src, tick_every
 
 from oncebeat.clock import ClockProcess
 from oncebeat.store import Store
 from oncebeat.timebase import SimulatedClock
-
-from test_doctor import Billing, at, doctor, simple_app, src, tick_every
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def test_a_chain_of_overlapping_restarts_counts_the_clocks_alive_at_one_instant(
     clocks[0].start()
     # Each clock starts while the previous one still runs, for 10 minutes, then the previous one stops
     # ticking: 4 clocks overlap in a chain, never more than 2 of them at once.
-    for previous, current in zip(clocks, clocks[1:]):
+    for previous, current in itertools.pairwise(clocks):
         tick_every(sim_clock, sim_clock.now() + (at(0, 20) - at(0)), 5, previous)
         current.start()
         tick_every(sim_clock, sim_clock.now() + (at(0, 10) - at(0)), 5, previous, current)
