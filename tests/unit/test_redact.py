@@ -1,0 +1,58 @@
+"""One redaction for every URL: passwords in the userinfo (even unencoded), secret parameters, and pieces seen before."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from oncebeat.redact import RedactingFilter, forget_secrets, redact_url, remember_secrets
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    forget_secrets()
+    yield
+    forget_secrets()
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://app:S3cret@db.example.test/app", "postgresql://app:***@db.example.test/app"),
+    ("postgresql://app:pa/ss@db.example.test/app", "postgresql://app:***@db.example.test/app"),
+    ("smtp://bob:p@ss#w?rd@mail.example.test:587", "smtp://bob:***@mail.example.test:587"),
+    ("postgresql://app@db.example.test/app?password=S3cret&sslmode=require",
+     "postgresql://app@db.example.test/app?password=***&sslmode=require"),
+    ("postgresql:///app?sslpassword=S3cret&passfile=/run/S3cret.pgpass",
+     "postgresql:///app?sslpassword=***&passfile=***"),
+    ("sqlite:///x.db?key=S3cret&token=S3cret", "sqlite:///x.db?key=***&token=***"),
+    ("host=db.example.test password='S 3 cret' user=app", "host=db.example.test password=*** user=app"),
+    ("bob:S3cret@mail.example.test", "bob:***@mail.example.test"),
+])
+def test_passwords_in_every_url_shape_are_masked(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_pieces_of_a_remembered_password_are_masked_in_a_driver_message() -> None:
+    remember_secrets("postgresql://app:pw@S3cretHost@127.0.0.1:5432/app")
+    assert redact_url("failed to resolve host 'S3cretHost@127.0.0.1'") == "failed to resolve host '***@127.0.0.1'"
+    remember_secrets("smtp://bob:p%40ss%2FWord@127.0.0.1")
+    assert "ss" not in redact_url("login p@ss/Word refused").replace("***", "")
+
+
+def test_text_without_secrets_is_left_alone() -> None:
+    text = "effect key=reminder:7 done for ana@example.test on postgresql://app@db.example.test/app"
+    assert redact_url(text) == text
+
+
+def test_the_logging_filter_masks_messages_and_tracebacks() -> None:
+    remember_secrets("postgresql://app:Zq7Secret@db.example.test/app")
+    try:
+        raise RuntimeError("connect failed for Zq7Secret")
+    except RuntimeError:
+        import sys
+
+        record = logging.LogRecord("t", logging.ERROR, __file__, 1, "url %s", ("postgresql://app:Zq7Secret@h/db",),
+                                   sys.exc_info())
+    RedactingFilter().filter(record)
+    assert "Zq7Secret" not in record.getMessage() and "Zq7Secret" not in (record.exc_text or "")
