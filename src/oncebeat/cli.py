@@ -914,8 +914,6 @@ def main() -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:  # a bug, not a finding: exit 2 so `check`/`doctor` never look like "violation found" (1)
-        from .redact import redact_url
-
         logging.getLogger("oncebeat").info("internal error", exc_info=True)
         click.echo(f"error: internal error ({type(exc).__name__}: {redact_url(str(exc))}); this is a bug in "
                    "oncebeat, not a finding. Run with -v for the traceback.", err=True)
