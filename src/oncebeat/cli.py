@@ -325,7 +325,8 @@ def _serving_metrics(port: int | None, host: str) -> Iterator[None]:
 @APP_OPTION
 @TIME_SOURCE_OPTION
 @click.option("--misfire-grace", default=60.0, show_default=True,
-              help="Seconds the newest due instant may be late and still on time (older ones follow the catch-up policy).")
+              help="Seconds the newest due instant may be late and still on time "
+                   "(older ones follow the catch-up policy).")
 @_metrics_options
 def clock(database_url: str | None, config: Path | None, app: str | None, time_source: str,
           misfire_grace: float, metrics_port: int | None, metrics_host: str) -> None:
@@ -447,6 +448,39 @@ def web(host: str, port: int | None, secure_cookies: bool, database_url: str | N
     click.echo(f"oncebeat web on http://{host}:{port}/ - {mode}; metrics at /metrics", err=True)
     uvicorn.run(application, host=host, port=port, log_level="warning", server_header=False, proxy_headers=False,
                 access_log=False)
+
+
+@cli.command()
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+@TIME_SOURCE_OPTION
+@click.option("--at", "at_text", default=None, metavar="ISO",
+              help="The instant your external scheduler names (e.g. an EventBridge event's time), with offset: "
+                   "occurrences are due up to it, so a duplicate or early delivery never runs anything twice.")
+@click.option("--misfire-grace", default=3600.0, show_default=True,
+              help="Seconds the newest due instant may be late and still on time; at least your scheduler's interval.")
+def tick(database_url: str | None, config: Path | None, app: str | None, time_source: str, at_text: str | None,
+         misfire_grace: float) -> None:
+    """Fire every occurrence due now (ledger + catch-up policy), then exit 0; for cron, PaaS schedulers, CronJobs.
+
+    Safe to run late, twice or concurrently: each occurrence still runs once.
+    """
+    from .clock import ClockProcess
+    from .dbtime import time_source_clock
+
+    at = _parse_instant(at_text, "--at") if at_text else None
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        fires = ClockProcess(rt.app, rt.store, clock=time_source_clock(rt.store, time_source),
+                             misfire_grace=misfire_grace, echo=click.echo).tick_once(at=at)
+    finally:
+        rt.close()
+    counts: dict[str, int] = {}
+    for f in fires:
+        label = f.outcome if f.inserted else "already recorded by another process"
+        counts[label] = counts.get(label, 0) + 1
+    click.echo("tick: " + (", ".join(f"{n} {label}" for label, n in sorted(counts.items())) or "nothing was due"))
 
 
 # --- operator actions ----------------------------------------------------------------------------

@@ -68,7 +68,7 @@ from .schedules import Schedule, period_bounds
 from .store import Json, Store, Tx
 from .timebase import UTC, Clock, SystemClock, require_aware
 
-__all__ = ["ClockProcess", "Fire", "SyncReport", "fire_occurrence", "PERIOD_SERVED"]
+__all__ = ["PERIOD_SERVED", "ClockProcess", "Fire", "SyncReport", "fire_occurrence"]
 
 log = logging.getLogger("oncebeat.clock")
 
@@ -76,6 +76,7 @@ HEARTBEAT_SECONDS = 5.0  # how often a ticking clock refreshes its row in the pr
 MAX_LEDGER_ROWS_PER_TICK = 1000  # older late instants are summarised in one audit event
 FIRE_BATCH = 200  # schedules recorded per transaction when many are due at once
 PERIOD_SERVED = "period already served"
+TICK_MAX_EARLY = 900.0  # seconds a `tick --at` instant may lie ahead of the clock (an early delivery)
 _REASONS = {"paused": "schedule paused", "missed": "catch-up policy none",
             "coalesced": "catch-up policy latest: a later occurrence runs instead"}
 
@@ -315,6 +316,10 @@ class ClockProcess:
         self.echo(f"time source: {self.time_source}")
         self.sync()
         fires = self.tick(startup=True)
+        self._echo_idle(fires)
+        return fires
+
+    def _echo_idle(self, fires: list[Fire]) -> None:
         fired = {f.schedule_key for f in fires}  # a set: start-up stays linear in the number of schedules
         for key in sorted(self._rows):
             if key not in fired:
@@ -323,6 +328,49 @@ class ClockProcess:
                     local = self._parsed[key].local(nxt)
                     self.echo(f"{key}: no occurrence missed; next fire {local.strftime('%Y-%m-%d %H:%M %Z')} "
                               f"({self._parsed[key].tz}) = {nxt.strftime('%Y-%m-%d %H:%M')} UTC")
+
+    def tick_once(self, *, at: datetime | None = None, max_early: float = TICK_MAX_EARLY) -> list[Fire]:
+        """One pass for deployments without an always-on clock (cron, PaaS scheduler, Kubernetes CronJob).
+
+        Syncs the definitions, fires every occurrence due per the ledger and each schedule's
+        catch-up policy, and returns; safe to run late, twice or concurrently (the ledger keeps
+        each occurrence to one job). The pass registers as a process of role ``tick`` and
+        records its stop.
+
+        Args:
+            at: the instant an external scheduler named (e.g. an EventBridge event's ``time``):
+                occurrences are due up to ``at`` instead of the clock's now, so the named instant
+                maps to the schedule's occurrence at or before it, and a duplicate or early
+                delivery of the same event finds it already recorded.
+            max_early: seconds ``at`` may lie ahead of this clock's now (an early delivery).
+
+        Returns:
+            The decisions made (empty when nothing was due).
+
+        Raises:
+            OncebeatError: ``at`` is more than ``max_early`` seconds in the future.
+            ValueError: ``at`` is naive.
+        """
+        now = self.clock.now()
+        horizon = now if at is None else require_aware(at, "at")
+        if (horizon - now).total_seconds() > max_early:
+            raise OncebeatError(
+                f"--at {horizon.isoformat()} is {(horizon - now).total_seconds():.0f} s after this clock's time "
+                f"({now.isoformat()}); an external scheduler names an instant that has come (at most "
+                f"{max_early:.0f} s early). Check the scheduler's event time and this host's clock (--time-source).")
+        self.time_source = describe_time_source(self.clock)
+        self.process_id = processes.register(self.store, role="tick", source=self.source, clock=self.clock,
+                                             info={"schedules": sorted(self.definitions),
+                                                   "time_source": self.time_source,
+                                                   "at": at.isoformat() if at is not None else None})
+        self.echo(f"time source: {self.time_source}" + (f"; occurrences due up to --at {horizon.isoformat()}"
+                                                        if at is not None else ""))
+        try:
+            self.sync()
+            fires = self._fire_due(sorted(self._rows), now, horizon, startup=False)
+            self._echo_idle(fires)
+        finally:
+            self._stop_process()
         return fires
 
     def tick(self, *, startup: bool = False) -> list[Fire]:
@@ -580,6 +628,9 @@ class ClockProcess:
             if nxt is not None:
                 wait = max(0.01, min(wait, (nxt - self.clock.now()).total_seconds()))
             self.stop_requested.wait(wait)
+        self._stop_process()
+
+    def _stop_process(self) -> None:
         if self.process_id is not None:
             now = self.clock.now()
             processes.stop(self.store, self.process_id, source=self.source, now=now, detail={"fires": self.fires})

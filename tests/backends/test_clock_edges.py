@@ -149,7 +149,7 @@ def test_sub_daily_schedule_changed_never_fires_an_instant_at_or_before_its_last
     assert changed.sync().changed == ["poll"]
     run_until(sim_clock, at(13, 1), 60, changed)
     assert ledger(store) == [(at(12, 15), "missed"), (at(12, 30), "enqueued"), (at(12, 40), "enqueued"),
-                             (at(12, 50), "enqueued"), (at(13), "enqueued")], "12:10 … 12:30 are not after the last fire"
+                             (at(12, 50), "enqueued"), (at(13), "enqueued")], "12:10 … 12:30: not after the last fire"
 
 
 def test_a_manual_run_does_not_use_up_the_business_period(store: Store, sim_clock: SimulatedClock) -> None:
