@@ -549,7 +549,9 @@ def schedules(ctx: click.Context, database_url: str | None, config: Path | None,
         _print_json(rows)
         return
     for r in rows:
-        click.echo(f"{r['key']}: {r['expression']} in {r['tz']} -> {r['task']} [{r['state']}]"
+        origin = (", run-time edit (overrides the code until a deploy changes it)"
+                  if r.get("origin") == "runtime" else "")
+        click.echo(f"{r['key']}: {r['expression']} in {r['tz']} -> {r['task']} [{r['state']}{origin}]"
                    + (f" (last fire {r['last_fire_local']})" if r["last_fire_local"] else ""))
         for n in r["next"]:
             click.echo(f"    next {n['local']}   = {n['utc']}")
@@ -612,6 +614,89 @@ def schedules_pause(key: str, database_url: str | None, config: Path | None, app
 def schedules_resume(key: str, database_url: str | None, config: Path | None, app: str | None) -> None:
     """Resume KEY from now on (no burst of the occurrences paused)."""
     _set_state(key, "active", database_url, config, app)
+
+
+@schedules.command(name="set")
+@click.argument("key")
+@click.option("--cron", "cron", default=None, metavar="EXPR", help='A 5-field cron expression, e.g. "30 9 * * 1-5".')
+@click.option("--every", "every", default=None, metavar="N<unit>", help="A fixed interval instead: 30s, 5m, 2h, 1d.")
+@click.option("--tz", default=None, help="IANA zone, e.g. Europe/Paris.")
+@click.option("--dst-gap", type=click.Choice(["shift", "skip"]), default=None)
+@click.option("--dst-fold", type=click.Choice(["first", "second", "both"]), default=None)
+@click.option("--catchup", type=click.Choice(["none", "latest", "all"]), default=None)
+@click.option("--catchup-window", type=float, default=None, metavar="SECONDS")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+def schedules_set(key: str, cron: str | None, every: str | None, tz: str | None, dst_gap: str | None,
+                  dst_fold: str | None, catchup: str | None, catchup_window: float | None, database_url: str | None,
+                  config: Path | None, app: str | None) -> None:
+    """Change KEY at run time: a new definition version every clock picks up without a restart.
+
+    The database overrides the code's definition until a deploy changes that definition.
+    """
+    from .provenance import current_source
+    from .schedule_admin import set_schedule
+
+    if cron and every:
+        raise click.UsageError("give --cron or --every, not both")
+    expression = cron or (f"every {every}" if every else None)
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        edit = set_schedule(rt.store, key, expression=expression, tz=tz, dst_gap=dst_gap, dst_fold=dst_fold,
+                            catchup=catchup, catchup_window=catchup_window, source=current_source("cli"),
+                            clock=rt.clock)
+    finally:
+        rt.close()
+    new = edit["new"]
+    if not edit["changed"]:
+        click.echo(f"{key}: no change (already {new['expression']} in {new['tz']})")
+        return
+    click.echo(f"{key}: version {edit['version']}, {new['expression']} in {new['tz']} (DST gap {new['dst_gap']}, "
+               f"fold {new['dst_fold']}; catch-up {new['catchup']}, window {new['catchup_window']:.0f} s)")
+    click.echo("every clock picks it up at its next re-read (30 s) without a restart; it overrides the code's "
+               "definition until a deploy changes that definition")
+
+
+@schedules.command(name="retire")
+@click.argument("key")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+def schedules_retire(key: str, database_url: str | None, config: Path | None, app: str | None) -> None:
+    """Retire KEY: it never fires again on any clock, whatever the code defines."""
+    from .provenance import current_source
+    from .schedule_admin import retire_schedule
+
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        retired = retire_schedule(rt.store, key, source=current_source("cli"), clock=rt.clock)
+    finally:
+        rt.close()
+    click.echo(f"{key}: retired" if retired else f"{key}: already retired")
+
+
+@cli.group()
+def occurrences() -> None:
+    """The occurrence ledger: make-up runs."""
+
+
+@occurrences.command(name="rerun")
+@click.argument("occurrence_id", type=int)
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+def occurrences_rerun(occurrence_id: int, database_url: str | None, config: Path | None, app: str | None) -> None:
+    """Run occurrence ID again: a manual run linked to it, for its business date (refused while its job runs)."""
+    from .provenance import current_source
+    from .schedule_admin import rerun_occurrence
+
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        fire = rerun_occurrence(rt.store, occurrence_id, source=current_source("cli"), clock=rt.clock, app=rt.app)
+    finally:
+        rt.close()
+    click.echo(f"re-run of occurrence {occurrence_id}: {fire.describe()}")
 
 
 @cli.command()

@@ -53,7 +53,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from importlib import metadata
 from typing import Any
@@ -98,13 +98,14 @@ class Fire:
     occurrence_id: int | None = None
     job_id: int | None = None
     reason: str | None = None
+    existing: str | None = None  # when not inserted and known: what the ledger already holds at that instant
 
     def describe(self) -> str:
         return (f"{self.schedule_key} {self.local.strftime('%Y-%m-%d %H:%M:%S %Z')} ({self.local.tzinfo}) "
                 f"= {self.fire_at.strftime('%Y-%m-%d %H:%M:%S')} UTC: {self.outcome}"
                 + (f" ({self.reason})" if self.reason else "")
                 + (f", job {self.job_id}" if self.job_id else "")
-                + ("" if self.inserted else " (already recorded by another process)"))
+                + ("" if self.inserted else f" ({self.existing or 'already recorded by another process'})"))
 
 
 @dataclass(kw_only=True, slots=True)
@@ -162,13 +163,25 @@ def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: 
     if outcome in ("enqueued", "manual", "backfilled"):
         job_id = _enqueue_for(tx, queue, definition, occ_id, source, task_options)
         tx.run("set_occurrence_job", id=occ_id, job_id=job_id)
-    if outcome != "enqueued":
+    if outcome not in ("enqueued", "paused"):  # a pause is audited once, by schedule.paused, not per slot
         audit.record(tx, now=now, kind=f"occurrence.{outcome}", subject=f"schedule:{definition.key}",
                      source=source, process_id=process_id,
                      detail={"occurrence_id": occ_id, "fire_at": instant.isoformat(), "local": local.isoformat(),
                              "job_id": job_id, "reason": reason})
     return Fire(schedule_key=definition.key, fire_at=instant, local=local, outcome=outcome, inserted=True,
                 occurrence_id=occ_id, job_id=job_id, reason=reason)
+
+
+def _existing_text(tx: Tx, key: str, instant: datetime) -> str | None:
+    """What the ledger holds at ``instant`` of ``key``, in words (outcome, by whom, its job's state)."""
+    row = tx.one("occurrence_at_with_job", schedule_key=key, fire_at=instant)
+    if row is None:
+        return None
+    job = f"job {row['job_id']} {row['job_state']}" if row["job_id"] is not None else "no job"
+    reason = f" ({row['reason']})" if row["reason"] else ""
+    return (f"already in the ledger: {row['outcome']}{reason} by {row['source_kind']} {row['source_name']} "
+            f"(host {row['source_host']}, pid {row['source_pid']}) at "
+            f"{row['created_at'].astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S')} UTC, occurrence {row['id']}, {job}")
 
 
 def _set_hash(definitions: Iterable[ScheduleDef]) -> str:
@@ -214,6 +227,7 @@ class ClockProcess:
         self.stale = False
         self._rows: dict[str, dict[str, Any]] = {}
         self._parsed: dict[str, Schedule] = {}
+        self._runtime: dict[str, tuple[int, ScheduleDef]] = {}  # key -> (version, definition) of run-time edits
         self._next: dict[str, datetime] = {}
         self._last_load: datetime | None = None
         self._last_heartbeat: datetime | None = None
@@ -248,7 +262,7 @@ class ClockProcess:
                                          detail={"expression": d.expression, "tz": d.tz, "task": d.task})
                     elif row["state"] == "retired":
                         report.ignored_retired.append(key)
-                    elif row["definition_hash"] != params["definition_hash"]:
+                    elif self._code_replaces(row, d):
                         # Counts from the change, never from before the newest recorded instant (one
                         # recorded while a wall clock ran fast may be later than now).
                         last = (tx.one("last_fire_at", key=key) or {}).get("last_fire_at")
@@ -257,7 +271,8 @@ class ClockProcess:
                             audit.record(tx, now=now, kind="schedule.changed", subject=f"schedule:{key}",
                                          source=self.source, process_id=self.process_id,
                                          detail={"old": {"expression": row["expression"], "tz": row["tz"]},
-                                                 "new": {"expression": d.expression, "tz": d.tz}})
+                                                 "new": {"expression": d.expression, "tz": d.tz}, "origin": "code",
+                                                 "replaced_runtime_edit": row["origin"] == "runtime"})
                 for key, row in existing.items():
                     if key not in self.definitions and row["state"] != "retired":
                         tx.run("set_schedule_state", key=key, state="retired", now=now)
@@ -279,6 +294,35 @@ class ClockProcess:
         return report
 
     @staticmethod
+    def _code_replaces(row: dict[str, Any], d: ScheduleDef) -> bool:
+        """Whether the code's definition ``d`` replaces the stored one at sync.
+
+        A run-time edit overrides the code until a deploy changes the code's definition: it is
+        replaced only when ``d`` differs from the code definition it overrode (``code_hash``).
+        """
+        if row["origin"] == "runtime":
+            return bool(d.definition_hash() != row["code_hash"])
+        return bool(row["definition_hash"] != d.definition_hash())
+
+    def _effective(self, row: dict[str, Any]) -> ScheduleDef | None:
+        """The definition this clock fires for ``row``, or None if it may not fire it.
+
+        A run-time edit is fired from the stored row (by every clock that knows the key); a code
+        definition only by clocks whose own definition is the stored one (an old version still
+        running fires nothing it would define differently). Retired schedules never fire.
+        """
+        code = self.definitions.get(row["key"])
+        if code is None or row["state"] == "retired":
+            return None
+        if row["origin"] == "runtime":
+            cached = self._runtime.get(row["key"])
+            if cached is None or cached[0] != row["version"]:
+                cached = (int(row["version"]), ScheduleDef.from_row(row))
+                self._runtime[row["key"]] = cached
+            return cached[1]
+        return code if row["definition_hash"] == code.definition_hash() else None
+
+    @staticmethod
     def _params(d: ScheduleDef, now: datetime) -> dict[str, Any]:
         return {"key": d.key, "expression": d.expression, "tz": d.tz, "dst_gap": d.dst_gap, "dst_fold": d.dst_fold,
                 "catchup": d.catchup, "catchup_window": d.catchup_window, "task": d.task, "args": Json(d.args),
@@ -289,12 +333,12 @@ class ClockProcess:
         rows = self.store.read("list_schedules")
         keep: dict[str, dict[str, Any]] = {}
         for r in rows:
-            d = self.definitions.get(r["key"])
-            if d is None or r["state"] == "retired" or r["definition_hash"] != d.definition_hash():
+            d = self._effective(r)
+            if d is None:
                 continue
             keep[r["key"]] = r
             if r["key"] not in self._parsed or self._rows.get(r["key"], {}).get("version") != r["version"]:
-                self._parsed[r["key"]] = ScheduleDef.from_row(r).schedule()
+                self._parsed[r["key"]] = d.schedule()
                 self._next.pop(r["key"], None)
             if r["key"] not in self._next:
                 last = self.store.read("last_fire_at_or_before", key=r["key"], now=now)[0]["last_fire_at"]
@@ -424,14 +468,16 @@ class ClockProcess:
         ``now`` is the wall time the records carry; ``horizon`` is the instant up to which
         occurrences are due (``now``, or the instant an external scheduler named: ``tick --at``).
         """
-        definition = self.definitions[key]
-        sched = self._parsed[key]
         fires: list[Fire] = []
         # Decide from the stored row, not this clock's copy: another process may have paused,
-        # resumed, retired or changed the schedule since the last re-read.
+        # resumed, retired or changed the schedule (a run-time edit) since the last re-read.
         row = tx.one("get_schedule", key=key)
-        if row is None or row["state"] == "retired" or row["definition_hash"] != definition.definition_hash():
+        definition = self._effective(row) if row is not None else None
+        if row is None or definition is None:
             return None
+        if self._rows.get(key, {}).get("version") != row["version"] or key not in self._parsed:
+            self._parsed[key] = definition.schedule()
+        sched = self._parsed[key]
         self._rows[key] = row
         last = tx.one("last_fire_at_or_before", key=key, now=horizon)
         cursor = max(x for x in ((last or {}).get("last_fire_at"), row["active_since"]) if x is not None)
@@ -571,9 +617,10 @@ class ClockProcess:
         fires: list[Fire] = []
         with self.store.transaction() as tx:
             for instant in sched.between(start - timedelta(microseconds=1), end):
-                fires.append(fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task), definition=definition, schedule=sched,
-                                             instant=instant, outcome="backfilled",
-                                             source=self.source.with_kind("cli"), now=self.clock.now()))
+                fire = fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task),
+                                       definition=definition, schedule=sched, instant=instant, outcome="backfilled",
+                                       source=self.source.with_kind("cli"), now=self.clock.now())
+                fires.append(fire if fire.inserted else replace(fire, existing=_existing_text(tx, key, instant)))
         return fires
 
     def _definition_for(self, key: str) -> tuple[ScheduleDef, Schedule]:

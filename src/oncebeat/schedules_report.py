@@ -48,7 +48,9 @@ def upcoming_fires(sched: Schedule, now: datetime, count: int) -> list[dict[str,
 def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3, keys: list[str] | None = None,
                        after: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """One dict per schedule (from the code/config and the database): key, expression, tz, task, state,
-    DST and catch-up options, last fire, and the next ``count`` fire instants (see :func:`upcoming_fires`).
+    ``origin`` ("code", or "runtime" for a run-time edit, which is what fires until a deploy changes the
+    code's definition), DST and catch-up options, last fire, and the next ``count`` fire instants
+    (see :func:`upcoming_fires`).
 
     Args:
         keys: only these schedules; ``after``/``limit``: a page of keys in key order (keyset). With either,
@@ -71,8 +73,8 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
         d = app.schedules.get(key)
         row = rows.get(key)
         state = row["state"] if row else "not synced yet"
-        if d is None and row is not None:
-            d = ScheduleDef.from_row(row)
+        if row is not None and (d is None or row["origin"] == "runtime"):
+            d = ScheduleDef.from_row(row)  # a run-time edit is what fires, not the code's definition
         assert d is not None
         sched = d.schedule()
         upcoming = upcoming_fires(sched, now, count) if state != "retired" else []
@@ -81,7 +83,7 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
                     "queue": d.queue, "catchup": d.catchup, "catchup_window": d.catchup_window,
                     "dst_gap": d.dst_gap, "dst_fold": d.dst_fold, "describe": sched.describe(),
                     "version": row["version"] if row else None, "active_since": row["active_since"] if row else None,
-                    "in_code": key in app.schedules,
+                    "in_code": key in app.schedules, "origin": row["origin"] if row else "code",
                     "last_fire_utc": lf.isoformat() if lf else None,
                     "last_fire_local": sched.local(lf).isoformat() if lf else None, "next": upcoming})
     return out

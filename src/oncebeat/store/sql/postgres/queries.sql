@@ -39,8 +39,18 @@ RETURNING key;
 UPDATE schedules
 SET expression = :expression, tz = :tz, dst_gap = :dst_gap, dst_fold = :dst_fold, catchup = :catchup,
     catchup_window = :catchup_window, task = :task, args = :args, queue = :queue,
-    definition_hash = :definition_hash, version = version + 1, active_since = :active_since, updated_at = :now
-WHERE key = :key AND definition_hash <> :definition_hash AND state <> 'retired'
+    definition_hash = :definition_hash, version = version + 1, active_since = :active_since, updated_at = :now,
+    origin = 'code', code_hash = NULL
+WHERE key = :key AND (definition_hash <> :definition_hash OR origin <> 'code') AND state <> 'retired'
+RETURNING version;
+
+-- name: override_schedule
+-- A run-time edit (schedule_admin.set_schedule): a new version that overrides the code definition :code_hash.
+UPDATE schedules
+SET expression = :expression, tz = :tz, dst_gap = :dst_gap, dst_fold = :dst_fold, catchup = :catchup,
+    catchup_window = :catchup_window, definition_hash = :definition_hash, version = version + 1,
+    active_since = :active_since, updated_at = :now, origin = 'runtime', code_hash = :code_hash
+WHERE key = :key AND state <> 'retired'
 RETURNING version;
 
 -- name: set_schedule_state
@@ -90,6 +100,26 @@ VALUES (:schedule_key, :fire_at, :local_fire_at, :tz, :business_date, :tzdata_ve
         :src_kind, :src_host, :src_pid, :src_name, :src_version, :now)
 ON CONFLICT DO NOTHING
 RETURNING id;
+
+-- name: insert_rerun_occurrence
+INSERT INTO occurrences (schedule_key, fire_at, local_fire_at, tz, business_date, tzdata_version, outcome, reason,
+                         rerun_of, source_kind, source_host, source_pid, source_name, source_version, created_at)
+VALUES (:schedule_key, :fire_at, :local_fire_at, :tz, :business_date, :tzdata_version, 'manual', :reason,
+        :rerun_of, :src_kind, :src_host, :src_pid, :src_name, :src_version, :now)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: unfinished_job_of_occurrence
+SELECT id, state FROM jobs
+WHERE occurrence_id = :occurrence_id AND state IN ('available', 'scheduled', 'running', 'retryable')
+ORDER BY id LIMIT 1;
+
+-- name: occurrence_at_with_job
+-- What the ledger holds at one instant, with its job's state (backfill says what is already there).
+SELECT o.id, o.outcome, o.reason, o.job_id, o.source_kind, o.source_host, o.source_pid, o.source_name,
+       o.created_at, j.state AS job_state
+FROM occurrences o LEFT JOIN jobs j ON j.id = o.job_id
+WHERE o.schedule_key = :schedule_key AND o.fire_at = :fire_at;
 
 -- name: get_occurrence_by_instant
 SELECT * FROM occurrences WHERE schedule_key = :schedule_key AND fire_at = :fire_at;

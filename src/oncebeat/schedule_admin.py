@@ -1,0 +1,178 @@
+"""Run-time schedule management: the admin verbs the CLI and the dashboard call.
+
+A schedule is defined in code or config (:class:`oncebeat.App`) and synced to the
+``schedules`` table by the clock. An operator can change it at run time without a
+deploy; the change is a new definition version in the database that every clock
+picks up at its next re-read of the schedules table (``resync_interval``, 30 s by
+default, and at the very next fire), without a restart.
+
+Which wins when code and a run-time edit disagree: **the database overrides the
+code until the next deploy changes the code's definition.** A run-time edit records
+the code definition it overrides (``code_hash``); a clock syncing the same code keeps
+the edit, a clock bringing a *changed* code definition replaces it (the deploy is the
+newer decision). ``oncebeat schedules`` shows ``origin`` (``code`` or ``runtime``).
+A retired schedule never fires again, whatever the code says.
+
+Every edit obeys the clock's rules (G1): it counts from the moment of the edit and
+never from before the newest recorded instant, and a schedule that fires at most
+once per local day, week or month never serves one business period twice.
+
+Example::
+
+    set_schedule(store, "reminders", expression="30 9 * * *", tz="Europe/Paris")
+    retire_schedule(store, "old-digest")
+    rerun_occurrence(store, 42)           # a manual run for occurrence 42's business date
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from . import audit
+from .app import App, ScheduleDef
+from .clock import TZDATA_VERSION, Fire
+from .errors import OncebeatError
+from .provenance import Source, current_source
+from .queue import Queue
+from .store import Store, Tx
+from .timebase import Clock, SystemClock
+
+__all__ = ["EDITABLE", "ScheduleEdit", "rerun_occurrence", "retire_schedule", "set_schedule"]
+
+EDITABLE = ("expression", "tz", "dst_gap", "dst_fold", "catchup", "catchup_window")
+
+
+class ScheduleEdit(dict[str, Any]):
+    """What :func:`set_schedule` did: ``key``, ``changed`` (bool), ``version``, ``old`` and ``new`` definitions."""
+
+
+def _schedule_row(tx: Tx, key: str) -> dict[str, Any]:
+    row = tx.one("get_schedule", key=key)
+    if row is None:
+        known = ", ".join(r["key"] for r in tx.run("list_schedules")) or "none"
+        raise OncebeatError(f"no schedule {key!r} in the database (known: {known}); schedules come from code or "
+                            "config and are synced when a clock or `oncebeat tick` starts")
+    return row
+
+
+def _definition_text(d: ScheduleDef) -> dict[str, Any]:
+    return {name: getattr(d, name) for name in EDITABLE}
+
+
+def set_schedule(store: Store, key: str, *, expression: str | None = None, tz: str | None = None,
+                 dst_gap: str | None = None, dst_fold: str | None = None, catchup: str | None = None,
+                 catchup_window: float | None = None, source: Source | None = None,
+                 clock: Clock | None = None) -> ScheduleEdit:
+    """Change schedule ``key`` at run time: a new definition version every clock picks up without a restart.
+
+    Only the given fields change (``catchup_window`` in seconds); task, arguments and queue stay
+    those of the code. The edit counts from now (never from before the newest recorded instant)
+    and overrides the code's definition until a deploy changes that definition.
+
+    Returns:
+        A :class:`ScheduleEdit`; ``changed`` is False when the definition was already that.
+
+    Raises:
+        OncebeatError: unknown or retired schedule.
+        ConfigError / ScheduleError: an invalid expression, zone, DST option or catch-up policy
+            (the message names the field).
+    """
+    source = source or current_source("api")
+    now = (clock or SystemClock()).now()
+    changes: dict[str, Any] = {k: v for k, v in (("expression", expression), ("tz", tz), ("dst_gap", dst_gap),
+                                 ("dst_fold", dst_fold), ("catchup", catchup),
+                                 ("catchup_window", catchup_window)) if v is not None}
+    if not changes:
+        raise OncebeatError(f"schedules set {key}: nothing to change; give --cron/--every, --tz, --dst-gap, "
+                            "--dst-fold, --catchup or --catchup-window")
+    with store.transaction() as tx:
+        row = _schedule_row(tx, key)
+        if row["state"] == "retired":
+            raise OncebeatError(f"schedule {key!r} is retired; it never fires again (define it under a new key)")
+        old = ScheduleDef.from_row(row)
+        new = replace(old, **changes)  # validates: raises ConfigError / ScheduleError naming the field
+        if new.definition_hash() == old.definition_hash():
+            return ScheduleEdit(key=key, changed=False, version=row["version"], old=_definition_text(old),
+                                new=_definition_text(new))
+        code_hash = row["code_hash"] if row["origin"] == "runtime" else row["definition_hash"]
+        last = (tx.one("last_fire_at", key=key) or {}).get("last_fire_at")
+        updated = tx.one("override_schedule", key=key, expression=new.expression, tz=new.tz, dst_gap=new.dst_gap,
+                         dst_fold=new.dst_fold, catchup=new.catchup, catchup_window=new.catchup_window,
+                         definition_hash=new.definition_hash(), code_hash=code_hash,
+                         active_since=max(x for x in (now, last) if x is not None), now=now)
+        assert updated is not None
+        audit.record(tx, now=now, kind="schedule.changed", subject=f"schedule:{key}", source=source,
+                     detail={"old": _definition_text(old), "new": _definition_text(new), "origin": "runtime",
+                             "version": updated["version"]})
+    return ScheduleEdit(key=key, changed=True, version=updated["version"], old=_definition_text(old),
+                        new=_definition_text(new))
+
+
+def retire_schedule(store: Store, key: str, *, source: Source | None = None, clock: Clock | None = None) -> bool:
+    """Retire ``key``: it never fires again, on any clock, whatever the code defines.
+
+    Returns:
+        False when it was already retired.
+
+    Raises:
+        OncebeatError: unknown schedule.
+    """
+    source = source or current_source("api")
+    now = (clock or SystemClock()).now()
+    with store.transaction() as tx:
+        row = _schedule_row(tx, key)
+        if tx.one("set_schedule_state", key=key, state="retired", now=now) is None:
+            return False
+        audit.record(tx, now=now, kind="schedule.retired", subject=f"schedule:{key}", source=source,
+                     detail={"expression": row["expression"], "tz": row["tz"], "by": "operator"})
+    return True
+
+
+def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None = None,
+                     clock: Clock | None = None, app: App | None = None) -> Fire:
+    """Run occurrence ``occurrence_id`` again: a ``manual`` run linked to it (``rerun_of``).
+
+    The new run is recorded at now with full precision (so it never takes the identity of a
+    scheduled instant, past or future) and carries the original's **business date**, so the task
+    works on the same day. Refused while the occurrence's job is unfinished (no two runs at once).
+    With ``app``, the task's defaults (priority, attempts) apply to the new job.
+
+    Returns:
+        The manual :class:`~oncebeat.clock.Fire`, with its job id.
+
+    Raises:
+        OncebeatError: unknown occurrence, a retired schedule, or a job of it still unfinished.
+    """
+    source = source or current_source("api")
+    clk = clock or SystemClock()
+    now = clk.now()
+    with store.transaction() as tx:
+        occ = tx.one("get_occurrence", id=occurrence_id)
+        if occ is None:
+            raise OncebeatError(f"no occurrence {occurrence_id}; `oncebeat schedules` and the dashboard list them")
+        row = _schedule_row(tx, occ["schedule_key"])
+        if row["state"] == "retired":
+            raise OncebeatError(f"schedule {row['key']!r} is retired; its occurrences are not run again")
+        busy = tx.one("unfinished_job_of_occurrence", occurrence_id=occurrence_id)
+        if busy is not None:
+            raise OncebeatError(f"occurrence {occurrence_id} has job {busy['id']} still {busy['state']}; "
+                                "wait for it to finish or cancel it (`oncebeat jobs --cancel ID`), then re-run")
+        definition = ScheduleDef.from_row(row)
+        local = definition.schedule().local(now)
+        reason = f"rerun of occurrence {occurrence_id} ({occ['outcome']}, {occ['local_fire_at']})"
+        inserted = tx.one("insert_rerun_occurrence", schedule_key=row["key"], fire_at=now,
+                          local_fire_at=local.isoformat(), tz=definition.tz, business_date=occ["business_date"],
+                          tzdata_version=TZDATA_VERSION, rerun_of=occurrence_id, reason=reason, now=now,
+                          **source.params())
+        if inserted is None:  # another make-up run recorded at this very microsecond
+            raise OncebeatError(f"occurrence {occurrence_id} was just re-run by another process; see the ledger")
+        new_id = int(inserted["id"])
+        job_id = Queue(store, clock=clk, source=source, app=app).enqueue(
+            definition.task, definition.args, tx=tx, queue=definition.queue, occurrence_id=new_id, source=source)
+        tx.run("set_occurrence_job", id=new_id, job_id=job_id)
+        audit.record(tx, now=now, kind="occurrence.rerun", subject=f"schedule:{row['key']}", source=source,
+                     detail={"occurrence_id": new_id, "rerun_of": occurrence_id, "job_id": job_id,
+                             "business_date": str(occ["business_date"])})
+    return Fire(schedule_key=row["key"], fire_at=now, local=local, outcome="manual", inserted=True,
+                occurrence_id=new_id, job_id=job_id, reason=reason)

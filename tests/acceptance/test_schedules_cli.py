@@ -1,0 +1,71 @@
+"""Run-time schedule management from the command line, as an operator does it, on both backends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from oncebeat.store import open_store
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+JOBS = '''
+from oncebeat import App
+
+app = App()
+
+
+@app.task()
+def report(ctx) -> None:
+    pass
+
+
+app.schedule("report", "0 * * * *", tz="UTC", task="report")
+'''
+
+
+def oncebeat(*args: str, cwd: Path, db_url: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{cwd}"}
+    app = ["--app", "jobs:app"] if args[0] != "jobs" else []
+    return subprocess.run([sys.executable, "-m", "oncebeat.cli", *args, "--db", db_url, *app],
+                          cwd=cwd, env=env, text=True, capture_output=True, timeout=120, check=False)
+
+
+def test_operator_edits_retires_and_reruns_from_the_cli(tmp_path: Path, db_url: str) -> None:
+    (tmp_path / "jobs.py").write_text(JOBS, encoding="utf-8")
+    assert oncebeat("tick", cwd=tmp_path, db_url=db_url).returncode == 0  # syncs the code's definitions
+
+    edited = oncebeat("schedules", "set", "report", "--cron", "30 9 * * *", "--tz", "Europe/Paris",
+                      cwd=tmp_path, db_url=db_url)
+    assert edited.returncode == 0, edited.stderr
+    assert edited.stdout.startswith("report: version 2, 30 9 * * * in Europe/Paris")
+    listed = oncebeat("schedules", cwd=tmp_path, db_url=db_url)
+    assert "report: 30 9 * * * in Europe/Paris -> report [active, run-time edit" in listed.stdout, listed.stdout
+
+    bad = oncebeat("schedules", "set", "report", "--cron", "61 9 * * *", cwd=tmp_path, db_url=db_url)
+    assert bad.returncode == 2 and "error:" in bad.stderr and "minute" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+    now = datetime.now(UTC)
+    start, end = (now - timedelta(days=2)).isoformat(), (now - timedelta(days=1)).isoformat()
+    assert oncebeat("backfill", "report", "--from", start, "--until", end, cwd=tmp_path, db_url=db_url).returncode == 0
+    with open_store(db_url) as store:
+        [occurrence] = store.read("list_occurrences", schedule_key="report")
+    refused = oncebeat("occurrences", "rerun", str(occurrence["id"]), cwd=tmp_path, db_url=db_url)
+    assert refused.returncode == 2 and f"has job {occurrence['job_id']} still available" in refused.stderr
+    assert oncebeat("jobs", "--cancel", str(occurrence["job_id"]), cwd=tmp_path, db_url=db_url).returncode == 0
+    rerun = oncebeat("occurrences", "rerun", str(occurrence["id"]), cwd=tmp_path, db_url=db_url)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"re-run of occurrence {occurrence['id']}: report" in rerun.stdout and "manual" in rerun.stdout
+    again = oncebeat("backfill", "report", "--from", start, "--until", end, cwd=tmp_path, db_url=db_url)
+    assert "already in the ledger: backfilled by cli" in again.stdout and "cancelled" in again.stdout
+
+    retired = oncebeat("schedules", "retire", "report", cwd=tmp_path, db_url=db_url)
+    assert (retired.returncode, retired.stdout.strip()) == (0, "report: retired")
+    assert "never fires again" in oncebeat("schedules", "set", "report", "--tz", "UTC", cwd=tmp_path,
+                                           db_url=db_url).stderr
+    missing = oncebeat("occurrences", "rerun", "987654", cwd=tmp_path, db_url=db_url)
+    assert missing.returncode == 2 and "no occurrence 987654" in missing.stderr
