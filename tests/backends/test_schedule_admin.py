@@ -150,7 +150,8 @@ def test_rerun_makes_a_manual_run_for_the_original_business_date_linked_to_it(st
     fire = rerun_occurrence(store, original["id"], source=operator(), clock=sim_clock)
     assert (fire.outcome, fire.fire_at, fire.job_id is not None) == ("manual", at(9, day=2), True)
     rerun = store.read("get_occurrence", id=fire.occurrence_id)[0]
-    assert (rerun["rerun_of"], rerun["business_date"], rerun["source_kind"]) == (original["id"], date(2026, 3, 1), "cli")
+    assert (rerun["rerun_of"], rerun["business_date"], rerun["source_kind"]) == (
+        original["id"], date(2026, 3, 1), "cli")
     assert rerun["reason"].startswith(f"rerun of occurrence {original['id']} (enqueued, 2026-03-01T23:00:00+00:00)")
     [job] = [j for j in store.read("list_jobs", state=None, task=None, limit=10) if j["id"] == fire.job_id]
     assert (job["occurrence_id"], job["state"]) == (fire.occurrence_id, "available")
