@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .app import App, ScheduleDef, TaskDef
 from .clock import ClockProcess
-from .effects import EffectLedger
+from .effects import EffectAttempt, EffectLedger, Resolution
 from .errors import (
                      ConfigError,
                      Discard,
@@ -44,7 +44,7 @@ __all__ = [
     # schedules and definitions
     "Schedule", "parse_schedule", "App", "ScheduleDef", "TaskDef",
     # database, queue, effects
-    "open_store", "Store", "Queue", "Job", "EffectLedger",
+    "open_store", "Store", "Queue", "Job", "EffectLedger", "EffectAttempt", "Resolution",
     # processes
     "ClockProcess", "Worker", "JobContext",
     # provenance

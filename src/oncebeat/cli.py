@@ -837,7 +837,8 @@ def effects_list(state: str | None, database_url: str | None) -> None:
 @click.argument("outcome", type=click.Choice(["done", "not_done"]))
 @DB_OPTION
 def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
-    """Record whether in-doubt effect KEY happened (done) or not (not_done: one new attempt runs)."""
+    """Record whether in-doubt effect KEY (any key) happened: done (recorded, never run again) or not_done
+    (its job runs again; the job's done effects are not repeated)."""
     from .provenance import current_source
 
     rt = _runtime(database_url=database_url, migrate=False)

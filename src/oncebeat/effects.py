@@ -3,41 +3,79 @@
 Use it inside a task handler::
 
     @app.task()
-    def send_receipt(ctx, order_id):
-        ctx.effect(f"receipt:{order_id}", lambda: mailer.send(build(order_id)),
-                   payload={"order_id": order_id})
+    def send_receipts(ctx, order_ids):
+        for order_id in order_ids:          # one in-doubt receipt never stops the others
+            ctx.effect(f"receipt:{order_id}", lambda: mailer.send(build(order_id)),
+                       payload={"order_id": order_id})
+
+An effect function that knows where its point of no return is says so, and
+gets an :class:`EffectAttempt` (with the input frozen at the first attempt)::
+
+    ctx.effect(key, lambda attempt: mailer.send(attempt.frozen, before_final_dot=attempt.point_of_no_return),
+               payload=..., freeze=lambda: message_bytes(msg), marks_point_of_no_return=True,
+               resource=mailer.reserved())
 
 Rules, in order, for ``run(key, fn)``:
 
-1. The key is claimed atomically (``INSERT … ON CONFLICT DO NOTHING``, never
+1. If a ``resource`` is given it is entered first: the key is claimed only
+   when the resource is ready (e.g. the shared SMTP connection is free), so
+   effects waiting for it hold nothing; it is left once ``fn`` returned,
+   before the outcome is recorded.
+2. The key is claimed atomically (``INSERT … ON CONFLICT DO NOTHING``, never
    select-then-insert). Whoever inserts runs ``fn`` and records ``done`` with
-   its (JSON-serialisable) result.
-2. A ``done`` key is never run again: its recorded result is returned.
-3. A key held (``started``) by a live attempt — same job, same attempt, same
+   its (JSON-serialisable) result. With ``freeze``, the effect's input (bytes,
+   e.g. the rendered message) is computed and stored with the claim at the
+   first attempt; every later attempt of the key — an automatic retry or an
+   operator-approved resend — gets exactly those bytes
+   (:attr:`EffectAttempt.frozen`), never a re-rendering. A done key drops them.
+3. A ``done`` key is never run again: its recorded result is returned.
+4. A key held (``started``) by a live attempt — same job, same attempt, same
    worker, lease not expired — raises :class:`EffectBusy` (retry later).
-4. A ``started`` key whose holder is dead (lease expired, job re-claimed) is
-   **in doubt**: the effect may or may not have happened. It is marked
-   ``in_doubt`` and never re-run blindly. If a ``reconcile`` hook is given it
-   decides: return ``("done", result)`` to record it done, ``("not_done",
-   None)`` to run ``fn`` now, or None to leave it in doubt. Otherwise
-   :class:`EffectInDoubt` is raised for the handler (and operator) to handle.
-5. An ``in_doubt`` key stays in doubt (``EffectInDoubt``) until reconciled.
-6. Reusing a key with a different payload raises :class:`EffectKeyConflict`.
+5. A ``started`` key whose holder is dead (lease expired, job re-claimed):
+
+   a. if the holder had not passed its **point of no return** (it ran with
+      ``marks_point_of_no_return=True`` and died before calling
+      :meth:`EffectAttempt.point_of_no_return`: nothing had left yet), the
+      new attempt takes the key over and runs ``fn`` — retried, not doubted;
+   b. otherwise the effect may or may not have happened: the key is marked
+      ``in_doubt`` and never re-run blindly. If a ``reconcile`` hook is given
+      it decides: return ``("done", result)`` to record it done,
+      ``("not_done", None)`` to run ``fn`` now, or None to leave it in doubt.
+      Otherwise :class:`EffectInDoubt` is raised.
+
+   Without ``marks_point_of_no_return`` the point of no return is the claim
+   itself (the conservative default: any death inside ``fn`` is in doubt).
+6. An ``in_doubt`` key stays in doubt (``EffectInDoubt``) until reconciled or
+   resolved by an operator (:meth:`EffectLedger.resolve`, ``oncebeat effects
+   resolve KEY done|not_done``, for any key): ``done`` records it and closes
+   the jobs that waited on it; ``not_done`` makes the key runnable again and
+   runs its job again (the in-doubt job, or a copy of the finished job that
+   owned the key), whose done effects come back from the ledger.
+7. Reusing a key with a different payload raises :class:`EffectKeyConflict`
+   at once, recorded as an ``effect.conflict`` event with both payload hashes
+   (the doctor reports it). It is never retried: a key must name one effect.
+
+Inside a job, :meth:`oncebeat.worker.JobContext.effect` skips an in-doubt or
+conflicting key by default (it returns None and the job goes on with its other
+effects); the job then ends ``in_doubt`` (naming its in-doubt keys) or
+``discarded`` (naming its conflicts) instead of ``completed``.
 
 If ``fn`` raises :class:`~oncebeat.errors.EffectOutcomeUnknown` the key is
 recorded ``in_doubt`` at once (e.g. the SMTP connection dropped after the
-message was sent, before the reply). If ``fn`` raises anything else, the attempt is recorded ``failed`` with the error and the
-key may be claimed again by a later attempt (the effect did not happen —
-that is ``fn``'s contract: raise only when the effect certainly did not happen,
-e.g. a refused SMTP connection).
+final ``.``, before the reply). If ``fn`` raises anything else, the attempt is
+recorded ``failed`` with the error and the key may be claimed again by a later
+attempt (the effect did not happen — that is ``fn``'s contract: raise only
+when the effect certainly did not happen, e.g. a refused SMTP connection).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -53,9 +91,12 @@ from .provenance import Source
 from .store import Json, Store, Tx
 from .timebase import Clock
 
-__all__ = ["EffectLedger", "Holder", "OnDone", "Reconcile", "payload_hash"]
+__all__ = ["EffectAttempt", "EffectLedger", "Holder", "OnDone", "Reconcile", "Resolution", "payload_hash"]
+
+log = logging.getLogger("oncebeat.effects")
 
 RECORD_ATTEMPTS = 5  # tries to record a done effect through transient store errors
+UNFINISHED_JOB_STATES = ("available", "scheduled", "running", "retryable")
 
 Reconcile = Callable[[str, Any], "tuple[str, Any] | None"]
 OnDone = Callable[[Tx, Any], None]  # (the transaction recording ``done``, fn's result)
@@ -75,14 +116,69 @@ class Holder:
     process_id: int | None
 
 
+@dataclass(kw_only=True, slots=True)
+class EffectAttempt:
+    """What an effect function gets when it runs with ``freeze`` or ``marks_point_of_no_return``.
+
+    Attributes:
+        key: the effect key.
+        frozen: the input frozen at the key's first attempt (bytes), or None without ``freeze``.
+    """
+
+    key: str
+    frozen: bytes | None
+    _ledger: EffectLedger
+    _holder: Holder
+
+    def point_of_no_return(self) -> None:
+        """Record durably that the effect may happen from now on; call it right before the irreversible step.
+
+        Before this call a dead holder's key is retried automatically; after it, in doubt.
+
+        Raises:
+            EffectBusy: this attempt no longer holds the key (another attempt took it over): do not go on.
+            StoreError: the mark could not be written: do not go on (the effect has not happened).
+        """
+        self._ledger._mark_no_return(self.key, self._holder)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Resolution:
+    """What an operator's decision on an in-doubt key changed.
+
+    Attributes:
+        key: the effect key; outcome: ``done`` or ``not_done``.
+        rerun_job_id: the job that will run the effect again (``not_done``), if any.
+        closed_job_ids: in-doubt jobs that waited only on resolved keys and are now ``completed``.
+    """
+
+    key: str
+    outcome: str
+    rerun_job_id: int | None = None
+    closed_job_ids: tuple[int, ...] = field(default=())
+
+    def sentence(self) -> str:
+        """One line for the operator, e.g. ``receipt:7: resolved not_done; job 42 will run it again``."""
+        text = f"{self.key}: resolved {self.outcome}"
+        if self.rerun_job_id is not None:
+            text += f"; job {self.rerun_job_id} will run it again (its done effects are not repeated)"
+        elif self.outcome == "not_done":
+            text += "; the next run of its job will run it"
+        if self.closed_job_ids:
+            text += "; completed job(s) " + ", ".join(str(j) for j in self.closed_job_ids)
+        return text
+
+
 class EffectLedger:
     def __init__(self, store: Store, *, clock: Clock, source: Source) -> None:
         self.store = store
         self.clock = clock
         self.source = source
 
-    def run(self, key: str, fn: Callable[[], Any], *, holder: Holder, payload: Any = None,
-            reconcile: Reconcile | None = None, on_done: OnDone | None = None) -> Any:
+    def run(self, key: str, fn: Callable[..., Any], *, holder: Holder, payload: Any = None,
+            reconcile: Reconcile | None = None, freeze: Callable[[], bytes] | None = None,
+            marks_point_of_no_return: bool = False,
+            resource: AbstractContextManager[Any] | None = None, on_done: OnDone | None = None) -> Any:
         """Run ``fn`` once for ``key`` (see module docstring); return its result or the recorded one.
 
         ``on_done(tx, result)`` runs inside the transaction that records the key ``done`` after ``fn``
@@ -91,59 +187,119 @@ class EffectLedger:
         attempt's ``on_done`` committed then) nor on a reconcile. If it raises, the record rolls back and
         the key stays ``started`` (a later attempt finds it in doubt: the effect did happen).
 
+        Args:
+            fn: the effect; called with no argument, or with an :class:`EffectAttempt` when ``freeze`` or
+                ``marks_point_of_no_return`` is given.
+            freeze: computes the effect's input (bytes) at the first attempt; stored with the key.
+            marks_point_of_no_return: ``fn`` calls ``attempt.point_of_no_return()`` right before the step that
+                cannot be undone; a holder that died before it is retried, not in doubt.
+            resource: entered before the key is claimed, left when ``fn`` returned (before recording).
+
         Raises:
             EffectBusy: another live attempt holds the key.
             EffectInDoubt: a dead attempt may have run it; not re-run.
-            EffectKeyConflict: same key, different payload.
+            EffectKeyConflict: same key, different payload (recorded as an ``effect.conflict`` event).
             Exception: whatever ``fn`` raised (the key is then recorded ``failed``).
         """
         telemetry.emit("effect.requested", {"key": key})  # a death here claimed nothing: nothing to doubt
+        with resource if resource is not None else nullcontext():
+            ran, result = self._run(key, fn, holder, payload, reconcile, freeze, marks_point_of_no_return)
+        if ran:  # recorded after the resource is free: the next effect need not wait for this commit
+            self._record_done(key, holder, result, on_done)
+        return result
+
+    def _run(self, key: str, fn: Callable[..., Any], holder: Holder, payload: Any, reconcile: Reconcile | None,
+             freeze: Callable[[], bytes] | None, marks: bool) -> tuple[bool, Any]:
+        """Claim and run; return (True, fn's result) when ``fn`` ran (to be recorded), else (False, the result)."""
         digest = payload_hash(payload)
+        staged = marks or freeze is not None
+        frozen = freeze() if freeze is not None else None
         now = self.clock.now()
-        with self.store.transaction() as tx:
-            claimed = tx.one("effect_claim", key=key, payload_hash=digest, job_id=holder.job_id,
-                             attempt=holder.attempt, process_id=holder.process_id, now=now, **self.source.params())
-            row = None if claimed else tx.one("effect_get", key=key)
-            if row is not None:
-                decision = self._decide_existing(tx, key, digest, row, holder, now)
-                if decision == "take_over":
-                    claimed = {"key": key}
+        no_return_at = None if marks else now
+        try:
+            with self.store.transaction() as tx:
+                claimed = tx.one("effect_claim", key=key, payload_hash=digest, job_id=holder.job_id,
+                                 attempt=holder.attempt, process_id=holder.process_id, now=now,
+                                 no_return_at=no_return_at, frozen=frozen, **self.source.params())
+                row = None if claimed else tx.one("effect_get", key=key)
+                if row is not None:
+                    taken = self._decide_existing(tx, key, digest, row, holder, now, no_return_at, frozen)
+                    if taken is not None:
+                        claimed = taken
+        except EffectKeyConflict as conflict:
+            self._record_conflict(conflict, holder)
+            raise
         if row is not None and not claimed:
             if row["state"] == "done":
-                return row["result"]
-            return self._in_doubt(key, fn, holder, payload, reconcile, row)
-        return self._execute(key, fn, holder, on_done)
+                return False, row["result"]
+            return self._in_doubt(key, fn, holder, payload, reconcile, row, staged, marks, frozen)
+        if claimed and claimed.get("frozen") is not None:
+            frozen = bytes(claimed["frozen"])  # the input frozen at the first attempt wins over today's rendering
+        return True, self._call(key, fn, holder, self._attempt(key, holder, frozen) if staged else None)
 
-    def _decide_existing(self, tx: Any, key: str, digest: str, row: dict[str, Any], holder: Holder, now: Any) -> str:
+    def _attempt(self, key: str, holder: Holder, frozen: bytes | None) -> EffectAttempt:
+        return EffectAttempt(key=key, frozen=frozen, _ledger=self, _holder=holder)
+
+    def _decide_existing(self, tx: Tx, key: str, digest: str, row: dict[str, Any], holder: Holder, now: datetime,
+                         no_return_at: datetime | None, frozen: bytes | None) -> dict[str, Any] | None:
+        """Decide on an existing row inside the claim transaction; return the taken-over row or None."""
         if row["payload_hash"] != digest:
-            raise EffectKeyConflict(
-                f"effect key {key!r} was first used with a different payload; a key must name one effect")
+            raise EffectKeyConflict(key, row["payload_hash"], digest)
         state = row["state"]
-        if state == "done":
-            return "done"
         if state == "failed":
             # The earlier attempt recorded that the effect did not happen: this attempt may run it.
-            tx.run("effect_take_over", key=key, from_state="failed", job_id=holder.job_id, attempt=holder.attempt,
-                   process_id=holder.process_id, now=now, detail=None)
-            return "take_over"
-        if state == "started":
-            alive = row["job_id"] is not None and tx.one(
-                "job_holder_alive", job_id=row["job_id"], attempt=row["attempt"], worker_id=row["process_id"],
-                now=now) is not None
-            if alive:
-                raise EffectBusy(f"effect {key!r} is being run by job {row['job_id']} attempt {row['attempt']}")
-            detail = (f"attempt {row['attempt']} of job {row['job_id']} (worker {row['process_id']}) started it at "
-                      f"{row['started_at'].isoformat()} and died before recording the outcome")
-            tx.run("effect_mark_in_doubt", key=key, detail=detail, now=now)
-            audit.record(tx, now=now, kind="effect.in_doubt", subject=f"effect:{key}", source=self.source,
+            return tx.one("effect_take_over", key=key, from_state="failed", job_id=holder.job_id,
+                          attempt=holder.attempt, process_id=holder.process_id, now=now, detail=None,
+                          no_return_at=no_return_at, frozen=frozen)
+        if state != "started":
+            return None
+        alive = row["job_id"] is not None and tx.one(
+            "job_holder_alive", job_id=row["job_id"], attempt=row["attempt"], worker_id=row["process_id"],
+            now=now) is not None
+        if alive:
+            raise EffectBusy(f"effect {key!r} is being run by job {row['job_id']} attempt {row['attempt']}")
+        who = f"attempt {row['attempt']} of job {row['job_id']} (worker {row['process_id']})"
+        if row.get("no_return_at") is None:
+            # Rule 5a: the dead holder never reached its point of no return, so nothing left: retry it.
+            detail = f"{who} died before its point of no return; retried by attempt {holder.attempt}"
+            taken = tx.one("effect_take_over", key=key, from_state="started", job_id=holder.job_id,
+                           attempt=holder.attempt, process_id=holder.process_id, now=now, detail=detail,
+                           no_return_at=no_return_at, frozen=frozen)
+            audit.record(tx, now=now, kind="effect.retried", subject=f"effect:{key}", source=self.source,
                          process_id=holder.process_id, detail={"detail": detail, "job_id": row["job_id"]})
-            row["state"] = "in_doubt"
-            row["detail"] = detail
-        return "in_doubt"
+            return taken
+        detail = (f"{who} started it at {row['started_at'].isoformat()} and died before recording the outcome "
+                  "(after its point of no return)")
+        tx.run("effect_mark_in_doubt", key=key, detail=detail, now=now)
+        audit.record(tx, now=now, kind="effect.in_doubt", subject=f"effect:{key}", source=self.source,
+                     process_id=holder.process_id, detail={"detail": detail, "job_id": row["job_id"]})
+        row["state"] = "in_doubt"
+        row["detail"] = detail
+        return None
 
-    def _execute(self, key: str, fn: Callable[[], Any], holder: Holder, on_done: OnDone | None = None) -> Any:
+    def _record_conflict(self, conflict: EffectKeyConflict, holder: Holder) -> None:
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            audit.record(tx, now=now, kind="effect.conflict", subject=f"effect:{conflict.key}", source=self.source,
+                         process_id=holder.process_id,
+                         detail={"key": conflict.key, "first_payload_hash": conflict.first_payload_hash,
+                                 "payload_hash": conflict.payload_hash, "job_id": holder.job_id,
+                                 "attempt": holder.attempt})
+        log.error("%s (job %s)", conflict, holder.job_id, extra={"event": "effect.conflict", "job_id": holder.job_id})
+
+    def _mark_no_return(self, key: str, holder: Holder) -> None:
+        with self.store.transaction() as tx:
+            ok = tx.one("effect_no_return", key=key, now=self.clock.now(), job_id=holder.job_id,
+                        attempt=holder.attempt)
+        if ok is None:
+            raise EffectBusy(f"effect {key!r} is no longer held by job {holder.job_id} attempt {holder.attempt}; "
+                             "not going past the point of no return")
+        telemetry.emit("effect.no_return", {"key": key})
+
+    def _call(self, key: str, fn: Callable[..., Any], holder: Holder, attempt: EffectAttempt | None) -> Any:
+        """Run ``fn``; record ``in_doubt`` (outcome unknown) or ``failed`` (it raised) — the caller records done."""
         try:
-            result = fn()
+            return fn(attempt) if attempt is not None else fn()
         except EffectOutcomeUnknown as exc:
             detail = f"outcome unknown: {exc}"
             with self.store.transaction() as tx:
@@ -159,9 +315,11 @@ class EffectLedger:
                            detail=f"{type(exc).__name__}: {exc}"[:2000], now=self.clock.now(),
                            job_id=holder.job_id, attempt=holder.attempt)
             raise
+
+    def _record_done(self, key: str, holder: Holder, result: Any, on_done: OnDone | None = None) -> None:
         telemetry.emit("effect.performed", {"key": key})
         # The effect happened: recording it must survive a database blip, or the key ends in doubt.
-        for attempt in range(RECORD_ATTEMPTS):
+        for tries in range(RECORD_ATTEMPTS):
             try:
                 with self.store.transaction() as tx:
                     tx.run("effect_finish", key=key, from_state="started", state="done", result=Json(result),
@@ -170,35 +328,39 @@ class EffectLedger:
                         on_done(tx, result)
                 break
             except TransientStoreError:
-                if attempt == RECORD_ATTEMPTS - 1:
+                if tries == RECORD_ATTEMPTS - 1:
                     raise
-                self.clock.sleep(0.05 * 2**attempt)
+                self.clock.sleep(0.05 * 2**tries)
         telemetry.emit("effect.recorded", {"key": key, "state": "done"})
-        return result
 
-    def _in_doubt(self, key: str, fn: Callable[[], Any], holder: Holder, payload: Any,
-                  reconcile: Reconcile | None, row: dict[str, Any]) -> Any:
+    def _in_doubt(self, key: str, fn: Callable[..., Any], holder: Holder, payload: Any,
+                  reconcile: Reconcile | None, row: dict[str, Any], staged: bool, marks: bool,
+                  frozen: bytes | None) -> tuple[bool, Any]:
         if reconcile is not None:
             verdict = reconcile(key, payload)
             if verdict is not None:
                 outcome, result = verdict
                 now = self.clock.now()
+                taken: dict[str, Any] | None = None
                 with self.store.transaction() as tx:
                     if outcome == "done":
                         tx.run("effect_finish", key=key, from_state="in_doubt", state="done", result=Json(result),
                                detail="reconciled: it had happened", now=now, job_id=row["job_id"],
                                attempt=row["attempt"])
                     elif outcome == "not_done":
-                        tx.run("effect_take_over", key=key, from_state="in_doubt", job_id=holder.job_id,
-                               attempt=holder.attempt, process_id=holder.process_id, now=now,
-                               detail="reconciled: it had not happened; running again")
+                        taken = tx.one("effect_take_over", key=key, from_state="in_doubt", job_id=holder.job_id,
+                                       attempt=holder.attempt, process_id=holder.process_id, now=now,
+                                       detail="reconciled: it had not happened; running again",
+                                       no_return_at=None if marks else now, frozen=frozen)
                     else:
                         raise ValueError(f"reconcile hook returned {outcome!r}; use 'done' or 'not_done'")
                     audit.record(tx, now=now, kind="effect.reconciled", subject=f"effect:{key}", source=self.source,
                                  process_id=holder.process_id, detail={"outcome": outcome})
                 if outcome == "done":
-                    return result
-                return self._execute(key, fn, holder)
+                    return False, result
+                if taken is not None and taken.get("frozen") is not None:
+                    frozen = bytes(taken["frozen"])
+                return True, self._call(key, fn, holder, self._attempt(key, holder, frozen) if staged else None)
         raise EffectInDoubt(key, str(row.get("detail") or ""))
 
     def list_page(self, *, state: str | None = "in_doubt", after: tuple[datetime, str] | None = None,
@@ -219,17 +381,23 @@ class EffectLedger:
         return {r["state"]: int(r["n"]) for r in self.store.read("count_unfinished_effects")}
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The ledger row of ``key`` (state started|done|in_doubt|failed, result, detail), or None."""
+        """The ledger row of ``key`` (state started|done|in_doubt|failed, result, detail, no_return_at, frozen),
+        or None."""
         rows = self.store.read("effect_get", key=key)
         return rows[0] if rows else None
 
-    def resolve(self, key: str, outcome: str, result: Any = None, *, tx: Tx | None = None) -> bool:
-        """Operator decision on an in-doubt key: ``done`` (it happened) or ``not_done`` (allow a re-run).
+    def resolve(self, key: str, outcome: str, result: Any = None, *, tx: Tx | None = None) -> Resolution | None:
+        """Operator decision on an in-doubt key, for any key: ``done`` (it happened) or ``not_done`` (run it again).
+
+        ``done`` records the key done. ``not_done`` makes it runnable again and runs its job again: the
+        in-doubt job that named it (the key's owner first) goes back to ``available``, or, when the job
+        that owned the key has finished otherwise, a copy of it is enqueued; its done effects come back
+        from the ledger. In-doubt jobs left with no unresolved key end ``completed``.
 
         Args:
             tx: resolve inside the caller's transaction (so a domain update commits with it).
         Returns:
-            True if the key was in doubt and is now resolved; False if it is unknown or not in doubt.
+            What changed, or None if the key is unknown or not in doubt.
         Raises:
             ValueError: ``outcome`` is neither ``done`` nor ``not_done``.
         """
@@ -241,7 +409,7 @@ class EffectLedger:
         now = self.clock.now()
         row = tx.one("effect_get", key=key)
         if row is None or row["state"] != "in_doubt":
-            return False
+            return None
         happened = outcome == "done"
         tx.run("effect_finish", key=key, from_state="in_doubt", state="done" if happened else "failed",
                result=Json(result if happened else None),
@@ -249,4 +417,50 @@ class EffectLedger:
                job_id=row["job_id"], attempt=row["attempt"])
         audit.record(tx, now=now, kind="effect.reconciled", subject=f"effect:{key}", source=self.source,
                      detail={"outcome": outcome, "by": "operator"})
-        return True
+        waiting = [j for j in tx.run("jobs_in_doubt") if key in _in_doubt_keys(j)]
+        rerun = None if happened else self._rerun(tx, key, row, waiting, now)
+        entry = {"at": now.isoformat(), "kind": "resolved", "error": f"effect {key} resolved {outcome} by operator"}
+        closed = []
+        for job in waiting:
+            if job["id"] == rerun:
+                continue
+            open_keys = [k for k in _in_doubt_keys(job) if k != key and _state(tx, k) == "in_doubt"]
+            if not open_keys and tx.one("job_close_in_doubt", id=job["id"], now=now, entry=Json(entry)):
+                closed.append(int(job["id"]))
+        return Resolution(key=key, outcome=outcome, rerun_job_id=rerun, closed_job_ids=tuple(closed))
+
+    def _rerun(self, tx: Tx, key: str, row: dict[str, Any], waiting: list[dict[str, Any]],
+               now: datetime) -> int | None:
+        """Run the key's job again after a ``not_done``; return the job id that will run it (None: none needed)."""
+        entry = {"at": now.isoformat(), "kind": "resolved",
+                 "error": f"effect {key} resolved not_done by operator; running the job again"}
+        owner = row["job_id"]
+        for job in sorted(waiting, key=lambda j: j["id"] != owner):  # the key's owner first
+            if tx.one("job_rerun", id=job["id"], from_state="in_doubt", now=now, entry=Json(entry)):
+                audit.record(tx, now=now, kind="job.rerun", subject=f"job:{job['id']}", source=self.source,
+                             detail={"effect": key})
+                return int(job["id"])
+        if owner is None or waiting:
+            return None  # no job owns it, or an unfinished job with the same unique key will run it
+        job = tx.one("get_job", id=owner)
+        if job is None or job["state"] in UNFINISHED_JOB_STATES:
+            return None  # pruned, or it has not finished: its next attempt runs the effect
+        copy = tx.one("job_copy", id=owner, now=now, **self.source.params())
+        if copy is None:
+            return None
+        audit.record(tx, now=now, kind="job.rerun", subject=f"job:{copy['id']}", source=self.source,
+                     detail={"effect": key, "copy_of": owner})
+        return int(copy["id"])
+
+
+def _in_doubt_keys(job: dict[str, Any]) -> list[str]:
+    """The effect keys an ``in_doubt`` job named (its last ``in_doubt`` error entry)."""
+    for entry in reversed(job.get("errors") or []):
+        if entry.get("kind") == "in_doubt":
+            return [str(k) for k in entry.get("keys") or []]
+    return []
+
+
+def _state(tx: Tx, key: str) -> str | None:
+    row = tx.one("effect_get", key=key)
+    return None if row is None else str(row["state"])

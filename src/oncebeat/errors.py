@@ -40,7 +40,18 @@ class EffectError(OncebeatError):
 
 
 class EffectKeyConflict(EffectError):
-    """An effect key was reused with a different payload (a programming error)."""
+    """An effect key was reused with a different payload (a programming error, never retried).
+
+    ``key``, ``first_payload_hash`` (the payload the key was first used with) and ``payload_hash`` (this
+    use's) are kept; the ledger records the conflict as an ``effect.conflict`` event for the doctor.
+    """
+
+    def __init__(self, key: str, first_payload_hash: str = "", payload_hash: str = "") -> None:
+        super().__init__(f"effect key {key!r} was first used with a different payload (hash {first_payload_hash}, "
+                         f"now {payload_hash}); a key must name one effect")
+        self.key = key
+        self.first_payload_hash = first_payload_hash
+        self.payload_hash = payload_hash
 
 
 class EffectBusy(EffectError):

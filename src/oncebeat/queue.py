@@ -6,7 +6,10 @@ Job states (the field's usual names):
 - ``running`` — claimed by a worker holding a lease until ``lease_expires_at``;
 - ``retryable`` — failed, waits for its backoff (``run_at``);
 - ``completed``, ``discarded`` (permanent error or attempts exhausted, error
-  kept), ``cancelled`` (by a person) — final.
+  kept), ``cancelled`` (by a person) — final;
+- ``in_doubt`` — the handler ran to its end but some of its effects are in
+  doubt (their keys are in the last error entry); it waits for an operator's
+  ``effects resolve KEY done|not_done``, then ends ``completed`` or runs again.
 
 Guarantees: a job is never silently dropped (G3). A worker that dies stops
 renewing its lease; :meth:`Queue.rescue` puts the job back (``available``)
@@ -39,7 +42,7 @@ from .timebase import Clock, require_aware
 
 __all__ = ["Job", "Queue", "backoff_seconds", "JOB_STATES", "UNFINISHED_STATES"]
 
-JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled")
+JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled", "in_doubt")
 UNFINISHED_STATES = ("available", "scheduled", "running", "retryable")
 
 
@@ -238,6 +241,25 @@ class Queue:
         telemetry.emit("job.failed", {"task": job.task, "queue": job.queue, "attempt": job.attempt, "state": state,
                                       "kind": kind})
         return state
+
+    def hold_in_doubt(self, job: Job, worker_id: int, keys: Sequence[str]) -> str:
+        """End an attempt whose effects ``keys`` are in doubt: the job waits ``in_doubt`` for an operator.
+
+        Returns ``in_doubt``, or ``lost-lease`` if this worker no longer holds the job.
+        """
+        now = self.clock.now()
+        error = (f"{len(keys)} effect(s) in doubt: {', '.join(keys)}; the job's other effects ran. Resolve each "
+                 "with `oncebeat effects resolve KEY done|not_done`")
+        entry = {"attempt": job.attempt, "at": now.isoformat(), "error": error[:2000], "kind": "in_doubt",
+                 "keys": list(keys)}
+        with self.store.transaction() as tx:
+            row = tx.one("fail_job", id=job.id, worker_id=worker_id, attempt=job.attempt, state="in_doubt",
+                         run_at=now, finished_at=now, error=Json(entry))
+            if row is None:
+                return "lost-lease"
+            audit.record(tx, now=now, kind="job.in_doubt", subject=f"job:{job.id}", source=self.source,
+                         process_id=worker_id, detail={"task": job.task, "attempt": job.attempt, "keys": list(keys)})
+        return "in_doubt"
 
     def return_jobs(self, worker_id: int, ids: Sequence[int]) -> list[int]:
         """Give running jobs back to the queue without burning an attempt (graceful shutdown)."""

@@ -16,16 +16,20 @@ Events (``data`` keys; seconds are floats, instants aware UTC):
 - ``job.started`` — a worker starts a claimed job: ``task``, ``queue``, ``attempt``,
   ``latency_seconds`` (from the job's ``run_at`` to the start: claim-to-start latency).
 - ``job.finished`` — its handler returned or raised: ``task``, ``queue``, ``outcome`` (``completed``,
-  ``retry``, ``discard``, ``in_doubt``, ``busy``, ``error``, ``unknown_task``), ``seconds`` (run time).
+  ``retry``, ``discard``, ``in_doubt``, ``effect_conflict``, ``busy``, ``error``, ``unknown_task``), ``seconds``
+  (run time).
 - ``occurrence.recorded`` — the clock (or an operator) recorded an occurrence: ``schedule``, ``outcome``
   (enqueued, missed, coalesced, paused, manual, backfilled), ``lag_seconds`` (recording instant minus
   fire instant).
 - ``occurrence.duplicate`` — the ledger turned away a second record of one occurrence: ``schedule``.
 - ``effect.requested`` — a handler asks for an effect, before its key is claimed: ``key``.
+- ``effect.no_return`` — the effect recorded its point of no return (nothing has left yet): ``key``.
 - ``effect.performed`` — the effect's function returned; the outcome is not recorded yet: ``key``.
 - ``effect.recorded`` — the ledger recorded that the effect happened: ``key``, ``state`` (``done``).
 - ``mail.reply`` — an SMTP delivery ended: ``reply_class`` (``2xx``, ``4xx``, ``5xx``, or ``none`` when no
   reply came: connect, TLS, timeout, a drop).
+- ``mail.connecting``, ``mail.data``, ``mail.final_dot`` — an SMTP send is about to connect, to send ``DATA``,
+  and has sent the final ``.`` (no reply read yet).
 - ``reminder.finished`` — a send decided a reminder: ``stage``, ``state`` (sent, skipped, failed, in_doubt).
 
 A subscriber may stop the engine on purpose only with a ``BaseException`` that is not an ``Exception``
@@ -53,8 +57,9 @@ __all__ = ["EVENTS", "Handler", "attach", "detach", "emit", "listening", "span"]
 log = logging.getLogger("oncebeat.telemetry")
 
 EVENTS = ("job.claimed", "job.batch_step", "job.batch_done", "job.started", "job.finished", "job.failed",
-          "job.rescued", "occurrence.recorded", "occurrence.duplicate", "effect.requested", "effect.performed",
-          "effect.recorded", "mail.reply", "reminder.finished")
+          "job.rescued", "occurrence.recorded", "occurrence.duplicate", "effect.requested", "effect.no_return",
+          "effect.performed", "effect.recorded", "mail.connecting", "mail.data", "mail.final_dot", "mail.reply",
+          "reminder.finished")
 Handler = Callable[[str, Mapping[str, Any]], None]
 _handlers: dict[str, tuple[Handler, ...]] = {}
 _lock = threading.Lock()

@@ -12,9 +12,14 @@ Lifecycle:
 
 Outcomes of a handler: return → ``completed``; :class:`~oncebeat.errors.Retry`
 → retried after its delay; :class:`~oncebeat.errors.Discard`, a task's
-``permanent_errors`` or :class:`~oncebeat.errors.EffectInDoubt` → ``discarded``
-at once; any other exception → retried with exponential backoff and jitter
-until ``max_attempts``, then ``discarded``; every error is kept on the job.
+``permanent_errors`` or :class:`~oncebeat.errors.EffectKeyConflict` →
+``discarded`` at once; any other exception → retried with exponential backoff
+and jitter until ``max_attempts``, then ``discarded``; every error is kept on
+the job. Effects in doubt never stop a job's other effects: ``ctx.effect``
+skips them, and a job that met any ends ``in_doubt`` naming their keys (also
+when :class:`~oncebeat.errors.EffectInDoubt` escapes the handler); a job that
+met a reused key with another payload ends ``discarded`` after its other
+effects ran.
 
 Tests and the simulator call :meth:`Worker.drain` (serial, deterministic);
 processes call :meth:`Worker.run`.
@@ -30,6 +35,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
 
@@ -37,7 +43,14 @@ from . import processes, telemetry
 from .app import App
 from .crashpoints import SimulatedCrash
 from .effects import EffectLedger, Holder, OnDone, Reconcile
-from .errors import Discard, EffectBusy, EffectInDoubt, Retry, StoreError
+from .errors import (
+    Discard,
+    EffectBusy,
+    EffectInDoubt,
+    EffectKeyConflict,
+    Retry,
+    StoreError,
+)
 from .provenance import Source, current_source
 from .queue import Job, Queue
 from .store import Store, Tx
@@ -68,16 +81,45 @@ class JobContext:
         self.source: Source = worker.source
         self._effects = worker.effects
         self._occurrence: dict[str, Any] | None = None
+        self.in_doubt: list[str] = []  # effect keys met in doubt during this attempt (skipped or raised)
+        self.conflicts: list[str] = []  # effect keys reused with another payload (EffectKeyConflict text)
 
-    def effect(self, key: str, fn: Callable[[], Any], *, payload: Any = None, reconcile: Reconcile | None = None,
+    def effect(self, key: str, fn: Callable[..., Any], *, payload: Any = None, reconcile: Reconcile | None = None,
+               freeze: Callable[[], bytes] | None = None, marks_point_of_no_return: bool = False,
+               resource: AbstractContextManager[Any] | None = None, skip: bool = True,
                on_done: OnDone | None = None) -> Any:
         """Run side effect ``fn`` at most once for ``key`` (see :mod:`oncebeat.effects`); return its result.
 
-        ``on_done(tx, result)`` commits the caller's own record in the transaction that records the key done.
-        Raises what :meth:`oncebeat.effects.EffectLedger.run` raises (``EffectInDoubt``, ``EffectBusy`` …).
+        Args:
+            freeze, marks_point_of_no_return, resource: see :meth:`oncebeat.effects.EffectLedger.run`.
+            on_done: ``on_done(tx, result)`` commits the caller's own record in the transaction that records
+                the key done.
+            skip: True (default): a key in doubt, or reused with another payload, is skipped — this returns
+                None, the key is listed in :attr:`in_doubt` / :attr:`conflicts` and the handler goes on with
+                its other effects; the job then ends ``in_doubt`` (or ``discarded`` for a conflict) instead
+                of ``completed``. False: :class:`EffectInDoubt` / :class:`EffectKeyConflict` are raised for
+                the handler to handle (the job still ends naming the key).
+
+        Raises:
+            EffectBusy: another live attempt holds the key (the job is retried after a lease).
+            EffectInDoubt, EffectKeyConflict: only with ``skip=False``.
         """
         holder = Holder(job_id=self.job.id, attempt=self.job.attempt, process_id=self.worker.process_id)
-        return self._effects.run(key, fn, holder=holder, payload=payload, reconcile=reconcile, on_done=on_done)
+        try:
+            return self._effects.run(key, fn, holder=holder, payload=payload, reconcile=reconcile,
+                                     freeze=freeze, marks_point_of_no_return=marks_point_of_no_return,
+                                     resource=resource, on_done=on_done)
+        except EffectInDoubt as exc:
+            self.in_doubt.append(key)
+            if not skip:
+                raise
+            log.warning("job %s: skipped effect %s (in doubt); its other effects go on: %s", self.job.id, key, exc,
+                        extra={"event": "effect.skipped", "job_id": self.job.id})
+        except EffectKeyConflict as exc:
+            self.conflicts.append(str(exc))
+            if not skip:
+                raise
+        return None
 
     def effect_state(self, key: str) -> str | None:
         """The ledger state of ``key`` (``started``, ``done``, ``in_doubt``, ``failed``), None if never claimed."""
@@ -178,7 +220,7 @@ class Worker:
         ctx = JobContext(self, job)
         try:
             task.fn(ctx, **job.args)
-            return "completed"
+            return self._settle(job, wid, ctx)
         except SimulatedCrash:
             raise
         except Retry as sig:
@@ -188,8 +230,13 @@ class Worker:
             self.queue.fail(job, wid, sig.reason, permanent=True, kind="discard")
             return "discard"
         except EffectInDoubt as exc:
-            self.queue.fail(job, wid, str(exc), permanent=True, kind="in_doubt")
-            return "in_doubt"
+            if exc.key not in ctx.in_doubt:
+                ctx.in_doubt.append(exc.key)
+            return self._settle(job, wid, ctx)
+        except EffectKeyConflict as exc:
+            if str(exc) not in ctx.conflicts:
+                ctx.conflicts.append(str(exc))
+            return self._settle(job, wid, ctx)
         except EffectBusy as exc:
             self.queue.fail(job, wid, str(exc), delay=self.lease_seconds, kind="busy")
             return "busy"
@@ -200,6 +247,17 @@ class Worker:
                         extra={"event": "job.failed", "job_id": job.id})
             self.queue.fail(job, wid, detail, permanent=permanent, kind="error")
             return "error"
+
+    def _settle(self, job: Job, wid: int, ctx: JobContext) -> str:
+        """End a handler that ran to its end: ``completed``, or record its conflicts / in-doubt keys."""
+        if ctx.conflicts:  # a programming error: never retried, but the other effects did run
+            note = f"; effects in doubt: {', '.join(ctx.in_doubt)}" if ctx.in_doubt else ""
+            self.queue.fail(job, wid, "; ".join(ctx.conflicts) + note, permanent=True, kind="effect_conflict")
+            return "effect_conflict"
+        if ctx.in_doubt:
+            self.queue.hold_in_doubt(job, wid, list(dict.fromkeys(ctx.in_doubt)))
+            return "in_doubt"
+        return "completed"
 
     # --- serial drain (tests, simulator, demo) ------------------------------------------------
     def run_batch(self) -> int:

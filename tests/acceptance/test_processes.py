@@ -227,7 +227,7 @@ def test_worker_killed_between_effect_and_record_leaves_the_effect_in_doubt_afte
     assert started["state"] == "started"
 
     survivor = spawn("worker.py", db_url, str(outbox), "--lease", str(LEASE), "--rescue", "0.3", name="survivor")
-    wait_for("the job to be discarded", lambda: job(store, job_id).state == "discarded", 20, survivor)
+    wait_for("the job to wait in doubt", lambda: job(store, job_id).state == "in_doubt", 20, survivor)
     survivor.popen.send_signal(signal.SIGTERM)
     assert survivor.wait(timeout=15) == 0, survivor.logs()
 

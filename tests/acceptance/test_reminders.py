@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email
+import email.policy
 import multiprocessing
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -285,3 +286,77 @@ def test_operator_resolving_an_in_doubt_reminder_settles_it(harness: Harness, ou
 
     with pytest.raises(OncebeatError, match="not in doubt"):
         harness.service.resolve_effect(f"reminder:{row['id']}", outcome, source=current_source("cli"))
+
+
+# --- issue 9: in doubt only past the point of no return; a resend is the same message --------------------
+
+
+def _crash_once_then_rescue(harness: Harness, point: str) -> None:
+    """The worker dies at ``point`` during the send; a new process (new SMTP connection) rescues the job."""
+    from oncebeat.mail import Mailer
+
+    harness.tick_to(FIRST_FIRE)
+    doomed = harness.new_worker("doomed")
+    doomed.drain(max_batches=1)  # the scan
+    crashpoints.arm(point)
+    with pytest.raises(SimulatedCrash):
+        doomed.drain()
+    crashpoints.disarm()
+    harness.mailer.close()  # the dead process's connection goes with it
+    harness.mailer = harness.service.mailer = Mailer(harness.sink.url)
+    harness.clock.advance(doomed.lease_seconds + 1)
+    survivor = harness.new_worker("survivor")
+    assert survivor.rescue() != []
+    survivor.drain()
+
+
+@pytest.mark.parametrize(("point", "in_doubt"), [("smtp_connect", False), ("smtp_data", False),
+                                                 ("smtp_after_dot", True), ("effect_before_record", True)])
+def test_only_a_send_killed_after_the_final_dot_is_in_doubt(harness: Harness, point: str, in_doubt: bool) -> None:
+    harness.add_invoices(invoice("INV-20", date(2026, 3, 1)))
+    _crash_once_then_rescue(harness, point)
+    (row,) = harness.reminders()
+    (effect,) = harness.store.read("list_effects", state=None)
+    assert len(harness.messages()) == 1, "delivered exactly once either way"
+    if in_doubt:  # the server had the whole message: it may have accepted it
+        assert (row["state"], effect["state"]) == ("in_doubt", "in_doubt")
+    else:  # nothing had left: retried automatically, not doubted
+        assert (row["state"], effect["state"]) == ("sent", "done")
+        [retried] = harness.store.read("list_events", subject=f"effect:{effect['key']}", kind="effect.retried",
+                                       since=FIRST_FIRE - timedelta(days=1))
+        assert "died before its point of no return" in retried["detail"]["detail"]
+
+
+def test_a_resend_after_a_lost_reply_and_a_partial_payment_is_byte_identical_to_the_first_copy(
+        harness: Harness) -> None:
+    from oncebeat.mail import Mailer
+    from oncebeat.provenance import current_source
+
+    harness.add_invoices(invoice("INV-21", date(2026, 3, 1), amount=12_345))
+    harness.mailer = harness.service.mailer = Mailer(f"{harness.sink.url}?timeout=0.5")
+    harness.sink.faults.stall_next(1, seconds=2.0)  # stored, but the 250 comes after the client gave up
+    harness.tick_to(FIRST_FIRE)
+    harness.new_worker().drain()
+    (row,) = harness.reminders()
+    assert row["state"] == "in_doubt"
+    assert len(harness.messages()) == 1
+
+    harness.clock.advance(3 * 3600)  # a partial payment changes the amount due; a re-render would differ
+    harness.add_invoices(invoice("INV-21", date(2026, 3, 1), amount=5_000),
+                         customers=(Customer(email="ana@example.com", name="Ana Lima", locale="pt_BR",
+                                             tz="America/Sao_Paulo"),))
+    said = harness.service.resolve_effect(f"reminder:{row['id']}", "not_done", source=current_source("cli"))
+    assert "will be sent again" in said
+    harness.new_worker().drain()
+
+    (row,) = harness.reminders()
+    assert row["state"] == "sent"
+    files = sorted((harness.sink.maildir / "new").iterdir())
+    assert len(files) == 2
+    first, resend = (f.read_bytes() for f in files)
+    assert resend == first, "the resend is the frozen first message, byte for byte"
+    parsed = email.message_from_bytes(first, policy=email.policy.default)
+    body = parsed.get_body(preferencelist=("plain",))
+    assert body is not None and "123,45" in body.get_content(), "the amount as it was at the first attempt"
+    (effect,) = harness.store.read("list_effects", state="done")
+    assert effect["frozen"] is None, "a done effect drops its frozen bytes"

@@ -385,7 +385,7 @@ def crash_then_rescue(store: Store, clock: SimulatedClock, point: str) -> tuple[
     return outbox, job_id
 
 
-def test_worker_killed_inside_an_effect_is_reported_as_rescue_in_doubt_and_discard(
+def test_worker_killed_inside_an_effect_is_reported_as_rescue_and_in_doubt(
         store: Store, sim_clock: SimulatedClock) -> None:
     outbox, job_id = crash_then_rescue(store, sim_clock, "effect_before_record")
     assert outbox.sent == [7]
@@ -406,11 +406,37 @@ def test_worker_killed_inside_an_effect_is_reported_as_rescue_in_doubt_and_disca
     assert eff["started_at"]["utc"] == "2026-03-01T12:00:00Z"
     assert "oncebeat effects resolve mail:7 done" in doubt.fix and "oncebeat effects resolve mail:7 not_done" in doubt.fix
 
+    assert f"job {job_id} waits in_doubt" in doubt.summary
+    [job] = evidence(doubt, "job")
+    assert job["state"] == "in_doubt" and job["last_error"]["kind"] == "in_doubt", "waiting, not discarded"
+    assert report.by_code("discarded") == []
+
+
+def test_a_reused_effect_key_with_another_payload_is_reported_with_both_hashes(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    app = App()
+
+    @app.task()
+    def bill(ctx: Any, amounts: list[int]) -> None:
+        for n, amount in enumerate(amounts):
+            ctx.effect(f"invoice-mail:{n}", lambda: None, payload={"amount": amount})
+
+    q = Queue(store, clock=sim_clock, source=src("api", "web-host", 1, "web.1"))
+    q.enqueue("bill", {"amounts": [10, 20]})
+    Worker(app, store, clock=sim_clock, lease_seconds=LEASE).drain()
+    job_id = q.enqueue("bill", {"amounts": [10, 25, 30]})  # key invoice-mail:1 now names another amount
+    Worker(app, store, clock=sim_clock, lease_seconds=LEASE).drain()
+
+    report = doctor(store, sim_clock)
+    [conflict] = report.by_code("effect-conflict")
+    assert conflict.severity == "error" and conflict.subject == "effect:invoice-mail:1"
+    assert f"by job {job_id} attempt 1" in conflict.summary and "the job's other effects were" in conflict.summary
+    [event] = evidence(conflict, "event")
+    assert event["detail"]["first_payload_hash"] != event["detail"]["payload_hash"]
     [discarded] = report.by_code("discarded")
-    assert discarded.severity == "error" and discarded.subject == f"job:{job_id}"
-    [job] = evidence(discarded, "job")
-    assert job["state"] == "discarded" and job["last_error"]["kind"] == "in_doubt"
-    assert "see in-doubt" in discarded.fix
+    assert discarded.subject == f"job:{job_id}" and "see effect-conflict" in discarded.fix
+    assert store.read("effect_get", key="invoice-mail:2")[0]["state"] == "done", "the later effect still ran"
+    assert report.exit_code == 1
 
 
 def test_retry_after_the_effect_was_recorded_is_reported_as_harmless(store: Store,
@@ -813,14 +839,14 @@ def test_scope_to_one_schedule_or_invoice_keeps_only_what_belongs_to_it(billing:
 def test_explain_tells_a_rescued_jobs_story_in_order(store: Store, sim_clock: SimulatedClock) -> None:
     _, job_id = crash_then_rescue(store, sim_clock, "effect_before_record")
     lines = explain(store, "job", job_id)
-    assert lines[0] == f"job {job_id} (remind) in queue default: discarded, attempt 2/5, args {{\"invoice_id\": 7}}"
+    assert lines[0] == f"job {job_id} (remind) in queue default: in_doubt, attempt 2/5, args {{\"invoice_id\": 7}}"
     story = "\n".join(lines)
     order = ["enqueued by api web.1 pid 1 on web-host", "effect mail:7 started by job 1 attempt 1",
              ("rescued by rescue dyno-w2 pid 32 on dyno-w2 (v0.1.0): worker 1 (dyno-w1 pid 31 on dyno-w1) stopped "
               "heartbeating during attempt 1; now available"),
              "claimed for attempt 2 by worker 2 (dyno-w2 pid 32 on dyno-w2)",
              "effect mail:7 marked in doubt by worker dyno-w2 pid 32",
-             "attempt 2 failed (in_doubt)", "gave up (discarded) after attempt 2 (permanent error)"]
+             "attempt 2 failed (in_doubt)", "waits in doubt after attempt 2 (its other effects ran): resolve mail:7"]
     assert_in_order(story, order)
     assert "oncebeat effects resolve mail:7 done|not_done" in story
     assert "2026-03-01 12:00:00 UTC  enqueued by api" in story

@@ -171,8 +171,9 @@ def test_crash_after_the_effect_but_before_recording_it_leaves_the_key_in_doubt(
     assert effect["state"] == "in_doubt"
     assert "died before recording the outcome" in effect["detail"]
     job = reminders.job(job_id)
-    assert (job.state, job.attempt) == ("discarded", 2)
+    assert (job.state, job.attempt) == ("in_doubt", 2), "the job waits for a decision, named keys kept"
     assert [e["kind"] for e in job.errors] == ["rescue", "in_doubt"]
+    assert job.errors[-1]["keys"] == ["reminder:7"]
     assert "reminder:7" in job.errors[-1]["error"]
     in_doubt_events = store.read("list_events", subject="effect:reminder:7", kind="effect.in_doubt",
                                  since=sim_clock.now() - timedelta(days=1))
@@ -198,7 +199,7 @@ def test_death_inside_the_effect_is_in_doubt_because_nobody_can_tell_it_did_not_
     reminders.restart_after_lease_expiry()
     assert reminders.sent == []
     assert reminders.effect(7)["state"] == "in_doubt"
-    assert reminders.job(job_id).state == "discarded"
+    assert reminders.job(job_id).state == "in_doubt"
 
 
 def test_crash_after_recording_the_effect_returns_the_recorded_result_on_retry(reminders: Reminders) -> None:
@@ -287,7 +288,7 @@ def test_reconcile_hook_without_a_verdict_leaves_the_key_in_doubt(reminders: Rem
     assert asked == ["reminder:7"]
     assert reminders.sent == [7]
     assert reminders.effect(7)["state"] == "in_doubt"
-    assert reminders.job(job_id).state == "discarded"
+    assert reminders.job(job_id).state == "in_doubt"
 
 
 def test_reconcile_hook_with_an_unknown_verdict_is_refused(reminders: Reminders) -> None:
@@ -304,13 +305,15 @@ def test_reconcile_hook_with_an_unknown_verdict_is_refused(reminders: Reminders)
 
 def test_operator_resolving_in_doubt_as_done_records_it_and_never_resends(
         reminders: Reminders, store: Store, sim_clock: SimulatedClock) -> None:
-    reminders.enqueue(7)
+    job_id = reminders.enqueue(7)
     reminders.crash("effect_before_record")
     reminders.restart_after_lease_expiry()
     effects = ledger(store, sim_clock)
 
-    assert effects.resolve("reminder:7", "done", {"message_id": "<reminder-7@oncebeat.test>"}) is True
-    assert effects.resolve("reminder:7", "done") is False, "only an in-doubt key can be resolved"
+    resolution = effects.resolve("reminder:7", "done", {"message_id": "<reminder-7@oncebeat.test>"})
+    assert resolution is not None and resolution.closed_job_ids == (job_id,)
+    assert reminders.job(job_id).state == "completed", "its only in-doubt effect was resolved"
+    assert effects.resolve("reminder:7", "done") is None, "only an in-doubt key can be resolved"
     effect = reminders.effect(7)
     assert effect["state"] == "done"
     assert effect["detail"] == "resolved by operator: it had happened"
@@ -318,23 +321,27 @@ def test_operator_resolving_in_doubt_as_done_records_it_and_never_resends(
     retry = reminders.enqueue(7)
     reminders.new_process().drain()
     assert reminders.sent == [7]
-    assert reminders.returned == [{"message_id": "<reminder-7@oncebeat.test>"}]
+    assert reminders.returned == [None, {"message_id": "<reminder-7@oncebeat.test>"}], \
+        "the run that met it in doubt skipped it (None); the next one gets the recorded result"
     assert reminders.job(retry).state == "completed"
 
 
 def test_operator_resolving_in_doubt_as_not_done_lets_the_next_attempt_send(
         reminders: Reminders, store: Store, sim_clock: SimulatedClock) -> None:
-    reminders.enqueue(7)
+    job_id = reminders.enqueue(7)
     reminders.crash("effect_before_record")
     reminders.restart_after_lease_expiry()
     reminders.sent.clear()  # the operator checked: the provider never accepted that message
 
-    assert ledger(store, sim_clock).resolve("reminder:7", "not_done") is True
+    resolution = ledger(store, sim_clock).resolve("reminder:7", "not_done")
+    assert resolution is not None and resolution.rerun_job_id == job_id, "the in-doubt job runs again"
     assert reminders.effect(7)["state"] == "failed"
-    reminders.enqueue(7)
+    assert reminders.job(job_id).state == "available"
     reminders.new_process().drain()
     assert reminders.sent == [7]
     assert reminders.effect(7)["state"] == "done"
+    job = reminders.job(job_id)
+    assert (job.state, job.attempt) == ("completed", 3)
 
 
 def test_resolve_refuses_unknown_outcomes_and_unknown_keys(reminders: Reminders, store: Store,
@@ -346,7 +353,7 @@ def test_resolve_refuses_unknown_outcomes_and_unknown_keys(reminders: Reminders,
     with pytest.raises(ValueError, match="'done' or 'not_done'"):
         effects.resolve("reminder:7", "perhaps")
     assert reminders.effect(7)["state"] == "in_doubt"
-    assert effects.resolve("reminder:404", "done") is False
+    assert effects.resolve("reminder:404", "done") is None
 
 
 # --- misuse and contention --------------------------------------------------------------------------

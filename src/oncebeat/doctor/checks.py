@@ -151,7 +151,7 @@ def _why_in_doubt(detail: Any) -> str:
     text = str(detail or "")
     if text.startswith("outcome unknown"):
         return f"did it but never learned whether it took effect ({text}); the worker itself kept running"
-    return "died between doing it and recording it"
+    return "died between its point of no return and recording it"
 
 
 def _most_alive_at_once(procs: list[Proc]) -> tuple[int, datetime]:
@@ -609,6 +609,8 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
                                  maildir=str(facts.maildir), message_id=mid, copies=delivered))
         summary = (f"effect {key} is in doubt since {face.text(e['started_at'], tz)}: attempt {e['attempt']} of job "
                    f"{e['job_id']} ({who}) {_why_in_doubt(e.get('detail'))}")
+        if job and job["state"] == "in_doubt":
+            summary += f"; job {job['id']} waits in_doubt (its other effects ran)"
         if delivered:
             fix = (f"The Maildir shows it was delivered: run `oncebeat effects resolve {key} done`.")
         elif delivered == 0:
@@ -1013,6 +1015,9 @@ def check_discarded(facts: Facts) -> list[Finding]:
         kind = err.get("kind")
         if kind == "in_doubt":
             fix = "Resolve the effect (see in-doubt); the job gave up rather than repeat an effect that may have happened."
+        elif kind == "effect_conflict":
+            fix = ("A programming error: one effect key was used for two different payloads (see effect-conflict). "
+                   "Make the key name exactly one effect (include what differs in it); the job's other effects ran.")
         elif kind == "unknown_task":
             fix = f"Deploy workers that register task {j['task']}, then enqueue the work again."
         elif kind == "rescue":
@@ -1035,12 +1040,52 @@ def check_discarded(facts: Facts) -> list[Finding]:
     return findings
 
 
+# --- effect-conflict -------------------------------------------------------------------------------------
+
+
+def check_effect_conflict(facts: Facts) -> list[Finding]:
+    """Effect keys reused with another payload (``effect.conflict`` events): a bug, recorded, never retried."""
+    face = facts.face
+    rows = facts.events("effect.conflict")
+    effects = {str(e["key"]): e for e in facts.effects_by_keys([str(r["detail"].get("key")) for r in rows])}
+    jobs = facts.load_jobs(int(r["detail"]["job_id"]) for r in rows if r["detail"].get("job_id") is not None)
+    findings: list[Finding] = []
+    for r in rows[:MAX_FINDINGS_PER_CHECK]:
+        d = r.get("detail") or {}
+        key = str(d.get("key"))
+        items = [ev.event(r, face, text=(f"effect key {key} reused with payload hash {d.get('payload_hash')}; "
+                                          f"first used with {d.get('first_payload_hash')}"))]
+        if key in effects:
+            items.append(ev.effect(effects[key], face, facts.proc(effects[key].get("process_id"))))
+        job = jobs.get(int(d["job_id"])) if d.get("job_id") is not None else None
+        if job:
+            items.append(ev.job(job, face))
+        findings.append(Finding(
+            code="effect-conflict", severity="error",
+            summary=(f"effect key {key} was reused with another payload at {face.text(r['at'])}"
+                     + (f" by job {d.get('job_id')} attempt {d.get('attempt')}" if d.get("job_id") else "")
+                     + f" (payload hash {d.get('payload_hash')}, first {d.get('first_payload_hash')}): "
+                       "that effect was not run; the job's other effects were"),
+            subject=f"effect:{key}", evidence=_capped(items),
+            fix=("A key must name exactly one effect: put what differs (e.g. the recipient or the amount) into "
+                 "the key, or keep the payload the same. Then enqueue the work again if the second effect is "
+                 "still wanted.")))
+    if len(rows) > MAX_FINDINGS_PER_CHECK:
+        findings.append(Finding(
+            code="effect-conflict", severity="error",
+            summary=f"{len(rows) - MAX_FINDINGS_PER_CHECK} more effect keys were reused with another payload",
+            fix="List them with the audit events of kind effect.conflict.",
+            evidence=(ev.note("not shown one by one", more=len(rows) - MAX_FINDINGS_PER_CHECK),)))
+    return findings
+
+
 CHECK_FUNCTIONS: dict[str, Callable[[Facts], list[Finding]]] = {
     "multiple-clocks": check_multiple_clocks,
     "clock-restart": check_clock_restart,
     "leftover-trigger": check_leftover_trigger,
     "retry-side-effect": check_retry_side_effect,
     "in-doubt": check_in_doubt,
+    "effect-conflict": check_effect_conflict,
     "duplicate-delivery": check_duplicate_delivery,
     "lost": check_lost,
     "timezone": check_timezone,

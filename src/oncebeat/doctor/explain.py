@@ -215,6 +215,13 @@ def _job_entries(store: Store, story: _Story, j: dict[str, Any], *, prefix: str)
         elif e["kind"] == "job.discarded":
             story.add(e["at"], f"{prefix}gave up (discarded) after attempt {d.get('attempt')}"
                                + (" (permanent error)" if d.get("permanent") else ""), _GAVE_UP)
+        elif e["kind"] == "job.in_doubt":
+            story.add(e["at"], f"{prefix}waits in doubt after attempt {d.get('attempt')} (its other effects ran): "
+                               f"resolve {', '.join(map(str, d.get('keys') or []))} with `oncebeat effects resolve "
+                               "KEY done|not_done`", _GAVE_UP)
+        elif e["kind"] == "job.rerun":
+            story.add(e["at"], f"{prefix}runs again: effect {d.get('effect')} resolved not_done by {source_text(e)}"
+                               + (f" (a copy of job {d.get('copy_of')})" if d.get("copy_of") else ""), _FAILED)
         elif e["kind"] == "job.cancelled":
             story.add(e["at"], f"{prefix}cancelled by {source_text(e)}", _GAVE_UP)
         elif e["kind"] == "job.returned":

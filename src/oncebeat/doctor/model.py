@@ -37,6 +37,7 @@ CHECKS = (
     "leftover-trigger",
     "retry-side-effect",
     "in-doubt",
+    "effect-conflict",
     "duplicate-delivery",
     "lost",
     "timezone",

@@ -1,7 +1,7 @@
 """Mail: RFC 5322 messages, SMTP delivery with error classification, a local sink.
 
-Layer rule: this package uses only the stdlib, aiosmtpd, :mod:`oncebeat.errors`
-and :mod:`oncebeat.timebase`.
+Layer rule: this package uses only the stdlib, aiosmtpd, :mod:`oncebeat.errors`,
+:mod:`oncebeat.timebase` and the telemetry seam of :mod:`oncebeat.telemetry`.
 
 * :func:`build_message` / :func:`make_message_id` — safe message construction
   (no header injection, non-ASCII names, deterministic ``Message-ID``).
@@ -32,7 +32,7 @@ from .sink import (
     read_maildir,
     serve_forever,
 )
-from .smtp import DEFAULT_TIMEOUT, Mailer, SmtpUrl, parse_smtp_url, redact_url
+from .smtp import DEFAULT_TIMEOUT, Mailer, SmtpUrl, message_bytes, parse_smtp_url, redact_url
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -48,6 +48,7 @@ __all__ = [
     "count_by_header",
     "idna_domain",
     "make_message_id",
+    "message_bytes",
     "parse_address",
     "parse_smtp_url",
     "read_maildir",

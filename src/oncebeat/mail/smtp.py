@@ -47,6 +47,16 @@ been read: :meth:`Mailer.send` returns that reply immediately. It never sends
 drops the connection right after its ``250`` cannot turn a delivered message
 into an error; :meth:`Mailer.close` ignores errors from ``QUIT``.
 
+Point of no return: the server can accept a message only once it has read
+the final ``.`` of ``DATA``. :meth:`Mailer.send` sends the content, then calls
+``before_final_dot`` (an effect ledger records its point of no return there),
+then the final ``.``: if the callback raises, the connection is dropped
+without the ``.`` and nothing can have been delivered. A message given as
+bytes (:func:`message_bytes`, e.g. frozen with an effect at its first
+attempt) is sent exactly as given, so a retry or a resend is the same message.
+Telemetry events (crash points hang on them, :mod:`oncebeat.crashpoints`):
+``mail.connecting``, ``mail.data``, ``mail.final_dot``.
+
 Connection reuse: one :class:`Mailer` keeps one connection open across
 :meth:`~Mailer.send` calls. If a *reused* connection turns out to be dead
 before the message content was sent (the server closed it while idle: EOF,
@@ -63,7 +73,11 @@ import re
 import smtplib
 import ssl
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from email import message_from_bytes
+from email import policy as email_policy
 from email.generator import BytesGenerator
 from email.headerregistry import Address
 from email.message import EmailMessage, Message
@@ -90,6 +104,7 @@ __all__ = [
     "redact_url",
     "Mailer",
     "DEFAULT_TIMEOUT",
+    "message_bytes",
 ]
 
 log = logging.getLogger("oncebeat.mail")
@@ -357,10 +372,23 @@ def _serialize(msg: Message, *, utf8: bool) -> bytes:
 
 
 def _dot_stuff(payload: bytes) -> bytes:
+    """The content as sent inside DATA: leading dots doubled, ending in CRLF (the final ``.`` not included)."""
     data = re.sub(rb"(?m)^\.", b"..", payload)
     if not data.endswith(b"\r\n"):
         data += b"\r\n"
-    return data + b".\r\n"
+    return data
+
+
+def message_bytes(msg: Message) -> bytes:
+    """``msg`` exactly as :meth:`Mailer.send` would transmit it (CRLF lines, ``Bcc`` removed).
+
+    Freeze these bytes with an effect at its first attempt and pass them to :meth:`Mailer.send` on every
+    attempt: a retry or an approved resend is then byte for byte the same message.
+
+    Raises:
+        PermanentMailError: the message has no sender or no recipient.
+    """
+    return _serialize(msg, utf8=_envelope(msg).utf8)
 
 
 class Mailer:
@@ -411,7 +439,14 @@ class Mailer:
 
     # -- public API -------------------------------------------------------
 
-    def send(self, msg: EmailMessage) -> str:
+    @contextmanager
+    def reserved(self) -> Iterator[Mailer]:
+        """Hold this mailer's connection for one send (other threads wait): an effect claims its key only
+        once the connection is free (``ctx.effect(..., resource=mailer.reserved())``)."""
+        with self._lock:
+            yield self
+
+    def send(self, msg: EmailMessage | bytes, *, before_final_dot: Callable[[], None] | None = None) -> str:
         """Deliver ``msg`` to its ``To``/``Cc``/``Bcc`` recipients.
 
         The envelope sender is ``Sender`` or else ``From``; ``Bcc`` headers are
@@ -419,7 +454,11 @@ class Mailer:
         recipient is refused, nothing is sent (all-or-nothing).
 
         Args:
-            msg: The message, e.g. from :func:`oncebeat.mail.build_message`.
+            msg: The message, e.g. from :func:`oncebeat.mail.build_message`, or its bytes from
+                :func:`message_bytes` (sent exactly as given; the envelope comes from their headers).
+            before_final_dot: called after the content and before the final ``.`` of ``DATA`` — the
+                point of no return. If it raises, the connection is dropped without the ``.`` (nothing
+                delivered) and its exception propagates.
 
         Returns:
             str: The server's final reply to the message content, code first,
@@ -433,7 +472,7 @@ class Mailer:
                 no recipients/sender, or SMTPUTF8 needed but not offered.
         """
         try:
-            reply = self._send(msg)
+            reply = self._send(msg, before_final_dot)
         except MailError as exc:
             code = getattr(exc, "code", None)
             telemetry.emit("mail.reply", {"reply_class": f"{code // 100}xx" if code else "none"})
@@ -441,17 +480,23 @@ class Mailer:
         telemetry.emit("mail.reply", {"reply_class": "2xx"})
         return reply
 
-    def _send(self, msg: EmailMessage) -> str:
-        envelope = _envelope(msg)
-        payload = _dot_stuff(_serialize(msg, utf8=envelope.utf8))
+    def _send(self, msg: EmailMessage | bytes, before_final_dot: Callable[[], None] | None) -> str:
+        if isinstance(msg, bytes):
+            envelope = _envelope(message_from_bytes(msg, policy=email_policy.default))
+            payload = _dot_stuff(re.sub(rb"\r\n|\n|\r", b"\r\n", msg))
+        else:
+            envelope = _envelope(msg)
+            payload = _dot_stuff(_serialize(msg, utf8=envelope.utf8))
         with self._lock:
             retried = False
             while True:
                 reused = self.connected
+                if not reused:
+                    telemetry.emit("mail.connecting", {})
                 conn = self._conn if reused else self._connect()
                 assert conn is not None
                 try:
-                    return self._transaction(conn, envelope, payload)
+                    return self._transaction(conn, envelope, payload, before_final_dot)
                 except _Retryable as retry:
                     self._discard()
                     if reused and not retried:
@@ -594,7 +639,8 @@ class Mailer:
         if code != 250:
             self._discard()
 
-    def _transaction(self, conn: smtplib.SMTP, env: _Envelope, payload: bytes) -> str:
+    def _transaction(self, conn: smtplib.SMTP, env: _Envelope, payload: bytes,
+                     before_final_dot: Callable[[], None] | None = None) -> str:
         stage = "MAIL FROM"
         content_started = False
         options: list[str] = []
@@ -630,6 +676,7 @@ class Mailer:
                 raise self._refused_error(refused, len(env.recipients))
 
             stage = "DATA"
+            telemetry.emit("mail.data", {})
             code, resp = conn.docmd("DATA")
             if code == 421:
                 raise _Retryable(self._reply_error(code, resp, stage))
@@ -638,8 +685,16 @@ class Mailer:
                 raise self._reply_error(code, resp, stage)
 
             stage = "DATA content"
-            content_started = True
             conn.send(payload)
+            if before_final_dot is not None:
+                try:
+                    before_final_dot()
+                except BaseException:
+                    self._discard()  # no final ".": the server throws the partial message away
+                    raise
+            content_started = True  # from the final "." on the server may accept it: a drop is ambiguous
+            conn.send(b".\r\n")
+            telemetry.emit("mail.final_dot", {})
             code, resp = conn.getreply()
             if code == 250:
                 reply = f"{code} {_reply_text(resp)}".strip()

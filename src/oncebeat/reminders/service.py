@@ -20,11 +20,12 @@ from email.headerregistry import Address
 from typing import TYPE_CHECKING, Any
 
 from .. import telemetry
-from ..effects import EffectLedger
+from ..effects import EffectAttempt, EffectLedger
 from ..errors import (
     DeliveryUnknown,
     Discard,
     EffectInDoubt,
+    EffectKeyConflict,
     EffectOutcomeUnknown,
     ImportRejected,
     OncebeatError,
@@ -37,6 +38,7 @@ from ..mail import (
     address_problem,
     build_message,
     make_message_id,
+    message_bytes,
     parse_address,
     sanitize_header_text,
 )
@@ -221,11 +223,19 @@ class ReminderService:
         if mailer is None:
             raise Discard("no SMTP_URL configured for this worker")
 
-        def deliver() -> dict[str, Any]:
+        def deliver(attempt: EffectAttempt) -> dict[str, Any]:
+            # attempt.frozen: the message as rendered at the key's first attempt; a retry or an approved
+            # resend sends exactly those bytes, whatever happened to the invoice since (G4, outbox).
+            assert attempt.frozen is not None
+            if earlier is not None:  # an earlier attempt died before its point of no return: is it still due?
+                now_rows = self.store.read("get_reminder_for_send", id=reminder_id)
+                if now_rows and now_rows[0]["status"] != "open":
+                    raise _InvoiceClosed(now_rows[0])  # recorded failed: nothing was sent
             try:
-                return {"message_id": message_id, "reply": mailer.send(msg)}
-            except DeliveryUnknown as exc:  # sent, but no final reply: never resend blindly (G4)
+                reply = mailer.send(attempt.frozen, before_final_dot=attempt.point_of_no_return)
+            except DeliveryUnknown as exc:  # the final "." went out, but no reply: never resend blindly (G4)
                 raise EffectOutcomeUnknown(str(exc)) from exc
+            return {"message_id": message_id, "reply": reply}
 
         recorded: list[bool] = []
 
@@ -235,9 +245,14 @@ class ReminderService:
 
         try:
             ctx.effect(key, deliver, payload={"invoice": r["number"], "stage": r["stage"], "to": r["email"]},
-                       on_done=mark_sent)
+                       freeze=lambda: message_bytes(msg), marks_point_of_no_return=True,
+                       resource=mailer.reserved(), skip=False, on_done=mark_sent)
         except EffectInDoubt as exc:
             return self._finish(reminder_id, "in_doubt", str(exc), message_id=message_id)
+        except _InvoiceClosed as closed:
+            return self._finish(reminder_id, "skipped", closed.reason)
+        except EffectKeyConflict as exc:  # e.g. the address changed after an attempt claimed the key
+            return self._finish(reminder_id, "failed", str(exc))
         except PermanentMailError as exc:
             return self._finish(reminder_id, "failed", f"SMTP rejected: {exc}")
         except TransientMailError as exc:
@@ -273,12 +288,13 @@ class ReminderService:
         ledger = EffectLedger(self.store, clock=self.clock, source=source)
         queue = Queue(self.store, clock=self.clock, source=source)
         with self.store.transaction() as tx:
-            if not ledger.resolve(key, outcome, tx=tx):
+            resolution = ledger.resolve(key, outcome, tx=tx)
+            if resolution is None:
                 raise OncebeatError(f"effect {key!r} is unknown or not in doubt; `oncebeat effects list "
                                     "--state in_doubt` lists the keys that need a decision")
             reminder_id = reminder_id_of_key(key)
             if reminder_id is None:
-                return f"{key}: resolved {outcome}"
+                return resolution.sentence()
             rows = tx.run("get_reminder_for_send", id=reminder_id)
             if not rows or rows[0]["state"] != "in_doubt":
                 return f"{key}: resolved {outcome} (reminder {reminder_id} was not in doubt)"
@@ -364,6 +380,14 @@ def _keeps_paid(state: dict[str, Any] | None, row: Invoice, reopen: bool) -> boo
     if state is None or state["status"] != "paid" or row.status == "paid" or reopen:
         return False
     return row.status_on is None or state["paid_on"] is None or row.status_on <= state["paid_on"]
+
+
+class _InvoiceClosed(Exception):
+    """The invoice was paid or voided before a retried send reached its point of no return."""
+
+    def __init__(self, r: dict[str, Any]) -> None:
+        self.reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
+        super().__init__(self.reason)
 
 
 def _mailbox(name: str, email: str) -> Address:

@@ -185,8 +185,8 @@ class _Sim:
         rate = self._rate("worker-crash")
         if rate and self.rng.random() < rate:
             self.injected[f"worker-crash:{point}"] += 1
-            if point == "effect_before_record":
-                self.doubt_budget += 1
+            if point in ("effect_no_return", "smtp_after_dot", "effect_before_record"):
+                self.doubt_budget += 1  # past the effect's point of no return: it may have happened
             return True
         return False
 
@@ -457,7 +457,7 @@ class _FaultyMailer(Mailer):
         self.sim = sim
         self.sink = sink
 
-    def send(self, msg: Any) -> str:
+    def send(self, msg: Any, *, before_final_dot: Callable[[], None] | None = None) -> str:
         sim = self.sim
         rate = sim._rate("smtp-transient")
         if rate and sim.rng.random() < rate:
@@ -470,7 +470,7 @@ class _FaultyMailer(Mailer):
                 sim.doubt_budget += 1  # the client cannot know whether the server kept it
             else:
                 self.sink.faults.drop_after_accept_next(1)
-        return super().send(msg)
+        return super().send(msg, before_final_dot=before_final_dot)
 
 
 def simulate(cfg: SimConfig) -> SimReport:

@@ -226,9 +226,9 @@ WHERE id = :job_id AND attempt = :attempt AND worker_id = :worker_id AND state =
 
 -- name: effect_claim
 INSERT INTO effects (key, state, payload_hash, job_id, attempt, process_id, source_kind, source_host, source_pid,
-                     source_name, source_version, started_at)
+                     source_name, source_version, started_at, no_return_at, frozen)
 VALUES (:key, 'started', :payload_hash, :job_id, :attempt, :process_id, :src_kind, :src_host, :src_pid,
-        :src_name, :src_version, :now)
+        :src_name, :src_version, :now, :no_return_at, :frozen)
 ON CONFLICT DO NOTHING
 RETURNING key;
 
@@ -236,21 +236,63 @@ RETURNING key;
 SELECT * FROM effects WHERE key = :key;
 
 -- name: effect_finish
-UPDATE effects SET state = :state, result = :result, detail = :detail, finished_at = :now
+-- A done effect drops its frozen input: nothing will ever send it again.
+UPDATE effects SET state = :state, result = :result, detail = :detail, finished_at = :now,
+    frozen = CASE WHEN :state = 'done' THEN NULL ELSE frozen END
 WHERE key = :key AND state = :from_state AND COALESCE(job_id, -1) = COALESCE(:job_id, -1)
   AND COALESCE(attempt, -1) = COALESCE(:attempt, -1)
 RETURNING key;
 
 -- name: effect_take_over
+-- The input frozen at the first attempt is kept (a retry sends exactly that); a row without one gets :frozen.
 UPDATE effects SET state = 'started', job_id = :job_id, attempt = :attempt, process_id = :process_id,
-    started_at = :now, finished_at = NULL, detail = :detail
+    started_at = :now, finished_at = NULL, detail = :detail, no_return_at = :no_return_at,
+    frozen = COALESCE(frozen, :frozen)
 WHERE key = :key AND state = :from_state
-RETURNING key;
+RETURNING key, frozen;
 
 -- name: effect_mark_in_doubt
 UPDATE effects SET state = 'in_doubt', detail = :detail, finished_at = :now
 WHERE key = :key AND state = 'started'
 RETURNING key;
+
+-- name: effect_no_return
+-- The holder passed its point of no return: from now on its death leaves the key in doubt.
+UPDATE effects SET no_return_at = :now
+WHERE key = :key AND state = 'started' AND COALESCE(job_id, -1) = COALESCE(:job_id, -1)
+  AND COALESCE(attempt, -1) = COALESCE(:attempt, -1)
+RETURNING key;
+
+-- name: jobs_in_doubt
+SELECT * FROM jobs INDEXED BY jobs_in_doubt WHERE state = 'in_doubt' ORDER BY id;
+
+-- name: job_rerun
+-- An operator judged an in-doubt effect not done: the job runs again (one more attempt allowed), unless another
+-- unfinished job holds its unique key (that one will run the effect).
+UPDATE jobs
+SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
+    max_attempts = MAX(max_attempts, attempt + 1), errors = json_insert(errors, '$[#]', json(:entry))
+WHERE id = :id AND state = :from_state
+  AND (unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM jobs other WHERE other.unique_key = jobs.unique_key AND other.id <> jobs.id
+        AND other.state IN ('available', 'scheduled', 'running', 'retryable')))
+RETURNING id;
+
+-- name: job_copy
+-- A fresh job with the same task and arguments as a finished one (its done effects come back from the ledger).
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT queue, task, args, 'available', priority, max_attempts, :now, unique_key, occurrence_id,
+       :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
+FROM jobs WHERE id = :id
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: job_close_in_doubt
+-- Every in-doubt effect of the job was resolved: it ends completed (the resolution appended to its errors).
+UPDATE jobs SET state = 'completed', finished_at = :now, errors = json_insert(errors, '$[#]', json(:entry))
+WHERE id = :id AND state = 'in_doubt'
+RETURNING id;
 
 -- name: list_effects
 SELECT * FROM effects WHERE (:state IS NULL OR state = :state) ORDER BY started_at, key;
