@@ -16,7 +16,7 @@ from .provenance import Source
 from .store import Json, Store
 from .timebase import Clock
 
-__all__ = ["database_now", "heartbeat", "list_processes", "register", "stop"]
+__all__ = ["database_now", "heartbeat", "list_processes", "processes_by_ids", "register", "stop"]
 
 
 def register(store: Store, *, role: str, source: Source, clock: Clock, info: dict[str, Any] | None = None) -> int:
@@ -49,6 +49,12 @@ def stop(store: Store, process_id: int, *, source: Source, now: datetime, detail
         tx.run("stop_process", id=process_id, now=now)
         audit.record(tx, now=now, kind="process.stopped", subject=f"process:{process_id}", source=source,
                      process_id=process_id, detail=detail or {})
+
+
+def processes_by_ids(store: Store, ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The registry rows of ``ids`` (e.g. the holders of some effects), by id; unknown ids are left out."""
+    wanted = sorted({int(i) for i in ids})
+    return {int(p["id"]): p for p in store.read("processes_by_ids", ids=wanted)} if wanted else {}
 
 
 def list_processes(store: Store, *, running: bool = False) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from oncebeat.clock import ClockProcess
 from oncebeat.crashpoints import SimulatedCrash, crashpoints
 from oncebeat.mail import Mailer, MailSink
 from oncebeat.provenance import current_source
+from oncebeat.queue import Queue
 from oncebeat.reminders.model import Customer, Invoice
 from oncebeat.reminders.policy import Policy
 from oncebeat.reminders.service import ReminderService
@@ -97,6 +98,14 @@ def seed(db_url: str, workdir: Path, *, now: datetime | None = None) -> Seeded:
                 sink.faults.fail_next(1, code=550, text="5.1.1 mailbox unavailable")
                 rejected = True
             worker.drain()
+        # The last hour: two manual fires of the scan and a send of a reminder that does not exist (discarded).
+        for minutes in (50, 20):
+            clock.set(end - timedelta(minutes=minutes))
+            clk.trigger("reminders")
+            worker.drain()
+        Queue(store, clock=clock, source=current_source("api")).enqueue("reminders.send", {"reminder_id": 999_999})
+        worker.drain()
+        clock.set(end)
         reminders = store.read("list_reminders")
         doubt = next(r for r in reminders if r["state"] == "in_doubt")
         failed = next((r for r in reminders if r["state"] == "failed"), doubt)

@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from ..effects import EffectLedger
 from ..errors import OncebeatError
-from ..processes import list_processes
+from ..processes import processes_by_ids
 from ..provenance import current_source
 from .app import action_form, dashboard, redirect_with, render, route
 from .schedules import SOURCE_NAME, parse_instant
@@ -34,7 +34,7 @@ def effects_page(request: Request) -> Response:
     rows = ledger.list_page(state=state, after=after, limit=PAGE + 1)
     more = len(rows) > PAGE
     rows = rows[:PAGE]
-    processes = {p["id"]: p for p in list_processes(rt.store)} if rows else {}
+    processes = processes_by_ids(rt.store, [r["process_id"] for r in rows if r["process_id"] is not None])
     return render(request, "effects.html", {
         "title": "Effects", "effects": rows, "state": state, "states": STATES, "processes": processes,
         "counts": ledger.counts_unfinished(),

@@ -314,6 +314,9 @@ DELETE FROM events WHERE at < :before;
 -- name: list_running_processes
 SELECT * FROM processes WHERE stopped_at IS NULL ORDER BY id;
 
+-- name: processes_by_ids
+SELECT * FROM processes WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id;
+
 -- name: count_unfinished_jobs_by_queue
 SELECT queue, state, COUNT(*) AS n FROM jobs
 WHERE state IN ('available', 'scheduled', 'running', 'retryable')
