@@ -27,7 +27,7 @@ import psycopg
 
 from bench.common import log, machine_info, write_json
 
-DEFAULT_PG = os.environ.get("ONCEBEAT_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_PG = os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 FILL = [
     # Customers and invoices: one customer per 5 invoices, amounts in four currencies, due dates over 2 years.

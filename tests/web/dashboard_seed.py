@@ -76,8 +76,9 @@ def seed(db_url: str, workdir: Path, *, now: datetime | None = None) -> Seeded:
         worker = Worker(app, store, clock=clock, source=current_source("worker", name="worker.1"))
         crashed = rejected = False
         t = clock.now()
-        while t < end:
-            t = min(end, t + timedelta(hours=1))
+        last_hour = end - timedelta(hours=1)
+        while t < last_hour:
+            t = min(last_hour, t + timedelta(hours=1))
             clock.set(t)
             clk.tick()
             worker.drain(max_batches=1)  # the scan: it creates the pending reminders and their send jobs
