@@ -43,8 +43,8 @@ def test_scan_run_twice_creates_each_reminder_once(harness: Harness) -> None:
     assert (first.pending, second.pending, second.skipped) == (2, 0, 0)
     harness.new_worker().drain()
     rows = harness.reminders()
-    assert sorted((r["number"], r["stage"], r["state"]) for r in rows) == [
-        ("INV-1", 1, "sent"), ("INV-2", 1, "skipped"), ("INV-2", 7, "sent")]
+    # collapse = "next" (the default): INV-2, 10 days past due at its first scan, gets its first notice
+    assert sorted((r["number"], r["stage"], r["state"]) for r in rows) == [("INV-1", 1, "sent"), ("INV-2", 1, "sent")]
     assert len(harness.messages()) == 2
 
 
@@ -190,7 +190,7 @@ def test_days_past_due_use_the_schedule_zone_not_the_host_date(harness: Harness,
         monkeypatch.delenv("TZ")
         time.tzset()
     (sent,) = [r for r in harness.reminders() if r["state"] == "sent"]
-    assert sent["stage"] == 7 and sent["business_date"] == date(2026, 3, 2)
+    assert sent["stage"] == 1 and sent["business_date"] == date(2026, 3, 2)  # first contact: the lowest stage
     (msg,) = harness.messages()
     assert "7 days past due" in msg.subject
 

@@ -36,7 +36,7 @@ from ..worker import Worker
 from .book import Book, generate_book
 from .importing import raise_if_problems, read_invoices_csv, read_payments_csv
 from .model import Invoice, Payment
-from .policy import Policy
+from .policy import Policy, stages_due
 from .service import ReminderService
 from .tasks import build_app
 
@@ -85,8 +85,10 @@ def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy:
                        start: datetime, end: datetime) -> set[tuple[str, int]]:
     """(invoice number, stage) pairs due at some scan in ``(start, end]``, from first principles.
 
-    A stage N of an invoice is due at a fire instant T (local business date B
-    in the schedule's zone) when the invoice is open at T and ``due_on + N <= B``.
+    At each fire instant T (local business date B in the schedule's zone) while
+    the invoice is open, the stages due are those of :func:`stages_due` under the
+    policy's ``collapse`` rule (``highest``: every N with ``due_on + N <= B``;
+    ``next``: the next stage of the ladder, once its day and its gap have come).
     """
     from ..schedules import Schedule
 
@@ -97,13 +99,14 @@ def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy:
     for inv in invoices:
         if inv.status != "open":
             continue
+        earlier: list[tuple[int, date]] = []
         for t in fires:
             if inv.number in paid_at and paid_at[inv.number] <= t:
                 break
             b = sched.local(t).date()
-            for s in policy.stages:
-                if inv.due_on + timedelta(days=s) <= b:
-                    due.add((inv.number, s))
+            for s in stages_due(policy.stages, inv.due_on, b, policy.collapse, earlier):
+                due.add((inv.number, s))
+                earlier.append((s, b))
     return due
 
 

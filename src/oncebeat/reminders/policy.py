@@ -10,6 +10,7 @@ The policy lives in one TOML file, ``oncebeat.toml`` (DESIGN.md §6, §7)::
 
     [reminders]
     stages = [1, 7, 14, 30]      # days relative to the due date (negative = before)
+    collapse = "next"            # next | highest: several stages due at once (after downtime, a late import)
     templates = "templates"      # optional; relative to the folder of the file
 
     [sender]
@@ -37,7 +38,9 @@ import os
 import re
 import tomllib
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from datetime import date, timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -59,6 +62,7 @@ __all__ = [
     "parse_duration",
     "policy_from_dict",
     "stage_label",
+    "stages_due",
     "write_default_config",
 ]
 
@@ -105,6 +109,7 @@ class Policy:
     catchup: str = "latest"  # none | latest | all
     catchup_window: float = 86400.0  # seconds
     stages: tuple[int, ...] = (1, 7, 14, 30)  # days relative to the due date, strictly increasing
+    collapse: str = "next"  # next | highest: which stage goes out when several became due at once
     sender: str = "Billing <billing@example.com>"  # From
     reply_to: str | None = None
     templates: Path | None = None  # folder overriding built-in templates
@@ -295,6 +300,19 @@ def _check_catchup_window(value: Any) -> float:
     return seconds
 
 
+COLLAPSE_MODES = ("next", "highest")
+
+
+def _check_collapse(value: Any) -> str:
+    if not isinstance(value, str) or value not in COLLAPSE_MODES:
+        raise _Invalid(
+            "is not a collapse mode",
+            'Write collapse = "next" (send the lowest unsent stage, then continue the ladder) or '
+            '"highest" (send only the highest due stage, skip the lower ones).',
+            value=value)
+    return value
+
+
 def _check_stages(value: Any) -> tuple[int, ...]:
     fix_order = f"List each stage once in ascending order, e.g. {_DEFAULT_STAGES_EXAMPLE}."
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
@@ -399,6 +417,7 @@ _CHECKS = {
     "catchup": _check_catchup,
     "catchup_window": _check_catchup_window,
     "stages": _check_stages,
+    "collapse": _check_collapse,
     "sender": _check_sender,
     "reply_to": _check_reply_to,
     "templates": _check_templates,
@@ -411,7 +430,7 @@ _CHECKS = {
 # section -> {toml key -> Policy field}
 _LAYOUT: dict[str, dict[str, str]] = {
     "schedule": {"cron": "schedule", "tz": "tz", "catchup": "catchup", "catchup_window": "catchup_window"},
-    "reminders": {"stages": "stages", "templates": "templates"},
+    "reminders": {"stages": "stages", "collapse": "collapse", "templates": "templates"},
     "sender": {"from": "sender", "reply_to": "reply_to", "company": "company"},
 }
 
@@ -544,6 +563,32 @@ def load_policy(path: Path | None) -> Policy:
 # --------------------------------------------------------------------------- labels
 
 
+def stages_due(stages: Sequence[int], due_on: date, business: date, collapse: str,
+                earlier: list[tuple[int, date]]) -> list[int]:
+    """The stages of one open invoice that a scan for ``business`` creates, by the policy's ``collapse`` rule.
+
+    The one statement of the rule outside SQL (the scan's ``scan_insert_next_reminders``); the demo and the
+    invariant checker compute the due set with it, independently of the reminders the scan wrote.
+
+    ``highest``: every stage whose offset has come (the scan keeps the highest and records the others
+    superseded). ``next``: at most the lowest stage above the highest one already recorded in ``earlier``
+    ((stage, business date) of the invoice's reminders from earlier business dates), once its offset has come,
+    a courtesy stage only while the invoice is not overdue, and no sooner than the gap between the two stages
+    after the earlier one's business date.
+    """
+    reached = [s for s in stages if due_on + timedelta(days=s) <= business]
+    if collapse == "highest":
+        return reached
+    last = max(earlier, default=None)
+    candidates = [s for s in reached if (last is None or s > last[0]) and (s > 0 or business <= due_on)]
+    if not candidates:
+        return []
+    stage = min(candidates)
+    if last is not None and business < last[1] + timedelta(days=stage - last[0]):
+        return []
+    return [stage]
+
+
 def stage_label(stage: int) -> str:
     """Human label of a stage: "3 days before due", "on the due date", "1 day past due"."""
     if stage == 0:
@@ -585,9 +630,13 @@ catchup_window = {json.dumps(format_duration(p.catchup_window))}
 [reminders]
 # Days relative to the due date at which a reminder is sent, strictly increasing.
 # 1 = one day past due; negative numbers send a courtesy note before the due
-# date (e.g. -3). Each stage is sent at most once per invoice; when several
-# are due at once only the highest is sent.
+# date (e.g. -3). Each stage is sent at most once per invoice.
 stages = {stages}
+# When several stages became due at once (downtime, a late import):
+#   "next"    send the lowest unsent stage and let the ladder continue from
+#             there, one stage a day at most, the gaps between stages kept;
+#   "highest" send only the highest due stage, record the lower ones skipped.
+collapse = {json.dumps(p.collapse)}
 # A folder with your own templates (relative to this file). A file there
 # replaces the built-in file of the same name, e.g. reminder_first.txt.j2,
 # or reminder_stage_14.html.j2 for one stage only.

@@ -162,14 +162,20 @@ class ReminderService:
 
     # --- scan ---------------------------------------------------------------------------------
     def scan(self, *, occurrence_id: int, business_date: date, source: Source, tx: Tx | None = None) -> ScanResult:
-        """Create the newly-due reminders for ``business_date`` and their send jobs (one transaction)."""
+        """Create the newly-due reminders for ``business_date`` and their send jobs (one transaction).
+
+        Which stage an invoice gets follows ``policy.collapse``: ``next`` (one stage per invoice and run, the
+        lowest unsent one, gaps between stages kept) or ``highest`` (the highest due stage; lower ones that
+        became due at the same time are recorded ``skipped``, superseded).
+        """
         if tx is None:
             with self.store.transaction() as own:
                 return self.scan(occurrence_id=occurrence_id, business_date=business_date, source=source, tx=own)
         now = self.clock.now()
         stages = stage_cutoffs(self.policy.stages, business_date)
         max_cutoff = max(s["cutoff"] for s in stages)
-        rows = tx.run("scan_insert_reminders", stages=Json(stages), max_cutoff=max_cutoff,
+        query = "scan_insert_next_reminders" if self.policy.collapse == "next" else "scan_insert_reminders"
+        rows = tx.run(query, stages=Json(stages), max_cutoff=max_cutoff,
                       occurrence_id=occurrence_id, business_date=business_date, now=now)
         pending = sum(1 for r in rows if r["state"] == "pending")
         # Also re-enqueues pending reminders whose send job was discarded (G6: nothing left pending).
@@ -358,6 +364,9 @@ class ReminderService:
     def preview(self, business_date: date) -> list[dict[str, Any]]:
         """What a scan on ``business_date`` would create (nothing written): one row per invoice, its top stage."""
         stages = stage_cutoffs(self.policy.stages, business_date)
+        if self.policy.collapse == "next":
+            return self.store.read("preview_next_due", stages=Json(stages), business_date=business_date,
+                                   max_cutoff=max(s["cutoff"] for s in stages))
         return self.store.read("preview_due", stages=Json(stages), max_cutoff=max(s["cutoff"] for s in stages))
 
     def aging(self, as_of: date) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -41,6 +41,7 @@ from zoneinfo import ZoneInfo
 from ..app import ScheduleDef
 from ..mail import read_maildir
 from ..reminders.model import reminder_key
+from ..reminders.policy import stages_due
 from ..store import Store
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
@@ -123,10 +124,12 @@ def _is_instant_of(definition: ScheduleDef, instant: datetime) -> bool:
 
 
 def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definitions: Mapping[str, list[ScheduleDef]],
-          payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None) -> CheckReport:
+          payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None,
+          collapse: str = "next") -> CheckReport:
     """Check every invariant; see the module docstring.
 
     Args:
+        collapse: the policy's ``collapse`` mode (``next`` or ``highest``), which decides the due stages.
         definitions: every definition each schedule key had during the run (key → list).
         payments: invoice number → window of the instant it was paid.
         in_doubt_budget: injected faults that can make a delivery unknowable (None: not checked).
@@ -142,6 +145,12 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     messages = read_maildir(maildir) if maildir is not None else []
 
     # --- the due set, from first principles ---------------------------------------------------
+    # Under collapse = next a stage's due date depends on when the previous stage was recorded: that fact is
+    # read from the reminders table (earlier business dates only) and the rule is applied to it here.
+    by_pair = {(r["number"], int(r["stage"])): r for r in reminders}
+    recorded: dict[str, list[tuple[int, date]]] = defaultdict(list)
+    for r in reminders:
+        recorded[r["number"]].append((int(r["stage"]), r["business_date"]))
     required: set[tuple[str, int]] = set()
     allowed: set[tuple[str, int]] = set()
     for job in jobs:
@@ -161,13 +170,12 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                 continue  # paid before the run began
             certainly_open = completed_at is not None and (window is None or window[0] > completed_at)
             maybe_open = window is None or window[1] >= earliest  # a tie: paid in the same instant
-            for s in stages:
-                if i["due_on"] + timedelta(days=s) <= business:
-                    if certainly_open:
-                        required.add((number, s))
-                    if maybe_open:
-                        allowed.add((number, s))
-    by_pair = {(r["number"], int(r["stage"])): r for r in reminders}
+            earlier = [(st, bd) for st, bd in recorded[number] if bd < business]
+            for s in stages_due(stages, i["due_on"], business, collapse, earlier):
+                if certainly_open:
+                    required.add((number, s))
+                if maybe_open:
+                    allowed.add((number, s))
     inv["due-reminders-terminal"].checked = len(required)
     for pair in sorted(required):
         r = by_pair.get(pair)

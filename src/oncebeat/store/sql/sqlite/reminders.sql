@@ -69,6 +69,36 @@ WHERE true
 ON CONFLICT DO NOTHING
 RETURNING state;
 
+-- name: scan_insert_next_reminders
+-- collapse = "next" (DESIGN §6 as sharpened in README "Stage order"): each open invoice gets at most ONE stage,
+-- the lowest ladder stage above the highest stage it already has (the ladder never goes back), when that stage's
+-- own offset has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
+-- (stage - previous stage) days after the previous stage's business date. Nothing is recorded superseded.
+WITH stages AS (
+    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff
+    FROM json_each(:stages)
+), open_due AS (
+    SELECT i.id AS invoice_id, i.due_on,
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+    FROM invoices i INDEXED BY invoices_open_due
+    WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+), nxt AS (
+    SELECT o.invoice_id, o.last_stage, MIN(s.stage) AS stage
+    FROM open_due o JOIN stages s ON o.due_on <= s.cutoff
+    WHERE (o.last_stage IS NULL OR s.stage > o.last_stage) AND (s.stage > 0 OR o.due_on >= :business_date)
+    GROUP BY o.invoice_id, o.last_stage
+), ready AS (
+    SELECT n.invoice_id, n.stage FROM nxt n
+    LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
+    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= :business_date
+)
+INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
+SELECT invoice_id, stage, 'pending', NULL, :occurrence_id, :business_date, :now, :now
+FROM ready
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING state;
+
 -- name: scan_enqueue_sends
 -- Every pending reminder without an unfinished send job gets one (the unique key skips the others), so a
 -- reminder whose job was discarded (e.g. its worker died on the last attempt) is retried by the next scan.
@@ -94,6 +124,30 @@ SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, MAX(d.stag
        COUNT(*) - 1 AS superseded
 FROM due d JOIN invoices i ON i.id = d.invoice_id JOIN customers c ON c.id = i.customer_id
 GROUP BY i.number, c.email, c.name, i.currency, i.amount_due, i.due_on
+ORDER BY i.due_on, i.number;
+
+-- name: preview_next_due
+-- What scan_insert_next_reminders would create on :business_date (nothing written).
+WITH stages AS (
+    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff
+    FROM json_each(:stages)
+), open_due AS (
+    SELECT i.id AS invoice_id, i.due_on,
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+    FROM invoices i INDEXED BY invoices_open_due
+    WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+), nxt AS (
+    SELECT o.invoice_id, o.last_stage, MIN(s.stage) AS stage
+    FROM open_due o JOIN stages s ON o.due_on <= s.cutoff
+    WHERE (o.last_stage IS NULL OR s.stage > o.last_stage) AND (s.stage > 0 OR o.due_on >= :business_date)
+    GROUP BY o.invoice_id, o.last_stage
+), ready AS (
+    SELECT n.invoice_id, n.stage FROM nxt n
+    LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
+    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= :business_date
+)
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, r.stage, 0 AS superseded
+FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 ORDER BY i.due_on, i.number;
 
 -- name: get_reminder_for_send
