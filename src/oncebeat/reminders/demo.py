@@ -82,7 +82,8 @@ def payment_instant(payment: Payment, tz: str | ZoneInfo) -> datetime:
 
 
 def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy: Policy,
-                       start: datetime, end: datetime) -> set[tuple[str, int]]:
+                       start: datetime, end: datetime,
+                       customer_tz: dict[str, str | None] | None = None) -> set[tuple[str, int]]:
     """(invoice number, stage) pairs due at some scan in ``(start, end]``, from first principles.
 
     At each fire instant T (local business date B in the schedule's zone) while
@@ -103,7 +104,7 @@ def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy:
         for t in fires:
             if inv.number in paid_at and paid_at[inv.number] <= t:
                 break
-            b = sched.local(t).date()
+            b = policy.business_date(t, (customer_tz or {}).get(inv.customer_email), sched.local(t).date())
             for s in stages_due(policy.stages, inv.due_on, b, policy.collapse, earlier):
                 due.add((inv.number, s))
                 earlier.append((s, b))
@@ -194,7 +195,8 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
         reminders = store.read("list_reminders")
     store.close()
     terminal = {(r["number"], int(r["stage"])) for r in reminders if r["state"] in TERMINAL}
-    expected = expected_reminders(book.invoices, book.payments, policy, t0, t_end)
+    expected = expected_reminders(book.invoices, book.payments, policy, t0, t_end,
+                                  {c.email: c.tz for c in book.customers})
     missing = sorted(expected - terminal)
     states = Counter(r["state"] for r in reminders)
     by_stage: dict[str, dict[str, int]] = {}

@@ -84,7 +84,7 @@ PAYMENT_OPTIONAL_COLUMNS: tuple[str, ...] = ("paid_at",)
 Progress = Callable[[int, int], None]
 
 DEFAULT_LOCALE = "en_US"
-DEFAULT_TZ = "UTC"
+DEFAULT_TZ = ""  # no zone of its own: the schedule's zone applies (send_zone = "customer" falls back to it)
 
 INVOICE_CSV_HELP = """\
 Invoice CSV: UTF-8 (a byte-order mark is fine), comma-separated (semicolon or
@@ -103,7 +103,7 @@ Required columns:
   due_on           YYYY-MM-DD, not before issued_on
 Optional columns:
   customer_locale  e.g. de_DE or pt-BR (default en_US)
-  customer_tz      IANA time zone, e.g. America/Chicago (default UTC)
+  customer_tz      IANA time zone, e.g. America/Chicago (default: none, the schedule's zone)
   status           open, paid, void or uncollectible (default open;
                    paid when paid_on is given)
   paid_on          YYYY-MM-DD; required when status is paid

@@ -35,7 +35,9 @@ class Customer:
     email: str
     name: str
     locale: str = "en_US"  # a Babel/CLDR locale id such as "de_DE"
-    tz: str = "UTC"  # IANA zone of the customer (informational; business dates use the schedule zone)
+    # IANA zone of the customer; "" = none of its own. Used for business dates with send_zone = "customer"
+    # (the schedule's zone when "").
+    tz: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -11,6 +11,8 @@ The policy lives in one TOML file, ``oncebeat.toml`` (DESIGN.md §6, §7)::
     [reminders]
     stages = [1, 7, 14, 30]      # days relative to the due date (negative = before)
     collapse = "next"            # next | highest: several stages due at once (after downtime, a late import)
+    send_zone = "schedule"       # schedule | customer: "customer" sends at send_at on each customer's calendar
+    send_at = "08:00"            # local send time with send_zone = "customer" (the scan then runs every 15 min)
     templates = "templates"      # optional; relative to the folder of the file
 
     [sender]
@@ -40,7 +42,8 @@ import tomllib
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dtime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -104,12 +107,14 @@ class Policy:
     ``templates`` as a string and ``catchup_window`` as a duration string.
     """
 
-    schedule: str = "0 8 * * *"  # cron expression of the scan
+    schedule: str = "0 8 * * *"  # cron expression of the scan (every quarter hour with send_zone = "customer")
     tz: str = "America/Chicago"  # business zone: days past due are counted in it
     catchup: str = "latest"  # none | latest | all
     catchup_window: float = 86400.0  # seconds
     stages: tuple[int, ...] = (1, 7, 14, 30)  # days relative to the due date, strictly increasing
     collapse: str = "next"  # next | highest: which stage goes out when several became due at once
+    send_zone: str = "schedule"  # schedule | customer: whose calendar decides the business date
+    send_at: str = "08:00"  # local send time (HH:MM) when send_zone = "customer"
     sender: str = "Billing <billing@example.com>"  # From
     reply_to: str | None = None
     templates: Path | None = None  # folder overriding built-in templates
@@ -125,6 +130,14 @@ class Policy:
                 problems.append(_describe(f.name, inv))
             else:
                 object.__setattr__(self, f.name, value)
+        if not problems and self.send_zone == "customer":
+            if self.schedule == DEFAULT_SCHEDULE:
+                object.__setattr__(self, "schedule", QUARTER_HOURLY)
+            elif not _fires_every_quarter_hour(self.schedule):
+                problems.append(_describe("schedule", _Invalid(
+                    'must fire at every quarter hour with send_zone = "customer" (zones such as Asia/Kolkata and '
+                    "Asia/Kathmandu reach their send time at :30 and :45 UTC)",
+                    f'Write cron = "{QUARTER_HOURLY}", or leave cron unset.', value=self.schedule)))
         if problems:
             raise _config_error("Policy", problems)
 
@@ -132,6 +145,26 @@ class Policy:
     def zone(self) -> ZoneInfo:
         """The business zone as a ``ZoneInfo``."""
         return ZoneInfo(self.tz)
+
+    @property
+    def send_time(self) -> dtime:
+        """``send_at`` as a ``datetime.time`` (local wall time in the customer's zone)."""
+        hour, minute = self.send_at.split(":")
+        return dtime(int(hour), int(minute))
+
+    def business_date(self, fire_at: datetime, customer_tz: str | None, schedule_date: date) -> date:
+        """The business date of one customer's invoices for a scan of the occurrence at ``fire_at`` (UTC).
+
+        ``send_zone = "schedule"``: ``schedule_date``, the occurrence's local date in the schedule's zone (G7).
+        ``send_zone = "customer"``: the latest local date, in the customer's zone (the schedule's zone when the
+        customer has none), whose ``send_at`` has come at ``fire_at``: before 08:00 local it is yesterday.
+        Computed from the occurrence's instant, never from when the scan ran, so a late or repeated scan of
+        one occurrence decides the same dates.
+        """
+        if self.send_zone != "customer":
+            return schedule_date
+        local = fire_at.astimezone(ZoneInfo(customer_tz or self.tz))
+        return local.date() if local.time() >= self.send_time else local.date() - timedelta(days=1)
 
 
 # --------------------------------------------------------------------------- durations
@@ -301,6 +334,33 @@ def _check_catchup_window(value: Any) -> float:
 
 
 COLLAPSE_MODES = ("next", "highest")
+SEND_ZONES = ("schedule", "customer")
+DEFAULT_SCHEDULE = "0 8 * * *"
+QUARTER_HOURLY = "*/15 * * * *"
+_SEND_AT = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
+
+
+def _check_send_zone(value: Any) -> str:
+    if not isinstance(value, str) or value not in SEND_ZONES:
+        raise _Invalid("is not a send zone",
+                       'Write send_zone = "schedule" (every customer on the schedule\'s calendar) or "customer" '
+                       "(each customer at send_at on their own calendar, from customer_tz).", value=value)
+    return value
+
+
+def _check_send_at(value: Any) -> str:
+    if not isinstance(value, str) or not _SEND_AT.fullmatch(value.strip()):
+        raise _Invalid("is not a local time of day", 'Write send_at = "08:00" (24-hour HH:MM).', value=value)
+    return value.strip()
+
+
+def _fires_every_quarter_hour(expression: str) -> bool:
+    """Whether ``expression`` (in UTC) fires at each of the 96 quarter hours of a day."""
+    sched = Schedule(expression=expression, tz="UTC")
+    start = datetime(2026, 1, 5, tzinfo=UTC)
+    quarters = {start + timedelta(minutes=15 * i) for i in range(96)}
+    fired = set(sched.between(start - timedelta(seconds=1), start + timedelta(days=1) - timedelta(seconds=1)))
+    return quarters <= fired
 
 
 def _check_collapse(value: Any) -> str:
@@ -418,6 +478,8 @@ _CHECKS = {
     "catchup_window": _check_catchup_window,
     "stages": _check_stages,
     "collapse": _check_collapse,
+    "send_zone": _check_send_zone,
+    "send_at": _check_send_at,
     "sender": _check_sender,
     "reply_to": _check_reply_to,
     "templates": _check_templates,
@@ -430,7 +492,8 @@ _CHECKS = {
 # section -> {toml key -> Policy field}
 _LAYOUT: dict[str, dict[str, str]] = {
     "schedule": {"cron": "schedule", "tz": "tz", "catchup": "catchup", "catchup_window": "catchup_window"},
-    "reminders": {"stages": "stages", "collapse": "collapse", "templates": "templates"},
+    "reminders": {"stages": "stages", "collapse": "collapse", "send_zone": "send_zone", "send_at": "send_at",
+                  "templates": "templates"},
     "sender": {"from": "sender", "reply_to": "reply_to", "company": "company"},
 }
 
@@ -637,6 +700,13 @@ stages = {stages}
 #             there, one stage a day at most, the gaps between stages kept;
 #   "highest" send only the highest due stage, record the lower ones skipped.
 collapse = {json.dumps(p.collapse)}
+# Whose calendar decides the day a reminder goes out and the days past due:
+#   "schedule" the [schedule] zone for every customer (the scan's cron decides the time);
+#   "customer" each customer's own zone (customer_tz; the [schedule] zone when
+#              missing), at send_at local time. The scan then runs every quarter
+#              hour (cron defaults to "*/15 * * * *").
+send_zone = {json.dumps(p.send_zone)}
+send_at = {json.dumps(p.send_at)}
 # A folder with your own templates (relative to this file). A file there
 # replaces the built-in file of the same name, e.g. reminder_first.txt.j2,
 # or reminder_stage_14.html.j2 for one stage only.

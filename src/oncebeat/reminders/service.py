@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfoNotFoundError
 from email.headerregistry import Address
 from typing import TYPE_CHECKING, Any
 
@@ -70,9 +71,15 @@ class ScanResult:
     skipped: int
 
 
-def stage_cutoffs(stages: Sequence[int], business_date: date) -> list[dict[str, Any]]:
-    """For each stage N, the latest due date for which stage N is due on ``business_date`` (date - N days)."""
-    return [{"stage": s, "cutoff": (business_date - timedelta(days=s)).isoformat()} for s in stages]
+def stage_cutoffs(stages: Sequence[int], business_date: date, tz: str | None = None) -> list[dict[str, Any]]:
+    """For each stage N, the latest due date for which stage N is due on ``business_date`` (date - N days).
+
+    Rows are ``{"stage", "cutoff", "business_date", "tz"}`` as the scan queries read them; ``tz`` None applies
+    to every customer, a zone name only to customers in that zone.
+    """
+    day = business_date.isoformat()
+    return [{"stage": s, "cutoff": (business_date - timedelta(days=s)).isoformat(), "business_date": day, "tz": tz}
+            for s in stages]
 
 
 class ReminderService:
@@ -161,8 +168,28 @@ class ReminderService:
         return {"payments": len(payments), "marked_paid": paid, "unchanged (already closed)": len(payments) - paid}
 
     # --- scan ---------------------------------------------------------------------------------
-    def scan(self, *, occurrence_id: int, business_date: date, source: Source, tx: Tx | None = None) -> ScanResult:
+    def _stage_rows(self, tx: Tx, business_date: date, fire_at: datetime | None) -> list[dict[str, Any]]:
+        """The scan's stage rows: one set for the schedule's date, or one per customer zone (send_zone = customer)."""
+        if self.policy.send_zone != "customer":
+            return stage_cutoffs(self.policy.stages, business_date)
+        rows: list[dict[str, Any]] = []
+        for zone in (r["tz"] for r in tx.run("customer_zones", default_tz=self.policy.tz)):
+            try:
+                day = self.policy.business_date(fire_at, zone, business_date) if fire_at else business_date
+            except (ZoneInfoNotFoundError, ValueError):
+                # An unknown zone stored for a customer: counted in the schedule's zone, never dropped (G6).
+                log.warning("customer zone %r is not an IANA zone; using %s", zone, self.policy.tz)
+                day = self.policy.business_date(fire_at, None, business_date) if fire_at else business_date
+            rows += stage_cutoffs(self.policy.stages, day, zone)
+        return rows
+
+    def scan(self, *, occurrence_id: int, business_date: date, source: Source, tx: Tx | None = None,
+             fire_at: datetime | None = None) -> ScanResult:
         """Create the newly-due reminders for ``business_date`` and their send jobs (one transaction).
+
+        ``fire_at`` is the occurrence's instant (UTC); with ``send_zone = "customer"`` each customer's business
+        date is computed from it (:meth:`Policy.business_date`), and ``business_date`` (the schedule's) only
+        names the scan.
 
         Which stage an invoice gets follows ``policy.collapse``: ``next`` (one stage per invoice and run, the
         lowest unsent one, gaps between stages kept) or ``highest`` (the highest due stage; lower ones that
@@ -170,13 +197,16 @@ class ReminderService:
         """
         if tx is None:
             with self.store.transaction() as own:
-                return self.scan(occurrence_id=occurrence_id, business_date=business_date, source=source, tx=own)
+                return self.scan(occurrence_id=occurrence_id, business_date=business_date, source=source, tx=own,
+                                 fire_at=fire_at)
         now = self.clock.now()
-        stages = stage_cutoffs(self.policy.stages, business_date)
+        stages = self._stage_rows(tx, business_date, fire_at)
+        if not stages:
+            return ScanResult(business_date=business_date, pending=0, skipped=0)
         max_cutoff = max(s["cutoff"] for s in stages)
         query = "scan_insert_next_reminders" if self.policy.collapse == "next" else "scan_insert_reminders"
-        rows = tx.run(query, stages=Json(stages), max_cutoff=max_cutoff,
-                      occurrence_id=occurrence_id, business_date=business_date, now=now)
+        rows = tx.run(query, stages=Json(stages), max_cutoff=max_cutoff, default_tz=self.policy.tz,
+                      occurrence_id=occurrence_id, now=now)
         pending = sum(1 for r in rows if r["state"] == "pending")
         # Also re-enqueues pending reminders whose send job was discarded (G6: nothing left pending).
         tx.run("scan_enqueue_sends", queue="default", task=SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS, now=now,
@@ -362,12 +392,21 @@ class ReminderService:
 
     # --- reports ------------------------------------------------------------------------------
     def preview(self, business_date: date) -> list[dict[str, Any]]:
-        """What a scan on ``business_date`` would create (nothing written): one row per invoice, its top stage."""
-        stages = stage_cutoffs(self.policy.stages, business_date)
-        if self.policy.collapse == "next":
-            return self.store.read("preview_next_due", stages=Json(stages), business_date=business_date,
-                                   max_cutoff=max(s["cutoff"] for s in stages))
-        return self.store.read("preview_due", stages=Json(stages), max_cutoff=max(s["cutoff"] for s in stages))
+        """What a scan on ``business_date`` would create (nothing written): one row per invoice and its stage.
+
+        With ``send_zone = "customer"`` the date is each customer's own local date ("what goes out on that
+        day at each customer's send time").
+        """
+        if self.policy.send_zone == "customer":
+            zones = [r["tz"] for r in self.store.read("customer_zones", default_tz=self.policy.tz)]
+            stages = [row for z in zones for row in stage_cutoffs(self.policy.stages, business_date, z)]
+        else:
+            stages = stage_cutoffs(self.policy.stages, business_date)
+        if not stages:
+            return []
+        query = "preview_next_due" if self.policy.collapse == "next" else "preview_due"
+        return self.store.read(query, stages=Json(stages), default_tz=self.policy.tz,
+                               max_cutoff=max(s["cutoff"] for s in stages))
 
     def aging(self, as_of: date) -> list[dict[str, Any]]:
         """Open amounts (minor units) and counts per currency and days-past-due bucket on ``as_of``."""

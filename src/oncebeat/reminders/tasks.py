@@ -31,7 +31,7 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
         if occurrence is None:
             raise Discard("reminders.scan needs an occurrence; run `oncebeat trigger reminders` instead of enqueueing it")
         service.scan(occurrence_id=occurrence["id"], business_date=occurrence["business_date"],
-                     source=ctx.source)
+                     source=ctx.source, fire_at=occurrence["fire_at"])
 
     @app.task(SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS)
     def send(ctx: JobContext, reminder_id: int) -> None:

@@ -31,7 +31,7 @@ Invariants (name → meaning):
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
@@ -54,6 +54,7 @@ TERMINAL = ("sent", "skipped", "failed", "in_doubt")
 ENQUEUING = ("enqueued", "manual", "backfilled")
 
 PaymentWindow = tuple[datetime, datetime]  # the payment happened at some instant in [lo, hi]
+BusinessDate = Callable[[datetime, "str | None", date], date]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -125,11 +126,13 @@ def _is_instant_of(definition: ScheduleDef, instant: datetime) -> bool:
 
 def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definitions: Mapping[str, list[ScheduleDef]],
           payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None,
-          collapse: str = "next") -> CheckReport:
+          collapse: str = "next", business_date: BusinessDate | None = None) -> CheckReport:
     """Check every invariant; see the module docstring.
 
     Args:
         collapse: the policy's ``collapse`` mode (``next`` or ``highest``), which decides the due stages.
+        business_date: ``(fire_at, customer_tz, schedule_date) -> date``, the policy's rule for a customer's
+            business date (``Policy.business_date``); None: the occurrence's date for every customer.
         definitions: every definition each schedule key had during the run (key → list).
         payments: invoice number → window of the instant it was paid.
         in_doubt_budget: injected faults that can make a delivery unknowable (None: not checked).
@@ -161,8 +164,9 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         occurrence = occ_by_id[job["occurrence_id"]]
         earliest = occurrence["created_at"]
         completed_at = job["finished_at"] if job["state"] == "completed" else None
-        business = occurrence["business_date"]
         for number, i in invoices.items():
+            business = (occurrence["business_date"] if business_date is None
+                        else business_date(occurrence["fire_at"], i["customer_tz"], occurrence["business_date"]))
             if i["status"] in ("void", "uncollectible"):
                 continue
             window = payments.get(number)

@@ -383,7 +383,7 @@ class _Sim:
         with self.quiet():
             for w in workers:
                 w.drain()
-        report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse, definitions=definitions,
+        report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse, business_date=policy.business_date, definitions=definitions,
                        payments=self.payments_log, in_doubt_budget=self.doubt_budget)
         naive = None
         if self.cfg.compare_naive:

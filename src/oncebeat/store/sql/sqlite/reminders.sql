@@ -43,16 +43,21 @@ WHERE number = :number AND status = 'open'
 RETURNING id;
 
 -- name: scan_insert_reminders
--- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD"} where cutoff = business date - N days;
--- a stage is due when due_on <= cutoff. Only the highest newly-due stage of an invoice is pending;
--- lower ones that became due at the same time are recorded skipped (superseded).
+-- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD", "business_date": "YYYY-MM-DD", "tz": Z|null}:
+-- a stage is due for an invoice when due_on <= cutoff (= business date - N days). tz null: every customer
+-- (send_zone = "schedule"); otherwise the row applies to customers whose zone (customer tz, else :default_tz)
+-- is Z, with that zone's business date (send_zone = "customer").
+-- collapse = "highest": only the highest newly-due stage of an invoice is pending; lower ones that became
+-- due at the same time are recorded skipped (superseded).
 WITH stages AS (
-    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff
+    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
+           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
     FROM json_each(:stages)
 ), due AS (
-    SELECT i.id AS invoice_id, s.stage
+    SELECT i.id AS invoice_id, s.stage, s.business_date
     FROM invoices i INDEXED BY invoices_open_due
     JOIN stages s ON i.due_on <= s.cutoff
+      AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
 ), top AS (
@@ -63,37 +68,43 @@ SELECT d.invoice_id, d.stage,
        CASE WHEN d.stage = t.top_stage THEN 'pending' ELSE 'skipped' END,
        CASE WHEN d.stage = t.top_stage THEN NULL
             ELSE 'superseded: stage ' || t.top_stage || ' became due at the same time' END,
-       :occurrence_id, :business_date, :now, :now
+       :occurrence_id, d.business_date, :now, :now
 FROM due d JOIN top t ON t.invoice_id = d.invoice_id
 WHERE true
 ON CONFLICT DO NOTHING
 RETURNING state;
 
 -- name: scan_insert_next_reminders
--- collapse = "next" (DESIGN §6 as sharpened in README "Stage order"): each open invoice gets at most ONE stage,
--- the lowest ladder stage above the highest stage it already has (the ladder never goes back), when that stage's
--- own offset has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
+-- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD", "business_date": "YYYY-MM-DD", "tz": Z|null}:
+-- a stage is due for an invoice when due_on <= cutoff (= business date - N days). tz null: every customer
+-- (send_zone = "schedule"); otherwise the row applies to customers whose zone (customer tz, else :default_tz)
+-- is Z, with that zone's business date (send_zone = "customer").
+-- collapse = "next" (README "Stage order after an outage"): each open invoice gets at most ONE stage, the lowest
+-- ladder stage above the highest stage it already has (the ladder never goes back), when that stage's own offset
+-- has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
 -- (stage - previous stage) days after the previous stage's business date. Nothing is recorded superseded.
 WITH stages AS (
-    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff
+    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
+           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
     FROM json_each(:stages)
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i INDEXED BY invoices_open_due
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
 ), nxt AS (
-    SELECT o.invoice_id, o.last_stage, MIN(s.stage) AS stage
-    FROM open_due o JOIN stages s ON o.due_on <= s.cutoff
-    WHERE (o.last_stage IS NULL OR s.stage > o.last_stage) AND (s.stage > 0 OR o.due_on >= :business_date)
-    GROUP BY o.invoice_id, o.last_stage
+    SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
+    FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
+      AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
+    WHERE (i.last_stage IS NULL OR s.stage > i.last_stage) AND (s.stage > 0 OR i.due_on >= s.business_date)
+    GROUP BY i.invoice_id, i.last_stage, s.business_date
 ), ready AS (
-    SELECT n.invoice_id, n.stage FROM nxt n
+    SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= :business_date
+    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
 )
 INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
-SELECT invoice_id, stage, 'pending', NULL, :occurrence_id, :business_date, :now, :now
+SELECT invoice_id, stage, 'pending', NULL, :occurrence_id, business_date, :now, :now
 FROM ready
 WHERE true
 ON CONFLICT DO NOTHING
@@ -111,12 +122,15 @@ WHERE r.state = 'pending'
 ON CONFLICT DO NOTHING;
 
 -- name: preview_due
+-- What scan_insert_reminders would create (nothing written): per invoice its top stage.
 WITH stages AS (
-    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff
+    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
+           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
     FROM json_each(:stages)
 ), due AS (
     SELECT i.id AS invoice_id, s.stage
     FROM invoices i JOIN stages s ON i.due_on <= s.cutoff
+      AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
 )
@@ -127,24 +141,26 @@ GROUP BY i.number, c.email, c.name, i.currency, i.amount_due, i.due_on
 ORDER BY i.due_on, i.number;
 
 -- name: preview_next_due
--- What scan_insert_next_reminders would create on :business_date (nothing written).
+-- What scan_insert_next_reminders would create (nothing written).
 WITH stages AS (
-    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff
+    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
+           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
     FROM json_each(:stages)
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i INDEXED BY invoices_open_due
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
 ), nxt AS (
-    SELECT o.invoice_id, o.last_stage, MIN(s.stage) AS stage
-    FROM open_due o JOIN stages s ON o.due_on <= s.cutoff
-    WHERE (o.last_stage IS NULL OR s.stage > o.last_stage) AND (s.stage > 0 OR o.due_on >= :business_date)
-    GROUP BY o.invoice_id, o.last_stage
+    SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
+    FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
+      AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
+    WHERE (i.last_stage IS NULL OR s.stage > i.last_stage) AND (s.stage > 0 OR i.due_on >= s.business_date)
+    GROUP BY i.invoice_id, i.last_stage, s.business_date
 ), ready AS (
-    SELECT n.invoice_id, n.stage FROM nxt n
+    SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= :business_date
+    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
 )
 SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, r.stage, 0 AS superseded
 FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
@@ -252,3 +268,8 @@ UPDATE invoices SET status = :status, paid_on = :paid_on,
     updated_at = :now
 WHERE number = :number AND status IN (:from_a, :from_b)
 RETURNING id;
+
+-- name: customer_zones
+-- The zones of customers with open invoices (a customer without one counts in :default_tz).
+SELECT DISTINCT COALESCE(NULLIF(c.tz, ''), :default_tz) AS tz
+FROM customers c WHERE EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = c.id AND i.status = 'open');
