@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -96,9 +97,11 @@ def cli(verbose: bool) -> None:
 @click.option("--dir", "workdir", default="oncebeat-demo", show_default=True, type=click.Path(path_type=Path),
               help="Working folder (recreated): database and Maildir.")
 @CONFIG_OPTION
+@click.option("--send-zone", type=click.Choice(["customer", "schedule"]), default="customer", show_default=True,
+              help="Send each reminder at send_at on the customer's calendar, or at the schedule's time for all.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def demo(days: int, seed: int, invoices_csv: Path | None, payments_csv: Path | None, start: str | None,
-         workers: int, workdir: Path, config: Path | None, as_json: bool) -> None:
+         workers: int, workdir: Path, config: Path | None, as_json: bool, send_zone: str | None) -> None:
     """Run the reminder schedule over simulated days, exactly once, through a real local SMTP server.
 
     Payments arrive on the business day: one dated D at the start of D in the schedule's zone (before
@@ -108,6 +111,8 @@ def demo(days: int, seed: int, invoices_csv: Path | None, payments_csv: Path | N
     from .reminders.policy import load_policy
 
     policy = load_policy(config)
+    if send_zone is not None:
+        policy = dataclasses.replace(policy, send_zone=send_zone)
     if as_json:
         result = run_demo(workdir=workdir, days=days, seed=seed, invoices_csv=invoices_csv, payments_csv=payments_csv,
                           policy=policy, start=_parse_date(start, "--start"), workers=workers)
@@ -124,6 +129,10 @@ def demo(days: int, seed: int, invoices_csv: Path | None, payments_csv: Path | N
         for stage, states in sorted(result.reminders_by_stage.items(), key=lambda kv: int(kv[0])):
             click.echo(f"    stage {stage:>4}:        {', '.join(f'{n} {s}' for s, n in sorted(states.items()))}")
         click.echo(f"  messages in Maildir: {result.messages_delivered}")
+        if policy.send_zone == "customer":
+            click.echo(f"  on their own {policy.send_at}: {result.on_time} sent at {policy.send_at} local time in the "
+                       f"customer's zone ({result.zones} zones), {result.backlog} already due at the first scan")
+        click.echo(f"  languages:           {', '.join(f'{n} {lang}' for lang, n in result.languages.items())}")
         click.echo(f"  duplicates:          {result.duplicates}   (same invoice and stage delivered twice, "
                    "counted from the Maildir)")
         click.echo(f"  lost:                {result.lost}   (due reminders with no final state)")

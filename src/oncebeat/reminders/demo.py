@@ -37,6 +37,7 @@ from .book import Book, generate_book
 from .importing import raise_if_problems, read_invoices_csv, read_payments_csv
 from .model import Invoice, Payment
 from .policy import Policy, stages_due
+from .translations import language_of
 from .service import ReminderService
 from .tasks import build_app
 
@@ -45,7 +46,6 @@ __all__ = ["DemoResult", "run_demo", "payment_instant", "expected_reminders", "c
 
 DEFAULT_DEMO_START = date(2026, 1, 5)  # fixed, so the seeded demo gives the same book on every machine
 TERMINAL = ("sent", "skipped", "failed", "in_doubt")
-STEP = timedelta(minutes=15)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -64,6 +64,10 @@ class DemoResult:
     database: str
     maildir: str
     lost_examples: list[str] = field(default_factory=list)
+    on_time: int = 0  # sent reminders whose occurrence was at send_at in the customer's (or schedule's) zone
+    backlog: int = 0  # sent by the first scan: already due when the demo started, whatever the local time
+    zones: int = 0  # distinct zones the sent reminders went out in
+    languages: dict[str, int] = field(default_factory=dict)  # sent reminders per language of the words
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +113,56 @@ def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy:
                 due.add((inv.number, s))
                 earlier.append((s, b))
     return due
+
+
+def _wake_instants(policy: Policy, book: Book, start: datetime, end: datetime) -> list[datetime]:
+    """The instants in ``(start, end]`` at which the demo wakes its clock and workers, sorted (UTC).
+
+    Every instant at which a scan can serve someone (each customer zone's ``send_at`` with
+    ``send_zone = "customer"``, else the schedule's own instants) and every payment. In between nothing
+    can become due, so the demo skips those quarter hours: the clock, woken at a send instant, fires it on time
+    and records the skipped instants in its ledger by the catch-up policy, as after any pause.
+    """
+    wakes = {end} | {payment_instant(p, policy.tz) for p in book.payments}
+    if policy.send_zone == "customer":
+        zones = {c.tz or policy.tz for c in book.customers} | {policy.tz}
+        day = start.date() - timedelta(days=1)
+        while day <= end.date() + timedelta(days=1):
+            wakes |= {datetime.combine(day, policy.send_time, tzinfo=ZoneInfo(z)).astimezone(UTC) for z in zones}
+            day += timedelta(days=1)
+    else:
+        from ..schedules import Schedule
+
+        wakes |= set(Schedule(expression=policy.schedule, tz=policy.tz).between(start, end))
+    return sorted(w for w in wakes if start < w <= end)
+
+
+@dataclass(frozen=True, slots=True)
+class _LocalSend:
+    zone: str
+    on_time: bool
+    first_scan: bool
+    language: str
+
+
+def _local_sends(store: Store, policy: Policy, reminders: list[dict[str, Any]]) -> list[_LocalSend]:
+    """Where, when (locally) and in which language each sent reminder went out, from its occurrence and customer."""
+    fired = {o["id"]: o["fire_at"] for o in store.read("list_occurrences", schedule_key=None)
+             if o["outcome"] in ("enqueued", "manual", "backfilled")}
+    first = min(fired, key=lambda k: fired[k], default=None)
+    invoices = {i["number"]: i for i in store.read("list_invoices")}
+    send_at = policy.send_time if policy.send_zone == "customer" else None
+    out = []
+    for r in reminders:
+        if r["state"] != "sent" or r["occurrence_id"] not in fired:
+            continue
+        inv = invoices[r["number"]]
+        zone = (inv["customer_tz"] or policy.tz) if policy.send_zone == "customer" else policy.tz
+        local = fired[r["occurrence_id"]].astimezone(ZoneInfo(zone))
+        first_scan = r["occurrence_id"] == first
+        on_time = not first_scan and (local.time() == send_at if send_at else local.date() == r["business_date"])
+        out.append(_LocalSend(zone=zone, on_time=on_time, first_scan=first_scan, language=language_of(inv["locale"])))
+    return out
 
 
 def count_duplicates(maildir: Path) -> tuple[int, int]:
@@ -176,13 +230,11 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
                 for i in range(workers)]
         pending = sorted(book.payments, key=lambda p: payment_instant(p, policy.tz))
         day_done = 0
-        while clock.now() < t_end:
-            clock.advance(STEP.total_seconds())
-            now = clock.now()
+        for now in _wake_instants(policy, book, t0, t_end):
+            clock.set(now)
             arrived = [p for p in pending if payment_instant(p, policy.tz) <= now]
             if arrived:
-                pending = pending[len(arrived):] if arrived == pending[: len(arrived)] else \
-                    [p for p in pending if p not in arrived]
+                pending = [p for p in pending if p not in arrived]
                 service.apply_payments(arrived)
             clk.tick()
             while sum(w.drain(max_batches=1) for w in pool):
@@ -193,6 +245,7 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
                 day_done = d
         messages, duplicates = count_duplicates(maildir)
         reminders = store.read("list_reminders")
+        local = _local_sends(store, policy, reminders)
     store.close()
     terminal = {(r["number"], int(r["stage"])) for r in reminders if r["state"] in TERMINAL}
     expected = expected_reminders(book.invoices, book.payments, policy, t0, t_end,
@@ -207,4 +260,6 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
         invoices=len(book.invoices), reminders=dict(sorted(states.items())), reminders_by_stage=by_stage,
         messages_delivered=messages, duplicates=duplicates, lost=len(missing), in_doubt=states.get("in_doubt", 0),
         days=days, start=t0.isoformat(), end=t_end.isoformat(), wall_seconds=round(time.monotonic() - wall, 2),
-        database=str(db_path), maildir=str(maildir), lost_examples=[f"{n} stage {s}" for n, s in missing[:10]])
+        database=str(db_path), maildir=str(maildir), lost_examples=[f"{n} stage {s}" for n, s in missing[:10]],
+        on_time=sum(1 for s in local if s.on_time), backlog=sum(1 for s in local if s.first_scan),
+        zones=len({s.zone for s in local}), languages=dict(Counter(s.language for s in local).most_common()))
