@@ -11,15 +11,19 @@ from pathlib import Path
 import pytest
 
 from oncebeat.app import ScheduleDef
+from oncebeat.reminders.policy import Policy
 from oncebeat.simulate import FAULTS, SimConfig, parse_faults, simulate
 from oncebeat.simulate.checker import PaymentWindow
 from oncebeat.store import open_store
 
+HIGHEST = Policy(collapse="highest")
+
 
 def run(tmp_path: Path, db_url: str | None, faults: str, *, days: int = 10, start: date = date(2026, 1, 5),
-        seed: int = 7, naive: bool = False, invoices: int = 60):
+        seed: int = 7, naive: bool = False, invoices: int = 60, policy: Policy | None = None):
     return simulate(SimConfig(days=days, start=start, seed=seed, faults=parse_faults(faults), db_url=db_url,
-                              workdir=tmp_path / "sim", compare_naive=naive, settle_days=1.5, invoices=invoices))
+                              workdir=tmp_path / "sim", compare_naive=naive, settle_days=1.5, invoices=invoices,
+                              policy=policy or Policy()))
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
@@ -64,20 +68,22 @@ def test_naive_design_shows_duplicates_under_the_same_faults(tmp_path: Path) -> 
 # --- the checker catches planted violations ---------------------------------------------------------------
 @pytest.fixture
 def finished(tmp_path: Path) -> tuple[Path, Path, dict[str, list[ScheduleDef]], dict[str, PaymentWindow]]:
-    """A clean finished simulation on SQLite, copied so each test can damage it."""
-    report = run(tmp_path, None, "none", days=15)
+    """A clean finished simulation on SQLite, copied so each test can damage it.
+
+    Under collapse = "highest", so that superseded lower stages (skipped rows) exist to be damaged.
+    """
+    report = run(tmp_path, None, "none", days=15, policy=HIGHEST)
     assert report.passed
     db = tmp_path / "sim" / "oncebeat.db"
     return db, Path(report.maildir), {}, {}
 
 
-def _check(db: Path, maildir: Path):
+def _check(db: Path, maildir: Path, policy: Policy | None = None):
     from oncebeat.app import App
-    from oncebeat.reminders.policy import Policy
     from oncebeat.simulate.standalone import check_deployment
 
     with open_store(f"sqlite:///{db}") as store:
-        return check_deployment(store, App(), Policy(), maildir=maildir)
+        return check_deployment(store, App(), policy or HIGHEST, maildir=maildir)
 
 
 def test_checker_passes_the_untouched_run(finished) -> None:
@@ -99,6 +105,19 @@ def test_checker_detects_a_lost_reminder(finished) -> None:
     with open_store(f"sqlite:///{db}") as store, store.transaction() as tx:
         tx.execute("DELETE FROM reminders WHERE id = (SELECT MAX(id) FROM reminders WHERE state = 'skipped')")
     report = _check(db, maildir)
+    assert not report.invariants["due-reminders-terminal"].passed
+
+
+def test_checker_detects_a_stage_sent_before_the_lower_one_under_next(tmp_path: Path) -> None:
+    report = run(tmp_path, None, "none", days=15)  # collapse = "next", the default
+    assert report.passed, report.to_text()
+    db, maildir = tmp_path / "sim" / "oncebeat.db", Path(report.maildir)
+    assert _check(db, maildir, Policy()).passed
+    with open_store(f"sqlite:///{db}") as store, store.transaction() as tx:
+        tx.execute("UPDATE reminders SET stage = 7 WHERE id = (SELECT MIN(r.id) FROM reminders r WHERE r.stage = 1 "
+                   "AND NOT EXISTS (SELECT 1 FROM reminders o WHERE o.invoice_id = r.invoice_id AND o.stage = 7))")
+    report = _check(db, maildir, Policy())
+    assert not report.invariants["no-unexpected-reminders"].passed
     assert not report.invariants["due-reminders-terminal"].passed
 
 
