@@ -13,6 +13,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from reminder_harness import Harness, invoice, maildir_sink
 
 from oncebeat.errors import ConfigError
 from oncebeat.reminders.model import Customer
@@ -20,8 +21,6 @@ from oncebeat.reminders.policy import Policy, policy_from_dict
 from oncebeat.simulate.standalone import check_deployment
 from oncebeat.store import Store
 from oncebeat.timebase import SimulatedClock
-
-from reminder_harness import Harness, invoice, maildir_sink
 
 QUARTER = timedelta(minutes=15)
 LADDER = (1, 2, 3, 4)  # one stage a day, so each local day of the window shows one send

@@ -11,13 +11,12 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
 from oncebeat.reminders.policy import Policy, stages_due
 from oncebeat.simulate.standalone import check_deployment
 from oncebeat.store import Store
 from oncebeat.timebase import SimulatedClock
-
-from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
 DAY = timedelta(days=1)
 OUTAGE = (date(2026, 3, 3), date(2026, 3, 20))  # no clock, no scan on these local days (inclusive)

@@ -37,9 +37,9 @@ from .book import Book, generate_book
 from .importing import raise_if_problems, read_invoices_csv, read_payments_csv
 from .model import Invoice, Payment
 from .policy import Policy, stages_due
-from .translations import language_of
 from .service import ReminderService
 from .tasks import build_app
+from .translations import language_of
 
 __all__ = ["DemoResult", "run_demo", "payment_instant", "expected_reminders", "count_duplicates",
            "DEFAULT_DEMO_START"]

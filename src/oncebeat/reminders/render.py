@@ -84,9 +84,9 @@ from pathlib import Path
 from typing import Any
 
 from babel import Locale, UnknownLocaleError
-from babel.support import NullTranslations
 from babel.dates import format_date
 from babel.numbers import format_currency, get_currency_precision, list_currencies
+from babel.support import NullTranslations
 from jinja2 import (
     ChoiceLoader,
     Environment,

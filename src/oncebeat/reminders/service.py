@@ -16,9 +16,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from zoneinfo import ZoneInfoNotFoundError
 from email.headerregistry import Address
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfoNotFoundError
 
 from .. import telemetry
 from ..effects import EffectAttempt, EffectLedger

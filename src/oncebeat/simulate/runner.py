@@ -25,8 +25,8 @@ from typing import Any
 
 from ..app import App, ScheduleDef
 from ..clock import ClockProcess
-from ..errors import TransientStoreError
 from ..crashpoints import SimulatedCrash, crashpoints
+from ..errors import TransientStoreError
 from ..mail import Mailer, MailSink
 from ..provenance import Source, current_source
 from ..reminders.book import Book, generate_book
