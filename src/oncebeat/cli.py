@@ -373,17 +373,25 @@ def _worker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @APP_OPTION
 @_worker_options
 @_metrics_options
+@click.option("--burst", is_flag=True,
+              help="Process the jobs due now (one at a time), then exit 0 with a summary: for cron and CI.")
 def worker(database_url: str | None, config: Path | None, app: str | None, concurrency: int, queues: tuple[str, ...],
            batch_size: int | None, lease: float, grace: float, rescue_interval: float, metrics_port: int | None,
-           metrics_host: str) -> None:
+           metrics_host: str, burst: bool) -> None:
     """Run a worker: claims jobs with a lease and runs them; SIGTERM drains gracefully."""
     from .worker import Worker
 
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None)
     try:
         with _serving_metrics(metrics_port, metrics_host):
-            counts = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
-                            lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval).run()
+            wrk = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
+                         lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval)
+            if burst:
+                done = wrk.burst()
+                click.echo("burst done: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in done.items()
+                                                      if n or k != "other"), err=True)
+                return
+            counts = wrk.run()
     finally:
         rt.close()
     click.echo(f"worker stopped: {counts['processed']} jobs processed, {counts['returned']} returned to the queue",

@@ -34,7 +34,8 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
@@ -309,6 +310,31 @@ class Worker:
         if done:
             self.queue.complete(self.register(), done)
         return total
+
+    def burst(self) -> dict[str, int]:
+        """Process every job that is due now, then stop: for cron-driven deployments and CI (``worker --burst``).
+
+        Rescues jobs whose lease expired first, then runs batches in this thread until none is due (a job
+        scheduled later, e.g. a retry with backoff, is left for the next run), and records the process as
+        stopped. Returns the outcomes counted from the ``job.finished`` telemetry of this process:
+        ``{"completed", "retried", "discarded", "in_doubt", "other"}`` (jobs).
+        """
+        outcomes: Counter[str] = Counter()
+        names = {"completed": "completed", "retry": "retried", "discard": "discarded", "unknown_task": "discarded",
+                 "effect_conflict": "discarded", "in_doubt": "in_doubt"}
+
+        def count(_: str, data: Mapping[str, Any]) -> None:
+            outcomes[names.get(str(data.get("outcome")), "other")] += 1
+
+        telemetry.attach("job.finished", count)
+        try:
+            self.register()
+            self.rescue()
+            self.drain()
+        finally:
+            telemetry.detach("job.finished", count)
+            self.stop_process()
+        return {k: outcomes.get(k, 0) for k in ("completed", "retried", "discarded", "in_doubt", "other")}
 
     def rescue(self) -> list[dict[str, Any]]:
         rows = self.queue.rescue()

@@ -1,0 +1,75 @@
+"""``oncebeat worker --burst`` as a cron-driven deployment runs it: real subprocesses on both backends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from oncebeat import App, Queue, SystemClock, current_source
+from oncebeat.store import open_store
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+JOBS = '''
+from pathlib import Path
+
+from oncebeat import App
+from oncebeat.errors import Discard, Retry
+
+app = App()
+
+
+@app.task()
+def note(ctx, n: int) -> None:
+    with (Path(__file__).parent / "ran.txt").open("a") as out:
+        out.write(f"{n}\\n")
+
+
+@app.task(max_attempts=1)
+def hopeless(ctx) -> None:
+    raise Discard("the order was cancelled")
+
+
+@app.task(max_attempts=5)
+def flaky(ctx) -> None:
+    raise Retry("the partner API is down", delay=3600)
+'''
+
+
+def _burst(tmp_path: Path, db_url: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path}"}
+    return subprocess.run([sys.executable, "-m", "oncebeat.cli", "worker", "--burst", "--app", "jobs:app",
+                           "--db", db_url], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=300)
+
+
+def test_burst_runs_what_is_due_then_exits_0_with_a_summary_and_leaves_later_jobs(tmp_path: Path,
+                                                                                  db_url: str) -> None:
+    (tmp_path / "jobs.py").write_text(JOBS, encoding="utf-8")
+    app = App()
+    for name in ("note", "hopeless", "flaky"):
+        app.task(name)(lambda ctx, **_: None)
+    clock = SystemClock()
+    with open_store(db_url) as store:
+        store.migrate()
+        queue = Queue(store, clock=clock, source=current_source("cli"), app=app)
+        for n in range(5):
+            queue.enqueue("note", {"n": n})
+        queue.enqueue("note", {"n": 99}, run_at=clock.now() + timedelta(hours=1))  # not due: left for later
+        queue.enqueue("hopeless")
+        queue.enqueue("flaky")
+    result = _burst(tmp_path, db_url)
+    assert result.returncode == 0, result.stderr
+    assert "burst done: 5 completed, 1 retried, 1 discarded, 0 in doubt" in result.stderr
+    assert sorted((tmp_path / "ran.txt").read_text().split()) == ["0", "1", "2", "3", "4"]
+    with open_store(db_url) as store:
+        states = sorted(j["state"] for j in store.read("list_jobs", state=None, task=None, limit=100))
+        assert states == ["completed"] * 5 + ["discarded", "retryable", "scheduled"]
+        workers = [p for p in store.read("list_processes") if p["role"] == "worker"]
+        assert workers and all(p["stopped_at"] is not None for p in workers)  # it says it is gone
+
+    again = _burst(tmp_path, db_url)  # nothing due: still exit 0, nothing run twice
+    assert again.returncode == 0 and "burst done: 0 completed, 0 retried, 0 discarded, 0 in doubt" in again.stderr
+    assert len((tmp_path / "ran.txt").read_text().split()) == 5
