@@ -50,6 +50,8 @@ SHORT_COMMANDS: list[list[str]] = [
     ["schedules"], ["schedules", "pause", "reminders"], ["schedules", "resume", "reminders"], ["jobs"],
     ["preview"], ["aging"], ["effects", "list"], ["effects", "resolve", "reminder:1", "done"],
     ["check"], ["doctor"], ["doctor", "--json"], ["simulate", "--days", "1", "--dir", "sim"],
+    ["tick"], ["occurrences", "rerun", "1"], ["schedules", "set", "reminders", "--cron", "0 9 * * *", "--tz", "UTC"],
+    ["schedules", "retire", "reminders"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")
 
@@ -64,7 +66,7 @@ def test_the_fuzz_covers_every_command_that_takes_a_database_url() -> None:
         if any(p.name == "database_url" for p in command.params):
             yield " ".join(path)
 
-    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects") and len(c) > 1 and not c[1].startswith("-")
+    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects", "occurrences") and len(c) > 1 and not c[1].startswith("-")
                         else c[:1]) for c in SHORT_COMMANDS} | set(LONG_COMMANDS)
     assert set(walk(cli.cli, ())) <= covered
 
