@@ -930,7 +930,7 @@ def simulate(days: int, start: str | None, until: str | None, seed: int, faults:
 
 @cli.command()
 @DB_OPTION
-@click.option("--maildir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--maildir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="The Maildir the SMTP server delivered to (evidence from outside the database).")
 @CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True)

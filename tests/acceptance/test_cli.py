@@ -152,3 +152,10 @@ def test_demo_refuses_to_delete_a_folder_it_did_not_create(tmp_path: Path) -> No
     result = oncebeat("demo", "--days", "1", "--dir", ".", cwd=tmp_path)
     assert result.returncode == 2 and "not created by oncebeat" in result.stderr
     assert (tmp_path / "keep.txt").read_text(encoding="utf-8") == "precious"
+
+
+def test_check_refuses_a_maildir_that_does_not_exist_instead_of_reporting_every_email_lost(tmp_path: Path) -> None:
+    result = oncebeat("check", "--db", f"sqlite:///{tmp_path}/x.db", "--maildir", str(tmp_path / "typo"),
+                      cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "does not exist" in result.stderr and "violation" not in result.stdout
