@@ -95,7 +95,8 @@ class App:
         self.schedules: dict[str, ScheduleDef] = {}
 
     def task(self, name: str | None = None, *, queue: str = "default", max_attempts: int = 20, priority: int = 0,
-             permanent_errors: tuple[type[BaseException], ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             permanent_errors: tuple[type[BaseException], ...] = ()
+             ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``fn(ctx, **args)`` as a task (name defaults to the function's name)."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:

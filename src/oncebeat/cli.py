@@ -57,7 +57,8 @@ def _parse_instant(text: str, what: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise click.BadParameter(f"{text!r} is not an ISO instant such as 2026-03-08T08:00:00-06:00", param_hint=what) from exc
+        raise click.BadParameter(f"{text!r} is not an ISO instant such as "
+                                 "2026-03-08T08:00:00-06:00", param_hint=what) from exc
     if value.tzinfo is None:
         raise click.BadParameter(f"{text!r} has no UTC offset; add one (e.g. +00:00 or -06:00)", param_hint=what)
     return value.astimezone(UTC)
@@ -872,7 +873,8 @@ def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
 @click.option("--seed", default=7, show_default=True)
 @click.option("--faults", default="none", show_default=True, metavar="all|NAME[=RATE],…",
               help="Faults to inject: " + ", ".join(__import__("oncebeat.simulate.faults", fromlist=["FAULTS"]).FAULTS))
-@click.option("--db", "database_url", default=None, metavar="URL", help="Database (default a fresh SQLite file in --dir).")
+@click.option("--db", "database_url", default=None, metavar="URL",
+              help="Database (default a fresh SQLite file in --dir).")
 @click.option("--invoices", "invoices_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--payments", "payments_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--dir", "workdir", default="oncebeat-sim", show_default=True, type=click.Path(path_type=Path))
@@ -994,7 +996,7 @@ def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir
             kind, ident = explain_
             if kind not in ("occurrence", "job", "invoice"):
                 raise click.BadParameter("use occurrence, job or invoice", param_hint="--explain")
-            for line in explain(rt.store, kind, ident if kind == "invoice" else int(ident)):  # type: ignore[arg-type]
+            for line in explain(rt.store, kind, ident if kind == "invoice" else int(ident)):
                 click.echo(line)
             return
         report = run_doctor(rt.store, now=rt.clock.now(), since=_parse_instant(since, "--since") if since else None,

@@ -130,8 +130,10 @@ class SyncReport:
 
 def _enqueue_for(tx: Tx, queue: Queue, definition: ScheduleDef, occurrence_id: int, source: Source,
                  options: dict[str, int] | None) -> int | None:
+    options = options or {}
     return queue.enqueue(definition.task, definition.args, tx=tx, queue=definition.queue,
-                         occurrence_id=occurrence_id, source=source, **(options or {}))
+                         occurrence_id=occurrence_id, source=source, priority=options.get("priority"),
+                         max_attempts=options.get("max_attempts"))
 
 
 def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: Schedule, instant: datetime,
@@ -588,7 +590,8 @@ class ClockProcess:
             parts.append(f"{outside} missed outside the catch-up window ({d.catchup_window:.0f} s)")
         total = len(late) + outside
         when = "during downtime" if startup else "since the last tick"
-        return f"{key}: {total} occurrence(s) missed {when}, policy {d.catchup}: " + (", ".join(parts) or "nothing to do")
+        decided = ", ".join(parts) or "nothing to do"
+        return f"{key}: {total} occurrence(s) missed {when}, policy {d.catchup}: {decided}"
 
     def next_fire_at(self) -> datetime | None:
         """The earliest instant at which this clock has something to fire (None without schedules)."""
@@ -601,8 +604,9 @@ class ClockProcess:
         # Full precision: a manual fire never takes the identity of a scheduled instant.
         now = self.clock.now()
         with self.store.transaction() as tx:
-            fire = fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task), definition=definition, schedule=sched, instant=now,
-                                   outcome="manual", source=self.source.with_kind(kind), now=self.clock.now())
+            fire = fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task),
+                                   definition=definition, schedule=sched, instant=now, outcome="manual",
+                                   source=self.source.with_kind(kind), now=self.clock.now())
         log.info("manual trigger %s", fire.describe(), extra={"event": "clock.manual"})
         return fire
 

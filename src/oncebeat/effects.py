@@ -442,8 +442,8 @@ class EffectLedger:
                 return int(job["id"])
         if owner is None or waiting:
             return None  # no job owns it, or an unfinished job with the same unique key will run it
-        job = tx.one("get_job", id=owner)
-        if job is None or job["state"] in UNFINISHED_JOB_STATES:
+        owner_job = tx.one("get_job", id=owner)
+        if owner_job is None or owner_job["state"] in UNFINISHED_JOB_STATES:
             return None  # pruned, or it has not finished: its next attempt runs the effect
         copy = tx.one("job_copy", id=owner, now=now, **self.source.params())
         if copy is None:

@@ -25,7 +25,8 @@ __all__ = ["Clock", "SystemClock", "SimulatedClock", "require_aware", "UTC"]
 def require_aware(instant: datetime, name: str = "instant") -> datetime:
     """Return ``instant`` converted to UTC; raise ``ValueError`` if it is naive."""
     if instant.tzinfo is None or instant.utcoffset() is None:
-        raise ValueError(f"{name} must be timezone-aware (got naive {instant.isoformat()}); use datetime(..., tzinfo=UTC)")
+        raise ValueError(f"{name} must be timezone-aware (got naive {instant.isoformat()}); use datetime(..., "
+                         "tzinfo=UTC)")
     return instant.astimezone(UTC)
 
 

@@ -85,7 +85,8 @@ def run_doctor(store: Store, *, now: datetime, since: datetime | None = None, sc
     since = require_aware(since, "since") if since is not None else None
     facts = Facts(store, now=now, since=since, schedule=schedule, invoice=invoice, maildir=maildir,
                   definitions=definitions)
-    if schedule is not None and schedule not in facts.schedules and not (facts.definitions and schedule in facts.definitions):
+    defined = bool(facts.definitions and schedule in facts.definitions)
+    if schedule is not None and schedule not in facts.schedules and not defined:
         known = ", ".join(sorted(facts.schedules)) or "none"
         raise OncebeatError(f"doctor --schedule {schedule!r}: no such schedule in the database (known: {known})")
     if invoice is not None and facts.invoice_row is None:

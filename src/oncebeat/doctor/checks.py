@@ -26,7 +26,8 @@ __all__ = ["CHECK_FUNCTIONS", "Skip", "MAX_EVIDENCE", "RESTART_WINDOW", "PENDING
 MAX_EVIDENCE = 20  # evidence rows per finding; the rest is counted in a note
 MAX_FINDINGS_PER_CHECK = 50
 RESTART_WINDOW = timedelta(minutes=15)  # a clock start this soon after a fire instant is "near" it
-HANDOVER_GRACE = timedelta(seconds=60)  # two clocks overlapping this briefly, rejecting nothing, are a deploy's handover
+# two clocks overlapping this briefly, rejecting nothing, are a deploy's handover
+HANDOVER_GRACE = timedelta(seconds=60)
 OLD_VERSION_GRACE = timedelta(minutes=10)  # an old version may outlive a new one's start by this much (rolling deploy)
 PENDING_GRACE = timedelta(hours=1)  # a reminder pending longer than this is reported
 OVERDUE_AFTER = timedelta(hours=1)  # a due job unclaimed this long means no worker takes its queue
@@ -268,7 +269,8 @@ def check_clock_restart(facts: Facts) -> list[Finding]:
         outcomes = Counter(detail.get("outcomes") or {})
         missed = outcomes.get("missed", 0) + int(detail.get("missed_outside_window") or 0)
         proc = facts.proc(c.get("process_id"))
-        start_note = "at start-up" if detail.get("at_startup") else "between two ticks (the clock was stalled or suspended)"
+        start_note = ("at start-up" if detail.get("at_startup")
+                      else "between two ticks (the clock was stalled or suspended)")
         findings.append(Finding(
             code="clock-restart", severity="warning" if missed else "info",
             summary=f"catch-up {start_note}: {detail.get('summary')}", subject=str(c["subject"]),
@@ -284,7 +286,8 @@ def _restart_fix(missed: int, keys: list[str]) -> str:
                 f"run `oncebeat backfill {key} --start ... --end ...`; to catch up by itself next time set "
                 "catchup = \"latest\" or \"all\" with a wider catchup_window.")
     return ("Nothing to do: the clock decided from the occurrence ledger, never from its own memory, so the restart "
-            "fired nothing twice. Change the schedule's catchup/catchup_window if the decision is not the one you want.")
+            "fired nothing twice. Change the schedule's catchup/catchup_window if the decision is not the one you "
+            "want.")
 
 
 # --- leftover-trigger ------------------------------------------------------------------------------------
@@ -334,7 +337,8 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
         unregistered = any((d["source_host"], int(d["source_pid"])) not in registry for d in rows)
         findings.append(Finding(
             code="leftover-trigger", severity="warning",
-            summary=(f"{_plural(len(rows), 'manual fire')} of {key} by {rows[0]['source_kind']} {name} on {host} hit an "
+            summary=(f"{_plural(len(rows), 'manual fire')} of {key} by {rows[0]['source_kind']} {name} on {host} hit "
+                     "an "
                      "instant already in the ledger and were rejected"
                      + (" (not a registered process)" if unregistered else "")),
             subject=f"schedule:{key}", evidence=_capped(_dup_evidence(facts, d) for d in rows),
@@ -425,16 +429,20 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
         if fired:
             findings.append(Finding(
                 code="leftover-trigger", severity="error",
-                summary=f"retired schedule {key} (retired {face.text(retired_at, tz)}) has occurrences recorded after it was retired",
-                subject=f"schedule:{key}", evidence=_capped([ev.schedule(row, face)] + [ev.occurrence(o, face) for o in fired]),
-                fix="Stop the process that recorded them (see each occurrence's source); a retired schedule must never fire."))
+                summary=f"retired schedule {key} (retired {face.text(retired_at, tz)}) has occurrences recorded after "
+                        "it was retired",
+                subject=f"schedule:{key}",
+                evidence=_capped([ev.schedule(row, face)] + [ev.occurrence(o, face) for o in fired]),
+                fix="Stop the process that recorded them (see each occurrence's source); a retired schedule must never "
+                    "fire."))
         if holders:
             findings.append(Finding(
                 code="leftover-trigger", severity="warning",
                 summary=(f"retired schedule {key} (retired {face.text(retired_at, tz)}) is still defined by "
                          f"{_plural(len(holders), 'clock process', 'clock processes')} that ran after its retirement; "
                          "they do not fire it"),
-                subject=f"schedule:{key}", evidence=_capped([ev.schedule(row, face)] + [ev.process(p, face) for p in holders]),
+                subject=f"schedule:{key}",
+                evidence=_capped([ev.schedule(row, face)] + [ev.process(p, face) for p in holders]),
                 fix="Redeploy or stop those clocks: they run an old release that still defines the schedule."))
 
     # g) the caller's definitions against the database
@@ -446,19 +454,24 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
             if stored is None:
                 findings.append(Finding(
                     code="leftover-trigger", severity="info",
-                    summary=f"schedule {key} is defined in this code but not in the database: no clock with this code has started",
-                    subject=f"schedule:{key}", fix="Start the clock with this code; it adds the schedule (new schedules never fire for past instants).",
-                    evidence=(ev.note(f"defined: {defn.expression} in {defn.tz}", key=key, expression=defn.expression, tz=defn.tz),)))
+                    summary=f"schedule {key} is defined in this code but not in the database: no clock with this code "
+                            "has started",
+                    subject=f"schedule:{key}", fix="Start the clock with this code; it adds the schedule (new "
+                                                   "schedules never fire for past instants).",
+                    evidence=(ev.note(f"defined: {defn.expression} in "
+                                      f"{defn.tz}", key=key, expression=defn.expression, tz=defn.tz),)))
             elif stored["state"] == "retired":
                 findings.append(Finding(
                     code="leftover-trigger", severity="warning",
-                    summary=f"schedule {key} is defined in this code but retired in the database: a newer release removed it",
+                    summary=f"schedule {key} is defined in this code but retired in the database: a newer release "
+                            "removed it",
                     subject=f"schedule:{key}", evidence=(ev.schedule(stored, face),),
                     fix="This code is older than the last clock that synced; deploy the current release everywhere."))
             elif stored["definition_hash"] != defn.definition_hash():
                 findings.append(Finding(
                     code="leftover-trigger", severity="warning",
-                    summary=(f"the database holds another definition of {key} ({stored['expression']} in {stored['tz']}, "
+                    summary=(f"the database holds another definition of {key} ({stored['expression']} in "
+                             f"{stored['tz']}, "
                              f"version {stored['version']}) than this code ({defn.expression} in {defn.tz})"),
                     subject=f"schedule:{key}",
                     evidence=(ev.schedule(stored, face),
@@ -514,7 +527,8 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
         rescued = sum(1 for e in rows if e["kind"] == "job.rescued")
         held = effects.get(jid, [])
         states = Counter(e["state"] for e in held)
-        twice = [e for e in held if e["key"].startswith("reminder:") and by_reminder.get(e["key"].partition(":")[2], 0) > 1]
+        twice = [e for e in held
+                 if e["key"].startswith("reminder:") and by_reminder.get(e["key"].partition(":")[2], 0) > 1]
         again = [e for e in held if e["key"] in reconciled_keys
                  and (reconciled_keys[e["key"]].get("detail") or {}).get("outcome") == "not_done"]
         parts = []
@@ -540,7 +554,8 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
         what = " and ".join(x for x in (f"retried {_plural(retried, 'time')}" if retried else "",
                                         f"rescued {_plural(rescued, 'time')}" if rescued else "") if x)
         summary = f"job {jid} ({task}) was {what}{effect_text}{verdict}"
-        items: list[Evidence] = ([ev.job(job, face, tz)] if job else [ev.note(f"job {jid} is no longer in the jobs table (pruned)")])
+        items: list[Evidence] = ([ev.job(job, face, tz)] if job else [ev.note(f"job {jid} is no longer in the jobs "
+                                                                              "table (pruned)")])
         for e in rows:
             d = e.get("detail") or {}
             if e["kind"] == "job.rescued":
@@ -554,7 +569,8 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
         for e in held:
             holder = facts.proc(e.get("process_id"))
             n = by_reminder.get(e["key"].partition(":")[2], 0) if e["key"].startswith("reminder:") else 0
-            note = f"{n} copies in the Maildir" if facts.maildir is not None and e["key"].startswith("reminder:") else ""
+            in_maildir = facts.maildir is not None and e["key"].startswith("reminder:")
+            note = f"{n} copies in the Maildir" if in_maildir else ""
             if e in again:
                 note = (note + "; " if note else "") + "re-run after it was reconciled as not done"
             items.append(ev.effect(e, face, holder, tz, note=note))
@@ -583,7 +599,8 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
     _, by_mid = _mail_counts(facts)
     reminder_ids = [int(e["key"].partition(":")[2]) for e in rows
                     if e["key"].startswith("reminder:") and e["key"].partition(":")[2].isdigit()]
-    reminders = {int(r["id"]): r for r in facts.store.read("doctor_reminders_by_ids", ids=reminder_ids)} if reminder_ids else {}
+    reminder_rows = facts.store.read("doctor_reminders_by_ids", ids=reminder_ids) if reminder_ids else []
+    reminders = {int(r["id"]): r for r in reminder_rows}
     jobs = facts.load_jobs(int(e["job_id"]) for e in rows if e["job_id"] is not None)
     findings: list[Finding] = []
     for e in rows[:MAX_FINDINGS_PER_CHECK]:
@@ -598,14 +615,16 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
         if holder:
             items.append(ev.process(holder, face, tz))
         mid = None
-        rem = reminders.get(int(key.partition(":")[2])) if key.startswith("reminder:") and key.partition(":")[2].isdigit() else None
+        tail = key.partition(":")[2]
+        rem = reminders.get(int(tail)) if key.startswith("reminder:") and tail.isdigit() else None
         if rem:
             items.append(ev.reminder(rem, face, tz))
             mid = rem.get("message_id")
         delivered = None
         if facts.maildir is not None and mid:
             delivered = by_mid.get(mid, 0)
-            items.append(ev.note(f"the Maildir {facts.maildir} holds {_plural(delivered, 'message')} with Message-ID {mid}",
+            items.append(ev.note(f"the Maildir {facts.maildir} holds {_plural(delivered, 'message')} with Message-ID "
+                                 f"{mid}",
                                  maildir=str(facts.maildir), message_id=mid, copies=delivered))
         summary = (f"effect {key} is in doubt since {face.text(e['started_at'], tz)}: attempt {e['attempt']} of job "
                    f"{e['job_id']} ({who}) {_why_in_doubt(e.get('detail'))}")
@@ -624,7 +643,8 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
                                 evidence=_capped(items), fix=fix))
     if len(rows) > MAX_FINDINGS_PER_CHECK:
         findings.append(Finding(
-            code="in-doubt", severity="error", summary=f"{len(rows) - MAX_FINDINGS_PER_CHECK} more effects are in doubt",
+            code="in-doubt", severity="error", summary=f"{len(rows) - MAX_FINDINGS_PER_CHECK} more effects are in "
+                                                       "doubt",
             fix="List them with `oncebeat effects list --state in_doubt` and resolve each.",
             evidence=(ev.note("not shown one by one", more=len(rows) - MAX_FINDINGS_PER_CHECK),)))
     return findings
@@ -729,10 +749,12 @@ def check_lost(facts: Facts) -> list[Finding]:
                 items.append(ev.job(j, face))
         findings.append(Finding(
             code="lost", severity="warning",
-            summary=(f"{_plural(len(slow), 'reminder')} pending for more than {duration_text(PENDING_GRACE.total_seconds())} "
+            summary=(f"{_plural(len(slow), 'reminder')} pending for more than "
+                     f"{duration_text(PENDING_GRACE.total_seconds())} "
                      f"(oldest created {face.text(slow[0]['created_at'])}), their send jobs not finished"),
             subject=f"invoice:{slow[0]['number']}", evidence=_capped(items),
-            fix="Check that workers are running and look at the send jobs' last errors (SMTP down, retries backing off)."))
+            fix="Check that workers are running and look at the send jobs' last errors (SMTP down, retries backing "
+                "off)."))
 
     # b) occurrences that should have a job and have none
     occs = [o for o in facts.store.read("doctor_occurrences_without_job", since=facts.since) if facts.occurrence_ok(o)]
@@ -742,7 +764,8 @@ def check_lost(facts: Facts) -> list[Finding]:
     for key, rows in sorted(by_key.items()):
         findings.append(Finding(
             code="lost", severity="error",
-            summary=(f"{_plural(len(rows), 'occurrence')} of {key} recorded as {'/'.join(sorted({r['outcome'] for r in rows}))} "
+            summary=(f"{_plural(len(rows), 'occurrence')} of {key} recorded as "
+                     f"{'/'.join(sorted({r['outcome'] for r in rows}))} "
                      f"with no job (first at {face.text(rows[0]['fire_at'], str(rows[0]['tz']))}): they never ran"),
             subject=f"schedule:{key}", evidence=_capped(ev.occurrence(o, face) for o in rows),
             fix=(f"Something wrote the ledger without enqueueing (an old version or a hand-made insert; see the "
@@ -754,7 +777,8 @@ def check_lost(facts: Facts) -> list[Finding]:
         stuck = [j for j in expired if now - j["lease_expires_at"] > LEASE_RESCUE_EXPECTED]
         items = []
         for j in expired:
-            items.append(ev.job(j, face, note=f"lease expired {duration_text((now - j['lease_expires_at']).total_seconds())} ago"))
+            items.append(ev.job(j, face, note=f"lease expired "
+                                              f"{duration_text((now - j['lease_expires_at']).total_seconds())} ago"))
             p = facts.proc(j.get("worker_id"))
             if p:
                 items.append(ev.process(p, face))
@@ -769,7 +793,8 @@ def check_lost(facts: Facts) -> list[Finding]:
                  "Nothing to do yet: the next rescue (every 15 s in any worker) puts them back in the queue.")))
 
     # d) due jobs that nobody claims
-    overdue = [j for j in facts.store.read("doctor_overdue_jobs", before=now - OVERDUE_AFTER, limit=1000) if facts.job_ok(j)]
+    overdue = [j for j in facts.store.read("doctor_overdue_jobs", before=now - OVERDUE_AFTER, limit=1000)
+               if facts.job_ok(j)]
     if overdue:
         queues = Counter(str(j["queue"]) for j in overdue)
         workers = [p for p in facts.processes() if p.role == "worker" and p.alive_at(now)]
@@ -831,19 +856,22 @@ def check_timezone(facts: Facts) -> list[Finding]:
         if _period(sched, facts.now) >= timedelta(hours=20):
             changes = [e for e in facts.events("schedule.changed") if e["subject"] == f"schedule:{key}"]
             for day in facts.store.read("doctor_same_day_fires", schedule_key=key, since=facts.since):
-                occs = facts.store.read("doctor_occurrences_on_date", schedule_key=key, business_date=day["business_date"])
+                occs = facts.store.read("doctor_occurrences_on_date", schedule_key=key,
+                                        business_date=day["business_date"])
                 fired = [o for o in occs if o["outcome"] in ("enqueued", "backfilled")]
                 lo, hi = fired[0]["created_at"], fired[-1]["created_at"]
                 between = [c for c in changes if lo <= c["at"] <= hi]
                 why = ("after the schedule changed " + "; ".join(
-                    f"{face.text(c['at'], tz)} from {(c.get('detail') or {}).get('old')} to {(c.get('detail') or {}).get('new')}"
+                    f"{face.text(c['at'], tz)} from {(c.get('detail') or {}).get('old')} to "
+                    f"{(c.get('detail') or {}).get('new')}"
                     for c in between)) if between else "without a schedule change between them"
                 findings.append(Finding(
                     code="timezone", severity="warning",
                     summary=(f"daily schedule {key} fired {_plural(len(fired), 'time')} for business date "
                              f"{day['business_date']} ({why})"),
                     subject=f"schedule:{key}",
-                    evidence=_capped([ev.occurrence(o, face) for o in fired] + [ev.event(c, face, tz) for c in between]),
+                    evidence=_capped([ev.occurrence(o, face) for o in fired]
+                                     + [ev.event(c, face, tz) for c in between]),
                     fix=("Harmless for reminders (the scan is idempotent per business date); other tasks should key "
                          "their effects by ctx.business_date(). Change a schedule's zone or time after the day's run "
                          "only if a second run that day is acceptable.")))
@@ -897,7 +925,8 @@ def _moved_fires(facts: Facts, row: dict[str, Any], sched: Schedule, tr: Transit
         return None  # the schedule did not run then (paused, or not yet defined)
     rule_text = "; ".join(dict.fromkeys(rules))
     what = (f"{_plural(len(fired), 'fire')} at instants chosen by the DST rule" if fired else "")
-    what += (", " if fired and dropped else "") + (f"{_plural(len(dropped), 'wall time')} with no run" if dropped else "")
+    what += (", " if fired and dropped else "") + (f"{_plural(len(dropped), 'wall time')} with no "
+                                                   "run" if dropped else "")
     return Finding(
         code="timezone", severity="info",
         summary=(f"{key} ({row['expression']} in {tz}) around the {tr.kind} of {tr.window()[0]:%Y-%m-%d}: {what} "
@@ -986,7 +1015,8 @@ def check_discarded(facts: Facts) -> list[Finding]:
     findings: list[Finding] = []
     reminder_ids = [int(j["args"]["reminder_id"]) for j in rows
                     if isinstance(j.get("args"), dict) and isinstance(j["args"].get("reminder_id"), int)]
-    reminders = {int(r["id"]): r for r in facts.store.read("doctor_reminders_by_ids", ids=reminder_ids)} if reminder_ids else {}
+    reminder_rows = facts.store.read("doctor_reminders_by_ids", ids=reminder_ids) if reminder_ids else []
+    reminders = {int(r["id"]): r for r in reminder_rows}
     occs = facts.load_occurrences(int(j["occurrence_id"]) for j in rows if j["occurrence_id"] is not None)
     events = {str(e["subject"]): e for e in facts.events("job.discarded", "job.rescued")}
     for j in rows[:MAX_FINDINGS_PER_CHECK]:
@@ -1014,7 +1044,8 @@ def check_discarded(facts: Facts) -> list[Finding]:
             items.append(ev.event(last, face, tz, text=text))
         kind = err.get("kind")
         if kind == "in_doubt":
-            fix = "Resolve the effect (see in-doubt); the job gave up rather than repeat an effect that may have happened."
+            fix = ("Resolve the effect (see in-doubt); the job gave up rather than repeat an effect that may have "
+                   "happened.")
         elif kind == "effect_conflict":
             fix = ("A programming error: one effect key was used for two different payloads (see effect-conflict). "
                    "Make the key name exactly one effect (include what differs in it); the job's other effects ran.")
@@ -1025,7 +1056,8 @@ def check_discarded(facts: Facts) -> list[Finding]:
                    "before enqueueing it again.")
         else:
             fix = ("Fix the cause named in the last error, then enqueue the work again"
-                   + ("; the next reminder scan re-enqueues pending reminders by itself." if rem and rem["state"] == "pending" else "."))
+                   + ("; the next reminder scan re-enqueues pending reminders by "
+                      "itself." if rem and rem["state"] == "pending" else "."))
         first = str(err.get("error") or "no error recorded").strip().splitlines()
         findings.append(Finding(
             code="discarded", severity="error",
@@ -1034,7 +1066,8 @@ def check_discarded(facts: Facts) -> list[Finding]:
             subject=f"job:{j['id']}", evidence=_capped(items), fix=fix))
     if len(rows) > MAX_FINDINGS_PER_CHECK:
         findings.append(Finding(
-            code="discarded", severity="error", summary=f"{len(rows) - MAX_FINDINGS_PER_CHECK} more jobs were discarded",
+            code="discarded", severity="error", summary=f"{len(rows) - MAX_FINDINGS_PER_CHECK} more jobs were "
+                                                        "discarded",
             fix="List them with `oncebeat jobs --state discarded`.",
             evidence=(ev.note("not shown one by one", more=len(rows) - MAX_FINDINGS_PER_CHECK),)))
     return findings

@@ -34,7 +34,8 @@ def occurrence(o: dict[str, Any], face: Timeface, *, note: str = "") -> Evidence
     tz = str(o["tz"])
     job_text = f", job {o['job_id']}" if o.get("job_id") else ", no job"
     text = (f"occurrence {o['id']} of {o['schedule_key']} at {face.text(o['fire_at'], tz)}: {o['outcome']}"
-            f"{job_text}; recorded {face.text(o['created_at'], tz)} by {source_text(o)}" + (f"; {note}" if note else ""))
+            f"{job_text}; recorded {face.text(o['created_at'], tz)} by "
+            f"{source_text(o)}" + (f"; {note}" if note else ""))
     return Evidence(kind="occurrence", text=text, data={
         "id": o["id"], "schedule": o["schedule_key"], "fire_at": face.json(o["fire_at"], tz), "outcome": o["outcome"],
         "tz": tz, "business_date": o["business_date"], "job_id": o.get("job_id"), "source": source_of(o),
@@ -108,13 +109,15 @@ def reminder(r: dict[str, Any], face: Timeface, tz: str | None = None) -> Eviden
 
 def message(m: StoredMessage, face: Timeface, tz: str | None = None) -> Evidence:
     when = message_date(m)
-    invoice, stage, rid = header(m, "X-Oncebeat-Invoice"), header(m, "X-Oncebeat-Stage"), header(m, "X-Oncebeat-Reminder")
+    invoice, stage = header(m, "X-Oncebeat-Invoice"), header(m, "X-Oncebeat-Stage")
+    rid = header(m, "X-Oncebeat-Reminder")
     text = (f"Maildir message {m.key}: Message-ID {m.message_id or '(none)'}, to {m.to}"
             + (f", invoice {invoice} stage {stage}" if invoice else "")
             + (f", reminder {rid}" if rid else "") + (f", dated {face.text(when, tz)}" if when else ""))
     return Evidence(kind="message", text=text, data={
         "maildir_key": m.key, "message_id": m.message_id, "to": m.to, "subject": m.subject, "invoice": invoice,
-        "stage": int(stage) if stage and stage.isdigit() else stage, "reminder_id": int(rid) if rid and rid.isdigit() else rid,
+        "stage": int(stage) if stage and stage.isdigit() else stage,
+        "reminder_id": int(rid) if rid and rid.isdigit() else rid,
         "date": face.json(when, tz)})
 
 

@@ -91,7 +91,8 @@ def _occurrence(store: Store, occurrence_id: int) -> list[str]:
     tz = str(o["tz"])
     story = _Story(face=Timeface(tz), tz=tz)
     face = story.face
-    story.header.append(f"occurrence {o['id']} of schedule {o['schedule_key']}: fire instant {face.text(o['fire_at'], tz)}, "
+    story.header.append(f"occurrence {o['id']} of schedule {o['schedule_key']}: fire instant "
+                        f"{face.text(o['fire_at'], tz)}, "
                         f"business date {o['business_date']}, outcome {o['outcome']}"
                         + (f", job {o['job_id']}" if o["job_id"] else ", no job")
                         + (f" (tzdata {o['tzdata_version']})" if o.get("tzdata_version") else ""))
@@ -126,7 +127,8 @@ def _occurrence(store: Store, occurrence_id: int) -> list[str]:
         if j["finished_at"]:
             story.add(j["finished_at"], f"job {j['id']} ({j['task']}) {j['state']}", _FINISHED)
     if len(spawned) > _MAX_RELATED:
-        story.header.append(f"{len(spawned)} jobs were enqueued for this occurrence; the first {_MAX_RELATED} are shown")
+        story.header.append(f"{len(spawned)} jobs were enqueued for this occurrence; the first {_MAX_RELATED} are "
+                            "shown")
     reminders = store.read("doctor_reminders_of_occurrence", occurrence_id=o["id"])
     for r in reminders[:_MAX_RELATED]:
         story.add(r["created_at"], f"reminder {r['id']} created for invoice {r['number']} stage {r['stage']}"
@@ -139,7 +141,8 @@ def _occurrence(store: Store, occurrence_id: int) -> list[str]:
             story.add(r["updated_at"], f"reminder {r['id']} (invoice {r['number']}) {r['state']}: {r['reason']}",
                       _FAILED)
     if len(reminders) > _MAX_RELATED:
-        story.header.append(f"{len(reminders)} reminders were created by this occurrence; the first {_MAX_RELATED} are shown")
+        story.header.append(f"{len(reminders)} reminders were created by this occurrence; the first {_MAX_RELATED} are "
+                            "shown")
     return story.lines()
 
 
@@ -178,7 +181,8 @@ def _job_story(store: Store, job_id: int) -> list[str]:
                         + (f", unique key {j['unique_key']}" if j["unique_key"] else ""))
     if occ is not None:
         story.header.append(f"caused by occurrence {occ['id']} of {occ['schedule_key']} at "
-                            f"{story.face.text(occ['fire_at'], tz)} ({occ['outcome']}, business date {occ['business_date']})")
+                            f"{story.face.text(occ['fire_at'], tz)} ({occ['outcome']}, business date "
+                            f"{occ['business_date']})")
     _job_entries(store, story, j, prefix="")
     return story.lines()
 
@@ -200,8 +204,9 @@ def _job_entries(store: Store, story: _Story, j: dict[str, Any], *, prefix: str)
               _CREATED)
     for e in j.get("errors") or []:
         at = _iso(e.get("at"))
+        style = _RESCUED if e.get("kind") == "rescue" else _FAILED
         story.add(at or j["created_at"], f"{prefix}attempt {e.get('attempt')} failed ({e.get('kind')}): "
-                                         f"{_last_line(e.get('error'))}", _RESCUED if e.get("kind") == "rescue" else _FAILED)
+                                         f"{_last_line(e.get('error'))}", style)
     events = store.read("doctor_events_for_subjects", subjects=[f"job:{j['id']}"])
     events += store.read("doctor_events_returning_job", job_id=j["id"])
     for e in events:
@@ -306,7 +311,8 @@ def _invoice(store: Store, number: str) -> list[str]:
     tz = next((str(o["tz"]) for o in occs.values()), None) or _default_tz(store)
     story = _Story(face=Timeface(tz), tz=tz)
     face = story.face
-    story.header.append(f"invoice {inv['number']}: {inv['amount_due']} minor units of {inv['currency']} due {inv['due_on']}, "
+    story.header.append(f"invoice {inv['number']}: {inv['amount_due']} minor units of {inv['currency']} due "
+                        f"{inv['due_on']}, "
                         f"issued {inv['issued_on']}, status {inv['status']}"
                         + (f" (paid {inv['paid_on']})" if inv["paid_on"] else "")
                         + f"; customer {inv['name']} <{inv['email']}>")

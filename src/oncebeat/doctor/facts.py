@@ -306,7 +306,8 @@ class Facts:
                 if jid not in found:
                     self._jobs[jid] = None  # pruned (only finished jobs are pruned)
         occ_ids = [int(j["occurrence_id"]) for j in self._jobs.values()
-                   if j is not None and j["occurrence_id"] is not None and int(j["occurrence_id"]) not in self._occ_keys]
+                   if j is not None and j["occurrence_id"] is not None
+                   and int(j["occurrence_id"]) not in self._occ_keys]
         if occ_ids:
             self.load_occurrences(occ_ids)
         return {i: j for i in ids if (j := self._jobs.get(i)) is not None}

@@ -108,8 +108,10 @@ RESERVED_HEADERS = frozenset(
 # RFC 5322 field name: printable US-ASCII except colon.
 _HEADER_NAME = re.compile(r"^[!-9;-~]+$")
 # Dot-atom local part; non-ASCII allowed (RFC 6531 UTF8-non-ascii).
-_LOCAL_PART = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u0080-\U0010ffff-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u0080-\U0010ffff-]+)*$")
-_ASCII_DOMAIN = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)*$")
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\u0080-\U0010ffff-]+"
+_LOCAL_PART = re.compile(rf"^{_ATOM}(?:\.{_ATOM})*$")
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?"
+_ASCII_DOMAIN = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
 _DOMAIN_LITERAL = re.compile(r"^\[[A-Za-z0-9:.]+\]$")
 _MESSAGE_ID = re.compile(r"^<[!-;=?-~]+@[!-;=?-Z^-~]+>$")  # printable ASCII, no '<', '>' inside; no brackets in domain
 _SLUG_JUNK = re.compile(r"[^a-z0-9]+")

@@ -86,6 +86,7 @@ from types import TracebackType
 from typing import Literal
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from oncebeat import telemetry
 from oncebeat.errors import (
     ConfigError,
     DeliveryUnknown,
@@ -93,7 +94,6 @@ from oncebeat.errors import (
     PermanentMailError,
     TransientMailError,
 )
-from oncebeat import telemetry
 from oncebeat.redact import redact_url, remember_secrets
 
 from .message import idna_domain
@@ -553,7 +553,7 @@ class Mailer:
     ) -> MailError:
         where = f"{self.url.host}:{self.url.port}"
         if code is not None:
-            message = f"SMTP {where} replied {code} to {stage}: {reply}" if reply else f"SMTP {where} replied {code} to {stage}"
+            message = f"SMTP {where} replied {code} to {stage}" + (f": {reply}" if reply else "")
             if what:
                 message += f" ({what})"
         else:
@@ -580,14 +580,14 @@ class Mailer:
         try:
             if url.security == "tls":
                 conn: smtplib.SMTP = smtplib.SMTP_SSL(
-                    url.host, url.port, local_hostname=self._local_hostname, timeout=self.timeout, context=self._context()
-                )
+                    url.host, url.port, local_hostname=self._local_hostname, timeout=self.timeout,
+                    context=self._context())
             else:
                 conn = smtplib.SMTP(url.host, url.port, local_hostname=self._local_hostname, timeout=self.timeout)
         except smtplib.SMTPResponseException as exc:  # greeting other than 220
             raise self._error(
-                TransientMailError, "greeting refused", code=exc.smtp_code, reply=_reply_text(exc.smtp_error), stage=stage
-            ) from None
+                TransientMailError, "greeting refused", code=exc.smtp_code, reply=_reply_text(exc.smtp_error),
+                stage=stage) from None
         except (smtplib.SMTPException, OSError) as exc:
             raise self._error(
                 TransientMailError, f"cannot connect to {url.redacted()}: {type(exc).__name__}: {exc}", stage=stage

@@ -99,14 +99,16 @@ _REGIONS: tuple[_Region, ...] = (
         "DE", 10, "EUR", 0.92,
         (("de_DE", "Europe/Berlin"),),
         (("Jürgen", "juergen"), ("Lena", "lena"), ("Maximilian", "maximilian"), ("Sören", "soeren"), ("Anja", "anja")),
-        (("Müller", "mueller"), ("Schröder", "schroeder"), ("Weiß", "weiss"), ("Becker", "becker"), ("Köhler", "koehler")),
+        (("Müller", "mueller"), ("Schröder", "schroeder"), ("Weiß", "weiss"),
+         ("Becker", "becker"), ("Köhler", "koehler")),
         (("Müller & Söhne GmbH", "mueller-soehne"), ("Bäckerei Weiß KG", "baeckerei-weiss")),
     ),
     _Region(
         "FR", 8, "EUR", 0.92,
         (("fr_FR", "Europe/Paris"),),
         (("Chloé", "chloe"), ("Léa", "lea"), ("François", "francois"), ("Hélène", "helene"), ("Mathis", "mathis")),
-        (("Lefèvre", "lefevre"), ("Dubois", "dubois"), ("Moreau", "moreau"), ("Girard", "girard"), ("Lemaître", "lemaitre")),
+        (("Lefèvre", "lefevre"), ("Dubois", "dubois"), ("Moreau", "moreau"),
+         ("Girard", "girard"), ("Lemaître", "lemaitre")),
         (("Atelier Lumière SARL", "atelier-lumiere"), ("Crêperie du Port", "creperie-du-port")),
     ),
     _Region(
@@ -121,7 +123,8 @@ _REGIONS: tuple[_Region, ...] = (
         "BR", 7, "BRL", 5.0,
         (("pt_BR", "America/Sao_Paulo"), ("pt_BR", "America/Manaus"), ("pt_BR", "America/Recife")),
         (("João", "joao"), ("Luísa", "luisa"), ("Ana", "ana"), ("Conceição", "conceicao"), ("Thiago", "thiago")),
-        (("Gonçalves", "goncalves"), ("Araújo", "araujo"), ("Silva", "silva"), ("Pereira", "pereira"), ("Simões", "simoes")),
+        (("Gonçalves", "goncalves"), ("Araújo", "araujo"), ("Silva", "silva"),
+         ("Pereira", "pereira"), ("Simões", "simoes")),
         (("Padaria São Jorge Ltda.", "padaria-sao-jorge"), ("Construtora Ipê S.A.", "construtora-ipe")),
     ),
     _Region(
@@ -136,7 +139,8 @@ _REGIONS: tuple[_Region, ...] = (
         (("en_AU", "Australia/Sydney"), ("en_AU", "Australia/Melbourne"), ("en_AU", "Australia/Perth"),
          ("en_AU", "Australia/Brisbane")),
         (("Chloe", "chloe"), ("Liam", "liam"), ("Mia", "mia"), ("Jack", "jack"), ("Matilda", "matilda")),
-        (("Nguyen", "nguyen"), ("Wilson", "wilson"), ("Murphy", "murphy"), ("Taylor", "taylor"), ("Papadopoulos", "papadopoulos")),
+        (("Nguyen", "nguyen"), ("Wilson", "wilson"), ("Murphy", "murphy"),
+         ("Taylor", "taylor"), ("Papadopoulos", "papadopoulos")),
         (("Koala Coast Surf Co", "koala-coast"), ("Southern Cross Plumbing", "southern-cross")),
     ),
     _Region(
@@ -445,7 +449,8 @@ def chinook_book(
     )
     never = len(invoices) - already_paid - len(payments)
     shift_text = (
-        f"shifted by {shift.days:+d} days" if shift.days else "left as they are (the default reference date needs no shift)"
+        f"shifted by {shift.days:+d} "
+        "days" if shift.days else "left as they are (the default reference date needs no shift)"
     )
     description = (
         f"Converted from the Chinook sample database (MIT; fictitious customers, emails moved to example.com): "
@@ -486,7 +491,8 @@ def write_invoices_csv(book: Book, path: Path) -> None:
         for inv in book.invoices:  # cells through safe_row: no spreadsheet formula (CSV injection)
             customer = by_email.get(inv.customer_email)
             if customer is None:
-                raise ConfigError(f"write_invoices_csv: invoice {inv.number} names unknown customer {inv.customer_email}")
+                raise ConfigError(f"write_invoices_csv: invoice {inv.number} names unknown customer "
+                                  f"{inv.customer_email}")
             writer.writerow(safe_row(
                 [
                     inv.number,
@@ -582,7 +588,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(text)
-    print(f"wrote {len(book.invoices)} invoices to {args.out}" + (f" and {len(book.payments)} payments to {args.payments}" if args.payments else ""))
+    print(f"wrote {len(book.invoices)} invoices to "
+          f"{args.out}" + (f" and {len(book.payments)} payments to {args.payments}" if args.payments else ""))
     return 0
 
 

@@ -267,11 +267,13 @@ def _read_table(path: Path, source: str) -> _Table:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        problem = RowProblem(line=1, column=None, value=None, reason=f"cannot read the file: {exc.strerror or exc}", source=source)
+        problem = RowProblem(line=1, column=None, value=None, reason=f"cannot read the file: "
+                                                                     f"{exc.strerror or exc}", source=source)
         raise ImportRejected(f"{source}: cannot read the file: {exc.strerror or exc}", [str(problem)]) from exc
 
     def file_problem(reason: str) -> _Table:
-        return _Table(header=[], rows=[], problems=[RowProblem(line=1, column=None, value=None, reason=reason, source=source)])
+        problem = RowProblem(line=1, column=None, value=None, reason=reason, source=source)
+        return _Table(header=[], rows=[], problems=[problem])
 
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return file_problem("the file is UTF-16 encoded; save it as CSV UTF-8")
@@ -314,7 +316,8 @@ def _read_table(path: Path, source: str) -> _Table:
             rows.append((start, fields))
     except csv.Error as exc:
         problems.append(
-            RowProblem(line=previous_end + 1, column=None, value=None, reason=f"cannot be read as CSV ({exc})", source=source)
+            RowProblem(line=previous_end + 1, column=None, value=None, reason=f"cannot be read as CSV "
+                                                                              f"({exc})", source=source)
         )
     if header is None:
         return file_problem("the file has no header row")
@@ -356,7 +359,8 @@ def _resolve_columns(
                     line=1,
                     column=ours,
                     value=theirs,
-                    reason=f"appears {len(found)} times in the header (columns {', '.join(str(i + 1) for i in found)}); keep one",
+                    reason=f"appears {len(found)} times in the header (columns "
+                           f"{', '.join(str(i + 1) for i in found)}); keep one",
                     source=source,
                 )
             )
@@ -372,7 +376,7 @@ def _resolve_columns(
     missing = [c for c in required if c not in positions and c not in provided]
     if missing:
         mapped = [f"{c}={column_map[c]!r}" for c in missing if c in column_map]
-        found = ", ".join(h for h in header if h) or "nothing"
+        header_text = ", ".join(h for h in header if h) or "nothing"
         example = ",".join(f"{c}=YourColumn" for c in missing[:2])
         what = "required column is" if len(missing) == 1 else "required columns are"
         via = f" (mapped by --map {', '.join(mapped)})" if mapped else ""
@@ -382,7 +386,7 @@ def _resolve_columns(
                 column=", ".join(missing),
                 value=None,
                 reason=(
-                    f"{what} missing from the header{via}; the header has: {found}. "
+                    f"{what} missing from the header{via}; the header has: {header_text}. "
                     f"Rename the header, or map your names with --map {example}"
                 ),
                 source=source,
@@ -417,7 +421,8 @@ def _fit_fields(header: list[str], fields: list[str]) -> tuple[list[str], str | 
     if len(fields) > n and all(not f.strip() for f in fields[n:]):
         fields = fields[:n]  # trailing empty fields (spreadsheet exports)
     if len(fields) != n:
-        return fields, f"has {len(fields)} field{'s' if len(fields) != 1 else ''} but the header has {n} (check for an unquoted comma or a missing value)"
+        return fields, (f"has {len(fields)} field{'s' if len(fields) != 1 else ''} but the header has {n} "
+                        "(check for an unquoted comma or a missing value)")
     return fields, None
 
 
@@ -573,7 +578,8 @@ def _row_values(
             problem(
                 ours,
                 _clean(raw.strip()),
-                f"contains bytes that are not UTF-8 ({' '.join(f'0x{b:02X}' for b in bad_bytes[:4])}); the file may be Latin-1 or Windows-1252: save it as CSV UTF-8",
+                f"contains bytes that are not UTF-8 ({' '.join(f'0x{b:02X}' for b in bad_bytes[:4])}); the file may be "
+                "Latin-1 or Windows-1252: save it as CSV UTF-8",
             )
             values[ours] = ""
             continue
@@ -632,7 +638,8 @@ def read_invoices_csv(
     header = table.header
     rows_read = len(table.rows)
     if not header:
-        return InvoiceImport(customers=[], invoices=[], problems=problems, rejected_lines=[], rows_read=0, header=[], source=source)
+        return InvoiceImport(customers=[], invoices=[], problems=problems, rejected_lines=[], rows_read=0, header=[],
+                             source=source)
 
     provided = (["currency"] if default_currency else []) + (["due_on"] if due_days is not None else [])
     positions, header_problems = _resolve_columns(header, STANDARD_COLUMNS, REQUIRED_COLUMNS, column_map, source,
@@ -643,7 +650,8 @@ def read_invoices_csv(
         # The header is unusable: every row is rejected, the problem is reported once.
         rejected = [(line, _row_dict(header, fields)) for line, fields in table.rows]
         return InvoiceImport(
-            customers=[], invoices=[], problems=problems, rejected_lines=rejected, rows_read=rows_read, header=header, source=source
+            customers=[], invoices=[], problems=problems, rejected_lines=rejected, rows_read=rows_read, header=header,
+            source=source
         )
 
     bad_lines: set[int] = {p.line for p in problems}
@@ -657,7 +665,9 @@ def read_invoices_csv(
         row_problems: list[RowProblem] = []
 
         def problem(column: str | None, value: str | None, reason: str) -> None:
-            row_problems.append(RowProblem(line=line, column=column, value=value, reason=reason, source=source))
+            # called only within this iteration, so the loop variables are the current row's
+            row_problems.append(RowProblem(line=line, column=column, value=value, reason=reason,  # noqa: B023
+                                           source=source))
 
         fields, count_reason = _fit_fields(header, raw_fields)
         if count_reason:
@@ -688,7 +698,8 @@ def read_invoices_csv(
                 first = numbers_seen[number]
                 problem("invoice_number", number, f"is a duplicate of line {first}")
                 problems.append(
-                    RowProblem(line=first, column="invoice_number", value=number, reason=f"is duplicated on line {line}", source=source)
+                    RowProblem(line=first, column="invoice_number", value=number, reason=f"is duplicated on line "
+                                                                                         f"{line}", source=source)
                 )
                 bad_lines.add(first)
             else:
@@ -758,7 +769,8 @@ def read_invoices_csv(
             if status_text.lower() in INVOICE_STATUSES:
                 status = status_text.lower()
             elif "status" not in failed:
-                problem("status", status_text, f"is not a status (use {', '.join(INVOICE_STATUSES[:-1])} or {INVOICE_STATUSES[-1]})")
+                problem("status", status_text, f"is not a status (use {', '.join(INVOICE_STATUSES[:-1])} or "
+                                               f"{INVOICE_STATUSES[-1]})")
         elif not values.get("paid_on"):
             status = "open"
         paid_text = values.get("paid_on", "")
@@ -815,7 +827,8 @@ def read_invoices_csv(
                         problem(
                             column,
                             values[column],
-                            f"conflicts with {first_explicit[key]!r} on line {first_line} for the same customer_email {email}",
+                            f"conflicts with {first_explicit[key]!r} on line {first_line} for the same customer_email "
+                            f"{email}",
                         )
                     elif key in explicit and key not in first_explicit:
                         first_explicit[key] = explicit[key]
@@ -908,7 +921,9 @@ def read_payments_csv(
         row_problems: list[RowProblem] = []
 
         def problem(column: str | None, value: str | None, reason: str) -> None:
-            row_problems.append(RowProblem(line=line, column=column, value=value, reason=reason, source=source))
+            # called only within this iteration, so the loop variables are the current row's
+            row_problems.append(RowProblem(line=line, column=column, value=value, reason=reason,  # noqa: B023
+                                           source=source))
 
         fields, count_reason = _fit_fields(table.header, raw_fields)
         if count_reason:
@@ -937,7 +952,8 @@ def read_payments_csv(
                 if number in seen:
                     problem("invoice_number", number, f"is a duplicate of line {seen[number]}")
                     problems.append(
-                        RowProblem(line=seen[number], column="invoice_number", value=number, reason=f"is duplicated on line {line}", source=source)
+                        RowProblem(line=seen[number], column="invoice_number", value=number,
+                                   reason=f"is duplicated on line {line}", source=source)
                     )
                     bad_lines.add(seen[number])
                 else:

@@ -246,7 +246,9 @@ def _has_control(text: str) -> bool:
 
 def _check_schedule(value: Any) -> str:
     if not isinstance(value, str):
-        raise _Invalid(f"must be a string, got {_type_name(value)}", 'Write a 5-field cron expression in quotes, e.g. "0 8 * * *".', value=value)
+        raise _Invalid(f"must be a string, got "
+                       f"{_type_name(value)}", 'Write a 5-field cron expression in quotes, e.g. "0 8 * * '
+                                               '*".', value=value)
     text = " ".join(value.split())
     if not text:
         raise _Invalid("is empty", 'Write a 5-field cron expression, e.g. "0 8 * * *" (08:00 every day).', value=value)
@@ -284,12 +286,15 @@ def _zone_suggestions(name: str) -> list[str]:
 
 def _check_tz(value: Any) -> str:
     if not isinstance(value, str):
-        raise _Invalid(f"must be a string, got {_type_name(value)}", 'Write an IANA time zone name in quotes, e.g. "America/Chicago".', value=value)
+        raise _Invalid(f"must be a string, got "
+                       f"{_type_name(value)}", 'Write an IANA time zone name in quotes, e.g. '
+                                               '"America/Chicago".', value=value)
     if not value.strip():
         raise _Invalid("is empty", 'Write an IANA time zone name, e.g. "America/Chicago" or "UTC".', value=value)
     host_zone = zone_reason(value)
     if host_zone and "host" in host_zone:
-        raise _Invalid(host_zone, 'Write the business zone itself, e.g. "America/Chicago" (G7: never the host\'s zone).',
+        raise _Invalid(host_zone, 'Write the business zone itself, e.g. "America/Chicago" (G7: never the host\'s '
+                                  'zone).',
                        value=value)
     try:
         ZoneInfo(value)
@@ -310,9 +315,12 @@ def _check_tz(value: Any) -> str:
 def _check_catchup(value: Any) -> str:
     allowed = ", ".join(json.dumps(c) for c in CATCHUP_POLICIES)
     if not isinstance(value, str) or value not in CATCHUP_POLICIES:
-        close = difflib.get_close_matches(str(value).strip().lower(), CATCHUP_POLICIES, n=1) if isinstance(value, str) else []
+        close = (difflib.get_close_matches(value.strip().lower(), CATCHUP_POLICIES, n=1)
+                 if isinstance(value, str) else [])
         hint = f"Did you mean {json.dumps(close[0])}? " if close else ""
-        raise _Invalid(f"must be one of {allowed}", hint + '"latest" runs only the newest missed scan after downtime (recommended).', value=value)
+        raise _Invalid(f"must be one of "
+                       f"{allowed}", hint + '"latest" runs only the newest missed scan after downtime '
+                                            '(recommended).', value=value)
     return value
 
 
@@ -325,7 +333,8 @@ def _check_catchup_window(value: Any) -> float:
     except ValueError:
         raise _Invalid("is not a duration", fix, value=value) from None
     if seconds <= 0:
-        raise _Invalid("must be longer than zero", fix + ' To skip scans missed during downtime, use catchup = "none".', value=value)
+        raise _Invalid("must be longer than "
+                       "zero", fix + ' To skip scans missed during downtime, use catchup = "none".', value=value)
     if seconds > MAX_CATCHUP_WINDOW:
         raise _Invalid(f"is longer than the maximum of {format_duration(MAX_CATCHUP_WINDOW)}",
                        "A longer window would replay more than a month of scans after downtime; use at most "
@@ -376,10 +385,12 @@ def _check_collapse(value: Any) -> str:
 def _check_stages(value: Any) -> tuple[int, ...]:
     fix_order = f"List each stage once in ascending order, e.g. {_DEFAULT_STAGES_EXAMPLE}."
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
-        raise _Invalid(f"must be an array of whole days, got {_type_name(value)}", f"Write e.g. stages = {_DEFAULT_STAGES_EXAMPLE}.", value=value)
+        raise _Invalid(f"must be an array of whole days, got "
+                       f"{_type_name(value)}", f"Write e.g. stages = {_DEFAULT_STAGES_EXAMPLE}.", value=value)
     items = list(value)
     if not items:
-        raise _Invalid("is empty: no reminder would ever be sent", f"Give at least one stage, e.g. {_DEFAULT_STAGES_EXAMPLE}.", value=value)
+        raise _Invalid("is empty: no reminder would ever be "
+                       "sent", f"Give at least one stage, e.g. {_DEFAULT_STAGES_EXAMPLE}.", value=value)
     for i, day in enumerate(items):
         if isinstance(day, bool) or not isinstance(day, int):
             raise _Invalid(
@@ -400,7 +411,8 @@ def _check_stages(value: Any) -> tuple[int, ...]:
             if day == prev:
                 raise _Invalid(f"repeats stage {prev} (stages[{i - 1}])", fix_order, index=i, value=day)
             if day < prev:
-                raise _Invalid(f"is smaller than stages[{i - 1}] = {prev}: stages must be strictly increasing", fix_order, index=i, value=day)
+                raise _Invalid(f"is smaller than stages[{i - 1}] = {prev}: stages must be strictly "
+                               "increasing", fix_order, index=i, value=day)
     return tuple(items)
 
 
@@ -430,7 +442,8 @@ def _check_address(value: Any, *, optional: bool) -> str | None:
             return None
         raise _Invalid("is empty", fix, value=value)
     if _has_control(text):
-        raise _Invalid("contains a line break or control character", "Write the address on one line. " + fix, value=value)
+        raise _Invalid("contains a line break or control "
+                       "character", "Write the address on one line. " + fix, value=value)
     m = _NAME_ADDR.fullmatch(text)
     addr = m.group("addr").strip() if m else text
     if not _valid_addr(addr):
@@ -453,16 +466,19 @@ def _check_templates(value: Any) -> Path | None:
         return None
     if isinstance(value, str):
         if not value.strip():
-            raise _Invalid("is empty", 'Remove the key to use the built-in templates, or name a folder, e.g. "templates".', value=value)
+            raise _Invalid("is empty", 'Remove the key to use the built-in templates, or name a folder, e.g. '
+                                       '"templates".', value=value)
         return Path(value)
     if isinstance(value, os.PathLike):
         return Path(value)
-    raise _Invalid(f"must be a folder path string, got {_type_name(value)}", 'Write e.g. templates = "templates".', value=value)
+    raise _Invalid(f"must be a folder path string, got "
+                   f"{_type_name(value)}", 'Write e.g. templates = "templates".', value=value)
 
 
 def _check_company(value: Any) -> str:
     if not isinstance(value, str):
-        raise _Invalid(f"must be a string, got {_type_name(value)}", 'Write your company name in quotes, e.g. "Example Co".', value=value)
+        raise _Invalid(f"must be a string, got "
+                       f"{_type_name(value)}", 'Write your company name in quotes, e.g. "Example Co".', value=value)
     if _has_control(value):
         raise _Invalid("contains a line break or control character", "Write the company name on one line.", value=value)
     text = " ".join(value.split())
@@ -542,7 +558,8 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         if section not in _LAYOUT:
             if section in {k for keys in _LAYOUT.values() for k in keys}:
                 owner = next(s for s, keys in _LAYOUT.items() if section in keys)
-                problems.append(f"{section} must be inside the [{owner}] section. Move the line below a [{owner}] header.")
+                problems.append(f"{section} must be inside the [{owner}] section. Move the line below a [{owner}] "
+                                "header.")
             else:
                 close = difflib.get_close_matches(section, sections, n=1)
                 hint = f" Did you mean [{close[0]}]?" if close else ""
@@ -550,7 +567,8 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
                 problems.append(f"[{section}] is not a known section.{hint} Allowed sections: {allowed_sections}.")
             continue
         if not isinstance(content, dict):
-            problems.append(f"{section} = {_show(content)} must be a table. Write it as a [{section}] section header followed by its keys.")
+            problems.append(f"{section} = {_show(content)} must be a table. Write it as a [{section}] section header "
+                            "followed by its keys.")
             continue
         allowed = _LAYOUT[section]
         for key, raw in content.items():
@@ -572,7 +590,8 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
                     if not value.is_dir():
                         problems.append(
                             f"{where} = {_show(raw)}: folder {str(value)!r} does not exist. "
-                            "Create it (run `oncebeat init` for examples) or remove the key to use the built-in templates."
+                            "Create it (run `oncebeat init` for examples) or remove the key to use the built-in "
+                            "templates."
                         )
                         continue
             values[name] = value
@@ -591,7 +610,8 @@ def _syntax_error(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> Config
         message = re.sub(r"\s*\(at end of document\)\s*$", "", message) + " at end of file"
         lines = text.split("\n")
         line, column = len(lines), len(lines[-1]) + 1
-    return ConfigError(f"{path}:{line}:{column}: TOML syntax error: {message}. Fix the line (strings need double quotes, e.g. tz = \"UTC\").")
+    return ConfigError(f"{path}:{line}:{column}: TOML syntax error: {message}. Fix the line (strings need double "
+                       "quotes, e.g. tz = \"UTC\").")
 
 
 def load_policy(path: Path | None) -> Policy:
@@ -611,7 +631,8 @@ def load_policy(path: Path | None) -> Policy:
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a folder, not a TOML file. Pass the path of oncebeat.toml.") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the file ({exc.strerror or exc}). Check the path and its permissions.") from None
+        raise ConfigError(f"{path}: cannot read the file ({exc.strerror or exc}). Check the path and its "
+                          "permissions.") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -728,13 +749,16 @@ def write_default_config(path: Path, *, force: bool = False) -> None:
     if path.is_dir():
         raise ConfigError(f"{path}: is a folder. Pass a file path such as {path / DEFAULT_CONFIG_NAME}.")
     if path.exists() and not force:
-        raise ConfigError(f"{path}: already exists; not overwritten. Edit it, or pass --force to replace it with the defaults.")
+        raise ConfigError(f"{path}: already exists; not overwritten. Edit it, or pass --force to replace it with the "
+                          "defaults.")
     text = default_toml()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w" if force else "x", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
     except FileExistsError:
-        raise ConfigError(f"{path}: already exists; not overwritten. Edit it, or pass --force to replace it with the defaults.") from None
+        raise ConfigError(f"{path}: already exists; not overwritten. Edit it, or pass --force to replace it with the "
+                          "defaults.") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot write the file ({exc.strerror or exc}). Check the folder and its permissions.") from None
+        raise ConfigError(f"{path}: cannot write the file ({exc.strerror or exc}). Check the folder and its "
+                          "permissions.") from None

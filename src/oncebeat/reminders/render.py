@@ -145,7 +145,8 @@ def is_known_currency(code: str) -> bool:
 
 def _require_currency(currency: str) -> int:
     if not is_known_currency(currency):
-        raise ValueError(f"unknown currency {currency!r}: use an upper-case ISO 4217 code such as 'USD', 'EUR' or 'JPY'")
+        raise ValueError(f"unknown currency {currency!r}: use an upper-case ISO 4217 code such as 'USD', 'EUR' or "
+                         "'JPY'")
     return get_currency_precision(currency)
 
 
@@ -341,7 +342,8 @@ class Renderer:
         try:
             return tmpl.render(context)
         except TemplateError as exc:
-            raise ConfigError(f"template {tmpl.filename or tmpl.name}: {exc}. Fix the template (see the variables in oncebeat.reminders.render).") from exc
+            raise ConfigError(f"template {tmpl.filename or tmpl.name}: {exc}. Fix the template (see the variables in "
+                              "oncebeat.reminders.render).") from exc
 
     def render(
         self,
@@ -387,7 +389,8 @@ class Renderer:
         }
         subject = _one_line(self._render(stage, "subject", context))
         if not subject:
-            raise ConfigError(f"template {self.template_path(stage, 'subject')}: renders an empty subject. Fix the template.")
+            raise ConfigError(f"template {self.template_path(stage, 'subject')}: renders an empty subject. Fix the "
+                              "template.")
         context["subject"] = subject
         text = _tidy_body(self._render(stage, "txt", context))
         html = _tidy_body(self._render(stage, "html", context))

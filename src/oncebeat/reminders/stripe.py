@@ -137,8 +137,7 @@ def _objects(path: Path, source: str) -> Iterator[tuple[int, Any]]:
     if not isinstance(items, list):
         yield 1, ValueError("is neither a Stripe list response, an array of invoices, nor JSON lines")
         return
-    for position, item in enumerate(items, start=1):
-        yield position, item
+    yield from enumerate(items, start=1)
 
 
 def _day(seconds: Any, zone: ZoneInfo) -> date | None:

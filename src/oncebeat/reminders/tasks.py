@@ -29,7 +29,8 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
     def scan(ctx: JobContext) -> None:
         occurrence = ctx.occurrence()
         if occurrence is None:
-            raise Discard("reminders.scan needs an occurrence; run `oncebeat trigger reminders` instead of enqueueing it")
+            raise Discard("reminders.scan needs an occurrence; run `oncebeat trigger reminders` "
+                          "instead of enqueueing it")
         service.scan(occurrence_id=occurrence["id"], business_date=occurrence["business_date"],
                      source=ctx.source, fire_at=occurrence["fire_at"])
 

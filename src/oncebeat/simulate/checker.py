@@ -182,10 +182,10 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                     allowed.add((number, s))
     inv["due-reminders-terminal"].checked = len(required)
     for pair in sorted(required):
-        r = by_pair.get(pair)
-        if r is None or r["state"] not in TERMINAL:
-            inv["due-reminders-terminal"].fail(f"{pair[0]} stage {pair[1]}: " + ("no reminder" if r is None
-                                                                                else f"still {r['state']}"))
+        due = by_pair.get(pair)
+        if due is None or due["state"] not in TERMINAL:
+            inv["due-reminders-terminal"].fail(f"{pair[0]} stage {pair[1]}: " + ("no reminder" if due is None
+                                                                                else f"still {due['state']}"))
     inv["no-unexpected-reminders"].checked = len(reminders)
     for pair, r in by_pair.items():
         if pair not in allowed and pair not in required:
@@ -210,7 +210,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                               f"{r['updated_at'].isoformat()}")
             elif reason.startswith("invoice void") or reason.startswith("invoice uncollectible"):
                 if invoices[number]["status"] not in ("void", "uncollectible"):
-                    skip.fail(f"{number} stage {r['stage']}: {reason!r} but the invoice is {invoices[number]['status']}")
+                    skip.fail(f"{number} stage {r['stage']}: {reason!r} but the invoice is "
+                              f"{invoices[number]['status']}")
             else:
                 skip.fail(f"{number} stage {r['stage']}: unknown skip reason {reason!r}")
     failed = inv["failed-has-server-reply"]
@@ -255,9 +256,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                     match.fail(f"{r['number']} stage {r['stage']} is sent but {r['message_id']} is not in the Maildir")
         for m in messages:
             match.checked += 1
-            r = by_mid.get(m.message_id)
             pair = (m.headers.get("X-Oncebeat-Invoice") or "", int(m.headers.get("X-Oncebeat-Stage") or -10**6))
-            owner = r or by_pair.get(pair)
+            owner = by_mid.get(m.message_id) or by_pair.get(pair)
             if owner is None or owner["state"] not in ("sent", "in_doubt"):
                 match.fail(f"{m.message_id} ({pair[0]} stage {pair[1]}) was delivered but its reminder is "
                            f"{owner['state'] if owner else 'missing'}")
@@ -282,7 +282,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         if o["outcome"] != "manual":
             fire.checked += 1
             if defs and not any(_is_instant_of(d, o["fire_at"]) for d in defs):
-                fire.fail(f"occurrence {o['id']} at {o['fire_at'].isoformat()} is not an instant of {o['schedule_key']}")
+                fire.fail(f"occurrence {o['id']} at {o['fire_at'].isoformat()} is not an instant of "
+                          f"{o['schedule_key']}")
             if o["fire_at"] > o["created_at"]:
                 fire.fail(f"occurrence {o['id']} recorded at {o['created_at'].isoformat()} before its instant")
         local.checked += 1

@@ -262,7 +262,8 @@ class _Heroku:
             at = _away(rng, day_start, fire)
             path = rng.choice(("/invoices", "/customers/42", "/health", "/invoices/INV-1001"))
             self.log.add(at, _h(at, "heroku[router]", f"at=info method=GET path=\"{path}\" host=billing.example.test "
-                                                      f"request_id={self.log.uuid()} fwd=\"203.0.113.{rng.randint(1, 254)}"
+                                                      f"request_id={self.log.uuid()} "
+                                                      f"fwd=\"203.0.113.{rng.randint(1, 254)}"
                                                       f"\" dyno=web.1 connect=0ms service={rng.randint(5, 90)}ms "
                                                       "status=200 bytes=4120 protocol=https"))
             self.log.add(at, _h(at, "app[web.1]", f"Started GET \"{path}\" for 203.0.113.9"))
@@ -356,7 +357,8 @@ class _Celery:
             self.send(at, "billing-2")
         elif run.trigger == "clock-restart":
             t = at - timedelta(seconds=0.9 if overlapped else 6)
-            self.log.add(t, _j(t, self.zone, "billing-1", "systemd[1]", "Stopping celery-beat.service - Celery beat..."))
+            self.log.add(t, _j(t, self.zone, "billing-1", "systemd[1]", "Stopping celery-beat.service - Celery "
+                                                                        "beat..."))
             t += self.ms(100, 300)
             self.log.add(t, _j(t, self.zone, "billing-1", "systemd[1]", "Started celery-beat.service - Celery beat."))
             self.beat_pid["billing-1"] += self.log.rng.randint(10, 500)

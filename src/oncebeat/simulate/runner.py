@@ -48,7 +48,8 @@ __all__ = ["SimConfig", "SimReport", "simulate"]
 MAX_STEP = timedelta(hours=6)  # wake-ups are event driven; this only bounds idle stretches
 HOST_TZ = "Pacific/Kiritimati"  # UTC+14: the host's date differs from Chicago's for most of the day
 PROBES = (("dst-chicago-0230", "30 2 * * *", "America/Chicago"), ("dst-berlin-0230", "30 2 * * *", "Europe/Berlin"),
-          ("dst-lord-howe-0200", "0 2 * * *", "Australia/Lord_Howe"), ("dst-chicago-3-hourly", "15 */3 * * *", "America/Chicago"))
+          ("dst-lord-howe-0200", "0 2 * * *", "Australia/Lord_Howe"), ("dst-chicago-3-hourly", "15 */3 * * "
+                                                                                               "*", "America/Chicago"))
 
 
 @dataclass(kw_only=True)
@@ -221,7 +222,8 @@ class _Sim:
         if "dst" in self.faults:
             policy = replace(policy, schedule="30 2 * * *", tz="America/Chicago")
         book = (_load_book(cfg.seed, cfg.start, cfg.invoices_csv, cfg.payments_csv) if cfg.invoices_csv else
-                generate_book(seed=cfg.seed, start=cfg.start, invoices=cfg.invoices, customers=max(10, cfg.invoices // 5)))
+                generate_book(seed=cfg.seed, start=cfg.start, invoices=cfg.invoices,
+                              customers=max(10, cfg.invoices // 5)))
         store = open_store(url)
         store.migrate()
         store.before_statement = self.blip
@@ -336,7 +338,8 @@ class _Sim:
                     clocks[payload] = None
                 elif kind == "start" and clocks.get(payload) is None:
                     generation[payload] += 1
-                    clocks[payload] = new_clock(app if payload != "old" else app, f"clock.1 (restart {generation[payload]})")
+                    clocks[payload] = new_clock(app if payload != "old" else app, f"clock.1 (restart "
+                                                                                  f"{generation[payload]})")
                     pending_start.add(payload)
                 elif kind == "trigger" and self.active:
                     self.injected["leftover-trigger"] += 1
@@ -383,7 +386,8 @@ class _Sim:
         with self.quiet():
             for w in workers:
                 w.drain()
-        report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse, business_date=policy.business_date, definitions=definitions,
+        report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
+                       business_date=policy.business_date, definitions=definitions,
                        payments=self.payments_log, in_doubt_budget=self.doubt_budget)
         naive = None
         if self.cfg.compare_naive:

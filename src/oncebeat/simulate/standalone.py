@@ -42,5 +42,6 @@ def definitions_from_db(store: Store, app: App) -> dict[str, list[ScheduleDef]]:
 
 def check_deployment(store: Store, app: App, policy: Policy, *, maildir: Path | None) -> CheckReport:
     """Run every invariant on a live or finished deployment (see module docstring)."""
-    return check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse, business_date=policy.business_date, definitions=definitions_from_db(store, app),
+    return check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
+                 business_date=policy.business_date, definitions=definitions_from_db(store, app),
                  payments=payments_from_db(store, policy.tz), in_doubt_budget=None)

@@ -36,5 +36,6 @@ def open_store(url: str, *, create: bool = True) -> Store:
 
         return PostgresStore(url)
     raise ConfigError(
-        f"DATABASE_URL {redact_url(url)!r} has an unknown scheme; use sqlite:///oncebeat.db or postgresql://user@host/db"
+        f"DATABASE_URL {redact_url(url)!r} has an unknown scheme; use sqlite:///oncebeat.db or "
+        "postgresql://user@host/db"
     )

@@ -165,7 +165,8 @@ class SqliteStore(Store):
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}. Check the path in DATABASE_URL.") from exc
+            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}. Check the path in "
+                             "DATABASE_URL.") from exc
         self._local.conn = conn
         with self._lock:
             self._all.append(conn)

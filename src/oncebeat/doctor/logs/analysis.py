@@ -383,7 +383,8 @@ def _check_fire_time(story: JobStory, ctx: Ctx, explained: set[date]) -> list[Lo
             continue
         what = "a deploy" if any(e.kind == "deploy" for e in evs) else f"a restart of {evs[0].process}"
         if n == 0:
-            summary = f"{what} at the fire time ({story.fire_local}) on {day}, and {story.job} was not enqueued that day"
+            summary = (f"{what} at the fire time ({story.fire_local}) on {day}, and {story.job} was not enqueued "
+                       "that day")
             code, severity = "lost", "error"
         else:
             summary = f"{what} at the fire time ({story.fire_local}) on {day}: {story.job} was enqueued {n} time(s); " \

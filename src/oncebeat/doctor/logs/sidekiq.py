@@ -23,7 +23,8 @@ from .records import Context, Event
 
 __all__ = ["parse"]
 
-_NEW = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) pid=(?P<pid>\d+) tid=(?P<tid>\S+)(?P<fields>.*?) "
+_NEW = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) pid=(?P<pid>\d+) "
+                  r"tid=(?P<tid>\S+)(?P<fields>.*?) "
                   r"(?P<level>DEBUG|INFO|WARN|ERROR|FATAL): (?P<msg>.*)$")
 _OLD = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (?P<pid>\d+) TID-(?P<tid>\S+)"
                   r"(?: (?P<cls>[\w:]+) JID-(?P<jid>\w+))? (?P<level>DEBUG|INFO|WARN|ERROR|FATAL): (?P<msg>.*)$")
