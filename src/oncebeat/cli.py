@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -119,10 +120,13 @@ def demo(days: int, seed: int, invoices_csv: Path | None, payments_csv: Path | N
                           policy=policy, start=_parse_date(start, "--start"), workers=workers)
         _print_json(result.as_dict())
     else:
-        with click.progressbar(length=days, label="simulated days", file=sys.stderr) as bar:
+        # a progress bar only on a terminal: piped or logged output gets the summary alone
+        bar: Any = (click.progressbar(length=days, label="simulated days", file=sys.stderr) if sys.stderr.isatty()
+                    else contextlib.nullcontext(None))
+        with bar as bar:
             result = run_demo(workdir=workdir, days=days, seed=seed, invoices_csv=invoices_csv,
                               payments_csv=payments_csv, policy=policy, start=_parse_date(start, "--start"),
-                              workers=workers, progress=bar.update)
+                              workers=workers, progress=bar.update if bar is not None else None)
         click.echo(f"\noncebeat demo: {result.days} simulated days from {result.start[:10]}, schedule "
                    f"'{policy.schedule}' in {policy.tz}")
         click.echo(f"  invoices:            {result.invoices}")
@@ -573,6 +577,8 @@ def schedules(ctx: click.Context, database_url: str | None, config: Path | None,
                    + (f" (last fire {r['last_fire_local']})" if r["last_fire_local"] else ""))
         for n in r["next"]:
             click.echo(f"    next {n['local']}   = {n['utc']}")
+        if r["state"] == "paused":
+            click.echo(f"    paused: nothing fires until `oncebeat schedules resume {r['key']}`")
 
 
 @schedules.command(name="next")
@@ -611,7 +617,7 @@ def _set_state(key: str, state: str, database_url: str | None, config: Path | No
         changed = ClockProcess(rt.app, rt.store, source=current_source("cli")).set_state(key, state)
     finally:
         rt.close()
-    click.echo(f"{key}: {state}" if changed else f"{key}: no change (unknown key, retired, or already {state})")
+    click.echo(f"{key}: {state}" if changed else f"{key}: no change (already {state})")
 
 
 @schedules.command(name="pause")
@@ -732,7 +738,7 @@ def jobs(state: str | None, limit: int, cancel_id: int | None, database_url: str
 
         q = Queue(rt.store, clock=rt.clock, source=current_source("cli"))
         if cancel_id is not None:
-            click.echo(f"job {cancel_id}: " + ("cancelled" if q.cancel(cancel_id) else "not cancellable"))
+            _cancel_job(q, cancel_id)
             return
         rows = q.list_jobs(state=state, limit=limit)
         counts = q.counts()
@@ -746,6 +752,18 @@ def jobs(state: str | None, limit: int, cancel_id: int | None, database_url: str
         err = f"  last error: {r['last_error'][:80]}" if r["last_error"] else ""
         click.echo(f"  #{r['id']} {r['task']} {r['state']} attempt {r['attempt']}/{r['max_attempts']} "
                    f"run_at {r['run_at'].isoformat()} by {r['source_kind']}@{r['source_host']}{err}")
+
+
+def _cancel_job(q: Any, job_id: int) -> None:
+    """Cancel one job; an unknown id or a job that can no longer be cancelled is an error (exit 2)."""
+    if q.cancel(job_id):
+        click.echo(f"job {job_id}: cancelled")
+        return
+    job = q.get(job_id)
+    if job is None:
+        raise OncebeatError(f"job {job_id} does not exist; `oncebeat jobs` lists the recent ones")
+    raise OncebeatError(f"job {job_id} is {job.state} and cannot be cancelled (only jobs not yet running or "
+                        "finished can); `oncebeat jobs --state available` lists the ones that can")
 
 
 # --- reports -------------------------------------------------------------------------------------
@@ -1012,7 +1030,9 @@ def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir
 
 def _doctor_logs(logs: bool, files: tuple[str, ...], since: str | None, until: str | None, tz: str,
                  job: str | None, log_tz: str, as_json: bool) -> None:
-    """``doctor --logs FILE...``: the log doctor (oncebeat.doctor.logs); exits 0, or 1 on an error finding."""
+    """``doctor --logs FILE...``: the log doctor (oncebeat.doctor.logs).
+
+    Exits 0, 1 on an error finding, 2 when no scheduled job was found to judge."""
     from .doctor.logs import day_bound, diagnose_logs
 
     if not logs:

@@ -644,9 +644,16 @@ class ClockProcess:
         return definition, definition.schedule()
 
     def set_state(self, key: str, state: str) -> bool:
-        """Pause (``paused``) or resume (``active``) a schedule. Resuming never bursts: it counts from now."""
+        """Pause (``paused``) or resume (``active``) a schedule. Resuming never bursts: it counts from now.
+
+        Returns:
+            False when the schedule is already in that state.
+        Raises:
+            OncebeatError: ``key`` is unknown or retired (before any clock ran, the definitions are synced first).
+        """
         if state not in ("paused", "active"):
             raise ValueError("state must be 'paused' or 'active'")
+        self._definition_for(key)
         now = self.clock.now()
         with self.store.transaction() as tx:
             changed = tx.one("set_schedule_state", key=key, state=state, now=now) is not None

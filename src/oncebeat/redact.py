@@ -36,7 +36,8 @@ import re
 import threading
 from urllib.parse import unquote
 
-__all__ = ["redact_url", "remember_secrets", "forget_secrets", "RedactingFilter", "SECRET_PARAMETERS", "MIN_REMEMBERED"]
+__all__ = ["redact_url", "unencoded_password", "remember_secrets", "forget_secrets", "RedactingFilter",
+           "SECRET_PARAMETERS", "MIN_REMEMBERED"]
 
 #: Query / conninfo parameters whose values are secrets (names ending in these are secret too).
 SECRET_PARAMETERS = ("password", "passfile", "sslpassword", "token", "key", "secret")
@@ -82,6 +83,29 @@ def _userinfo_password(url: str) -> str | None:
         return None
     _user, colon, password = text[start:end].partition(":")
     return password if colon else None
+
+
+# Characters a URL parser reads as structure: in a password they must be percent-encoded.
+_RESERVED_IN_PASSWORD = {"/": "%2F", "?": "%3F", "#": "%23", "@": "%40", " ": "%20", '"': "%22", "'": "%27"}
+
+
+def unencoded_password(url: str) -> str | None:
+    """Why ``url``'s userinfo password cannot be parsed as written (``None`` when it can).
+
+    A password holding an unencoded ``/ ? # @ space " '`` is cut by every URL parser at that character, so
+    the parser's own error ("Port could not be cast to integer value as 'pa'", "failed to resolve host
+    'ss@db'") would mislead and may show part of the password. The reason returned names the characters and
+    their percent-encodings, never the password.
+    """
+    password = _userinfo_password(url)
+    if not password:
+        return None
+    found = sorted({c for c in password if c in _RESERVED_IN_PASSWORD}, key=list(_RESERVED_IN_PASSWORD).index)
+    if not found:
+        return None
+    shown = ", ".join(f"{c!r} as {_RESERVED_IN_PASSWORD[c]}" for c in found)
+    return (f"the password holds {len(found)} character(s) a URL reserves; percent-encode them ({shown}), e.g. "
+            "python3 -c 'import urllib.parse,getpass; print(urllib.parse.quote(getpass.getpass(), safe=\"\"))'")
 
 
 def _param_values(url: str) -> list[str]:

@@ -50,7 +50,7 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
     """One dict per schedule (from the code/config and the database): key, expression, tz, task, state,
     ``origin`` ("code", or "runtime" for a run-time edit, which is what fires until a deploy changes the
     code's definition), DST and catch-up options, last fire, and the next ``count`` fire instants
-    (see :func:`upcoming_fires`).
+    (see :func:`upcoming_fires`; none for a paused or retired schedule).
 
     Args:
         keys: only these schedules; ``after``/``limit``: a page of keys in key order (keyset). With either,
@@ -77,7 +77,8 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
             d = ScheduleDef.from_row(row)  # a run-time edit is what fires, not the code's definition
         assert d is not None
         sched = d.schedule()
-        upcoming = upcoming_fires(sched, now, count) if state != "retired" else []
+        # a paused or retired schedule fires nothing: listing its instants would promise runs that never come
+        upcoming = upcoming_fires(sched, now, count) if state not in ("retired", "paused") else []
         lf = last.get(key)
         out.append({"key": key, "expression": d.expression, "tz": d.tz, "task": d.task, "state": state,
                     "queue": d.queue, "catchup": d.catchup, "catchup_window": d.catchup_window,

@@ -71,3 +71,60 @@ def test_the_package_license_is_an_spdx_string_with_a_setuptools_that_reads_it()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert pyproject["project"]["license"] == "MIT"
     assert "setuptools>=77" in pyproject["build-system"]["requires"]
+
+
+def test_cancelling_a_job_that_does_not_exist_or_cannot_be_cancelled_is_an_error(tmp_path: Path, db_url: str) -> None:
+    from oncebeat.provenance import current_source
+    from oncebeat.queue import Queue
+
+    with open_store(db_url) as store:
+        store.migrate()
+        q = Queue(store, clock=SystemClock(), source=current_source("api"))
+        job_id = q.enqueue("noop")
+    missing = oncebeat("jobs", "--cancel", "999999", "--db", db_url, cwd=tmp_path)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "job 999999 does not exist" in missing.stderr
+    first = oncebeat("jobs", "--cancel", str(job_id), "--db", db_url, cwd=tmp_path)
+    assert first.returncode == 0 and first.stdout.strip() == f"job {job_id}: cancelled"
+    again = oncebeat("jobs", "--cancel", str(job_id), "--db", db_url, cwd=tmp_path)
+    assert again.returncode == 2 and f"job {job_id} is cancelled and cannot be cancelled" in again.stderr
+
+
+def test_demo_output_piped_has_no_progress_line(tmp_path: Path) -> None:
+    result = oncebeat("demo", "--days", "2", "--dir", str(tmp_path / "demo"), cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "simulated days" not in result.stderr  # the bar's label, once, on a pipe: noise in logs
+    assert "oncebeat demo: 2 simulated days" in result.stdout
+
+
+def test_doctor_logs_with_nothing_to_judge_says_so_and_exits_2(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    noise = tmp_path / "noise.log"
+    noise.write_text("hello\nthis is not a log line anyone knows\n")
+    for path in (empty, noise):
+        result = oncebeat("doctor", "--logs", str(path), cwd=tmp_path)
+        assert result.returncode == 2, result.stdout
+        assert "nothing judged: no scheduled job was found" in result.stdout
+        assert "no findings" not in result.stdout
+
+
+def test_a_paused_schedule_lists_no_next_fires(tmp_path: Path, db_url: str) -> None:
+    assert oncebeat("schedules", "pause", "reminders", "--db", db_url, cwd=tmp_path).returncode == 0
+    listed = oncebeat("schedules", "--db", db_url, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "next " not in listed.stdout
+    assert "paused: nothing fires until `oncebeat schedules resume reminders`" in listed.stdout
+    assert oncebeat("schedules", "resume", "reminders", "--db", db_url, cwd=tmp_path).returncode == 0
+    assert "    next " in oncebeat("schedules", "--db", db_url, cwd=tmp_path).stdout
+
+
+def test_a_password_with_unencoded_reserved_characters_is_named_not_misparsed(tmp_path: Path) -> None:
+    for char, encoded in (("#", "%23"), ("/", "%2F"), ("?", "%3F"), ("@", "%40")):
+        url = f"postgresql://app:Mark{char}er9Secret@127.0.0.1:5432/test"
+        result = oncebeat("doctor", "--db", url, cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert f"percent-encode them ('{char}' as {encoded})" in result.stderr
+        assert "could not be cast" not in result.stderr and "resolve host" not in result.stderr
+        for piece in ("Mark", "er9Secret"):
+            assert piece not in result.stdout + result.stderr

@@ -130,7 +130,8 @@ def test_unknown_lines_are_counted_never_an_error(tmp_path: Path) -> None:
     log = tmp_path / "noise.log"
     log.write_text(NOISE, encoding="utf-8")
     report = diagnose_logs([log], tz=CHICAGO)
-    assert report.findings == () and report.exit_code == 0
+    # no error finding; but with no scheduled job in the lines nothing was judged: exit 2, not a clean bill
+    assert report.findings == () and not report.judged and report.exit_code == 2
     assert (report.stats.lines, report.stats.recognised, report.stats.unknown) == (4, 1, 3)
     assert any("no scheduled job" in n for n in report.notes)
 

@@ -56,3 +56,22 @@ def test_the_logging_filter_masks_messages_and_tracebacks() -> None:
                                    sys.exc_info())
     RedactingFilter().filter(record)
     assert "Zq7Secret" not in record.getMessage() and "Zq7Secret" not in (record.exc_text or "")
+
+
+@pytest.mark.parametrize("char", ["#", "/", "?", "@", " ", '"', "'"])
+def test_an_smtp_url_whose_password_needs_encoding_is_refused_by_name(char: str) -> None:
+    from oncebeat.errors import ConfigError
+    from oncebeat.mail.smtp import parse_smtp_url
+
+    with pytest.raises(ConfigError) as caught:
+        parse_smtp_url(f"smtp+starttls://app:Mark{char}er9Secret@127.0.0.1:587")
+    message = str(caught.value)
+    assert "percent-encode them" in message and char in message
+    assert "Mark" not in message and "er9Secret" not in message
+
+
+def test_an_encoded_password_is_fine() -> None:
+    from oncebeat.redact import unencoded_password
+
+    assert unencoded_password("postgresql://app:p%40ss%2Fw@db.example.test/app") is None
+    assert unencoded_password("postgresql://db.example.test/app?password=x/y") is None

@@ -94,7 +94,7 @@ from oncebeat.errors import (
     PermanentMailError,
     TransientMailError,
 )
-from oncebeat.redact import redact_url, remember_secrets
+from oncebeat.redact import redact_url, remember_secrets, unencoded_password
 
 from .message import idna_domain
 
@@ -201,6 +201,9 @@ def parse_smtp_url(url: str) -> SmtpUrl:
     shown = redact_url(text)
     if "://" not in text:
         raise _bad(f"{shown!r} is not a URL; expected smtp://host[:port], smtp+starttls://... or smtps://...")
+    problem = unencoded_password(text)
+    if problem:
+        raise _bad(f"{shown!r}: {problem}")
     try:
         parts = urlsplit(text)
     except ValueError as exc:

@@ -138,30 +138,23 @@ class ReminderService:
                 "kept paid": kept}
 
     def apply_payments(self, payments: Sequence[Payment], problems: Sequence[RowProblem] = ()) -> dict[str, int]:
-        """Mark invoices paid (one transaction). Unknown or already closed invoices are counted, not errors.
+        """Mark invoices paid (one transaction). Already closed invoices are counted, not errors.
+
+        Every problem of the file is reported at once: the rows that could not be read (``problems``), the
+        payments that name an unknown invoice and those dated before their invoice was issued.
 
         Raises:
-            ImportRejected: ``problems`` is not empty (nothing applied).
+            ImportRejected: any such problem (nothing applied).
         """
-        if problems:
-            raise ImportRejected(f"{len(problems)} problem(s) in the payments file; nothing applied",
-                                 [str(p) for p in problems])
         now = self.clock.now()
         paid = 0
         with self.store.transaction() as tx:
             known = {r["number"]: r for r in tx.run("invoice_states", numbers=[p.number for p in payments])}
-            unknown = [p.number for p in payments if p.number not in known]
-            if unknown:
-                raise ImportRejected(f"{len(unknown)} payment(s) name invoices that do not exist; nothing applied. "
-                                     "Import the invoices first, or fix the numbers.",
-                                     [f"unknown invoice number {n!r}" for n in unknown])
-            early = [p for p in payments if p.paid_on < known[p.number]["issued_on"]]
-            if early:
-                raise ImportRejected(f"{len(early)} payment(s) are dated before their invoice was issued; nothing "
-                                     "applied. Check the dates (and --date-format).",
-                                     [f"invoice {p.number!r}: column paid_on: '{p.paid_on.isoformat()}' is before "
-                                      f"the invoice was issued ({known[p.number]['issued_on'].isoformat()})"
-                                      for p in early])
+            found = [str(p) for p in problems] + _payment_problems(payments, known)
+            if found:
+                raise ImportRejected(f"{len(found)} problem(s) in the payments file; nothing applied. Import the "
+                                     "invoices first or fix the numbers, and check the dates (and --date-format).",
+                                     found)
             for p in payments:
                 if tx.one("mark_paid", number=p.number, paid_on=p.paid_on, now=now):
                     paid += 1
@@ -442,3 +435,16 @@ def _mailbox(name: str, email: str) -> Address:
     """The recipient mailbox; the display name is sanitised so it can carry no header."""
     local, _, domain = email.rpartition("@")
     return parse_address(Address(display_name=sanitize_header_text(name), username=local, domain=domain), field="to")
+
+
+def _payment_problems(payments: Sequence[Payment], known: dict[str, dict[str, Any]]) -> list[str]:
+    """What is wrong with readable payments against the database: unknown invoices, payments before issue."""
+    found = []
+    for p in payments:
+        invoice = known.get(p.number)
+        if invoice is None:
+            found.append(f"unknown invoice number {p.number!r}")
+        elif p.paid_on < invoice["issued_on"]:
+            found.append(f"invoice {p.number!r}: column paid_on: '{p.paid_on.isoformat()}' is before the invoice "
+                         f"was issued ({invoice['issued_on'].isoformat()})")
+    return found

@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ..errors import MigrationError, StoreError, TransientStoreError
-from ..redact import remember_secrets
+from ..redact import remember_secrets, unencoded_password
 from .base import Json, Store, Tx, redact_url
 from .sqlfiles import load_migrations, load_queries, split_statements
 
@@ -92,6 +92,9 @@ class PostgresStore(Store):
 
     def __init__(self, url: str) -> None:
         remember_secrets(url)  # every later message (driver errors too) masks this URL's password
+        problem = unencoded_password(url)
+        if problem:
+            raise StoreError(f"DATABASE_URL {redact_url(url)!r}: {problem}")
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 - parses the port, raising ValueError when it is not a number

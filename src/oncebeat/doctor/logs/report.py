@@ -35,9 +35,17 @@ class LogReport:
     notes: tuple[str, ...] = ()
 
     @property
+    def judged(self) -> bool:
+        """True when the logs held at least one scheduled job to judge (else "no findings" would mean nothing)."""
+        return bool(self.jobs)
+
+    @property
     def exit_code(self) -> int:
-        """0 when no finding has severity ``error``, else 1."""
-        return 1 if any(f.finding.severity == "error" for f in self.findings) else 0
+        """1 when a finding has severity ``error``; 2 when there was nothing to judge (no scheduled job found in
+        the lines read: an empty or unrecognised file is bad input, not a clean bill); else 0."""
+        if any(f.finding.severity == "error" for f in self.findings):
+            return 1
+        return 0 if self.judged else 2
 
     def by_code(self, code: str) -> list[LogFinding]:
         return [f for f in self.findings if f.finding.code == code]
@@ -47,7 +55,8 @@ class LogReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "tz": self.tz, "scope": {k: jsonable(v) for k, v in self.scope.items()},
-                "read": self.stats.to_json(), "exit_code": self.exit_code, "counts": self.counts(),
+                "read": self.stats.to_json(), "exit_code": self.exit_code,
+                "judged": self.judged, "counts": self.counts(),
                 "checks": [c.to_json() for c in self.checks], "notes": list(self.notes),
                 "jobs": [j.to_json() for j in self.jobs], "findings": [f.to_json() for f in self.findings],
                 "days": [d.to_json() for d in self.days]}
@@ -72,7 +81,11 @@ class LogReport:
                          f"{data['attempts']} attempt(s), {data['mails']} mail(s)"
                          + (f"; also called {', '.join(data['aliases'])}" if data["aliases"] else ""))
         counts = self.counts()
-        if not self.findings:
+        if not self.judged:
+            lines.append("nothing judged: no scheduled job was found in "
+                         + ("these lines" if s.recognised else "these files (no line is a log line the doctor knows)")
+                         + "; point it at the clock's and the workers' logs, or name the job with --job")
+        elif not self.findings:
             lines.append("no findings: each scheduled job was enqueued once a day, ran once, and no retry resent mail")
         else:
             lines.append(f"{len(self.findings)} finding(s): {counts['error']} error, {counts['warning']} warning, "
