@@ -456,7 +456,7 @@ class ClockProcess:
         # batch instead of per schedule. In-memory cursors move only after the commit.
         for start in range(0, len(due), FIRE_BATCH):
             decided: list[tuple[str, tuple[list[Fire], str | None] | None]] = []
-            with self.store.transaction() as tx:
+            with self.store.transaction(bounded=True) as tx:  # a stalled fire must not hold other clocks long
                 for key in due[start:start + FIRE_BATCH]:
                     decided.append((key, self._record_fires(tx, key, now, horizon, startup=startup)))
             for key, outcome in decided:

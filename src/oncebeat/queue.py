@@ -185,7 +185,7 @@ class Queue:
         """
         now = self.clock.now()
         rows: list[dict[str, Any]] = []
-        with self.store.transaction() as tx:
+        with self.store.transaction(bounded=True) as tx:
             if complete:
                 tx.run("complete_jobs", worker_id=worker_id, ids=list(complete), now=now)
             for name in queues:  # queues are served in the order given

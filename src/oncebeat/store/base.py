@@ -84,8 +84,12 @@ class Store(ABC):
     before_statement: Callable[[str], None] | None = None
 
     @abstractmethod
-    def transaction(self) -> AbstractContextManager[Tx]:
+    def transaction(self, *, bounded: bool = False) -> AbstractContextManager[Tx]:
         """Open a write transaction (SQLite: ``BEGIN IMMEDIATE``); commit on success, roll back on error.
+
+        ``bounded``: a transaction others wait for and that must never stall for long (the clock's fire,
+        the worker's claim). PostgreSQL applies the URL's ``lock_timeout`` and ``statement_timeout`` to it
+        (default 5 s and 15 s); SQLite already bounds every wait by ``busy_timeout``.
 
         Raises:
             TransientStoreError: lock timeout, dropped connection (safe to retry).

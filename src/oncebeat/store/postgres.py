@@ -5,6 +5,28 @@ URL: ``postgresql://user:pass@host:port/db``; the extra query option
 is how tests keep runs apart. ``pool_size`` sets the pool's maximum (default 10).
 Migrations run under a transaction-scoped advisory lock, so any number of
 processes may start at once.
+
+Bounded stalls: a process cut off by a network partition in the middle of a
+transaction must not block the others for long (a clock holding an uncommitted
+occurrence row blocks every other clock's insert of that row). So every
+connection, unless the URL says otherwise:
+
+- detects a dead peer: ``keepalives=1``, ``keepalives_idle=10``,
+  ``keepalives_interval=5``, ``keepalives_count=3`` (seconds: a silent server is
+  found in about 25 s) and ``tcp_user_timeout=30000`` (ms: unacknowledged data);
+  ``connect_timeout=10``;
+- lets the **server** end a transaction its client abandoned:
+  ``idle_in_transaction_session_timeout=20s`` (so the locks of a partitioned
+  process are released within 20 s and the surviving clock fires within the
+  60 s misfire grace);
+- and bounds the clock's and the claim's transactions
+  (``store.transaction(bounded=True)``): ``lock_timeout=5s`` and
+  ``statement_timeout=15s`` (SET LOCAL: a report or a big scan is not cut short).
+
+Each is a query option of the URL, e.g. ``?keepalives_idle=30&lock_timeout=2s``
+(durations in PostgreSQL's units: ``500ms``, ``5s``, ``2min``; ``0`` turns one off).
+Server settings may also be given as libpq ``options`` (``?options=-c%20work_mem%3D64MB``);
+one set there wins over the default.
 """
 
 from __future__ import annotations
@@ -13,7 +35,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg.rows import dict_row
@@ -28,6 +50,36 @@ from .sqlfiles import load_migrations, load_queries, split_statements
 __all__ = ["PostgresStore"]
 
 _MIGRATION_LOCK = 0x0CE_BEA7  # advisory lock key for migrations
+# libpq connection parameters set unless the URL sets them (see the module docstring).
+CONNECTION_DEFAULTS = {"connect_timeout": "10", "keepalives": "1", "keepalives_idle": "10",
+                       "keepalives_interval": "5", "keepalives_count": "3", "tcp_user_timeout": "30000"}
+# oncebeat's own URL options: server settings (durations), session-wide or per bounded transaction.
+SESSION_DEFAULTS = {"idle_in_transaction_session_timeout": "20s"}
+BOUNDED_DEFAULTS = {"lock_timeout": "5s", "statement_timeout": "15s"}
+_BOUND_SQL = "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)"
+_DURATION = re.compile(r"(0|[1-9][0-9]{0,8})(us|ms|s|min|h|d)?")
+
+
+def _duration_option(options: dict[str, str], name: str, default: str, url: str) -> str:
+    """Pop server setting ``name`` from the URL's options: a PostgreSQL duration (``5s``), else StoreError."""
+    value = options.pop(name, default).strip()
+    if not _DURATION.fullmatch(value):
+        raise StoreError(f"DATABASE_URL {redact_url(url)!r}: {name} must be a duration such as 500ms, 5s or 2min "
+                         f"(0 turns it off), not {value!r} (e.g. ?{name}={default})")
+    return value
+
+
+def _server_options(options: dict[str, str], schema: str | None, url: str) -> str:
+    """libpq ``options`` for every session: the URL's own, then each default setting it does not name."""
+    given = options.pop("options", "")
+    parts = [given] if given.strip() else []
+    for name, default in SESSION_DEFAULTS.items():
+        value = _duration_option(options, name, default, url)
+        if not re.search(rf"(-c\s*|--){name}=", given):
+            parts.append(f"-c {name}={value}")
+    if schema:
+        parts.append(f"-c search_path={schema}")
+    return " ".join(parts)
 
 
 def _adapt(value: Any) -> Any:
@@ -110,15 +162,17 @@ class PostgresStore(Store):
                              f"from 1 to 1000, not {pool_text!r} (e.g. ?pool_size=10)")
         pool_size = int(pool_text)
         self.url = redact_url(url)
-        conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(options), parts.fragment))
+        self.bounds = tuple(_duration_option(options, name, default, url) for name, default in BOUNDED_DEFAULTS.items())
+        options["options"] = _server_options(options, self.schema, url)
+        options = CONNECTION_DEFAULTS | options  # the URL's own values win
+        query = urlencode(options, quote_via=quote)  # %20, not '+': libpq decodes only %XX
+        conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
         kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
-        if self.schema:
-            kwargs["options"] = f"-c search_path={self.schema}"
         self.queries = load_queries("postgres")
         self._conninfo = conninfo
         self._kwargs = kwargs
         try:  # one direct connection first: its error says what is wrong (the pool's only says "timeout")
-            psycopg.connect(conninfo, connect_timeout=10, **kwargs).close()
+            psycopg.connect(conninfo, **kwargs).close()
         except psycopg.Error as exc:
             reason = " ".join(str(exc).split()) or type(exc).__name__
             raise StoreError(f"cannot connect to {self.url}: {redact_url(reason)}. Is the PostgreSQL server "
@@ -134,9 +188,11 @@ class PostgresStore(Store):
             )) from None
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
+    def transaction(self, *, bounded: bool = False) -> Iterator[Tx]:
         try:
             with self._pool.connection() as conn, conn.transaction():
+                if bounded:  # SET LOCAL: ends with this transaction, the pooled connection keeps its defaults
+                    conn.execute(_BOUND_SQL, self.bounds)
                 yield _PgTx(self, cast("psycopg.Connection[dict[str, Any]]", conn))  # kwargs set dict_row
         except psycopg.Error as exc:
             raise _translate(exc, "transaction", self.url) from exc

@@ -187,8 +187,8 @@ class SqliteStore(Store):
                 time.sleep(0.01)
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        conn = self._connect()
+    def transaction(self, *, bounded: bool = False) -> Iterator[Tx]:
+        conn = self._connect()  # bounded: every wait is already bounded by busy_timeout
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
