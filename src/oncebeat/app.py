@@ -28,9 +28,14 @@ from typing import Any
 from .errors import ConfigError
 from .schedules import Schedule
 
-__all__ = ["App", "TaskDef", "ScheduleDef", "CATCHUP_POLICIES"]
+__all__ = ["App", "TaskDef", "ScheduleDef", "CATCHUP_POLICIES", "OVERLAP_POLICIES"]
 
 CATCHUP_POLICIES = ("none", "latest", "all")
+OVERLAP_POLICIES = ("allow", "skip", "buffer_one")
+"""Whether a run of a schedule may start while its previous run is unfinished (as Temporal schedules' overlap
+policy): ``allow`` runs it, ``skip`` records it ``coalesced`` without a job, ``buffer_one`` keeps at most one
+waiting run (held until the running one finishes; a further one is recorded ``coalesced``). Enforced by
+:func:`oncebeat.clock.fire_occurrence`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,7 +52,7 @@ class TaskDef:
 class ScheduleDef:
     """A schedule as defined in code or config; synced to the ``schedules`` table by the clock.
 
-    ``catchup_window`` is in seconds.
+    ``catchup_window`` is in seconds; ``overlap`` is one of :data:`OVERLAP_POLICIES`.
     """
 
     key: str
@@ -60,17 +65,23 @@ class ScheduleDef:
     catchup_window: float = 86400.0
     dst_gap: str = "shift"
     dst_fold: str = "first"
+    overlap: str = "allow"
     _hash: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
         if self.catchup not in CATCHUP_POLICIES:
             raise ConfigError(f"schedule {self.key!r}: catchup must be one of {', '.join(CATCHUP_POLICIES)}, "
                               f"not {self.catchup!r}")
+        if self.overlap not in OVERLAP_POLICIES:
+            raise ConfigError(f"schedule {self.key!r}: overlap must be one of {', '.join(OVERLAP_POLICIES)}, "
+                              f"not {self.overlap!r}")
         if self.catchup_window < 0:
             raise ConfigError(f"schedule {self.key!r}: catchup_window must be >= 0 seconds")
         self.schedule()  # validates expression, zone and DST options (raises ScheduleError)
         body = {k: getattr(self, k) for k in ("key", "expression", "tz", "task", "args", "queue", "catchup",
                                               "catchup_window", "dst_gap", "dst_fold")}
+        if self.overlap != "allow":  # the default leaves the digests of definitions made before 0.2 unchanged
+            body["overlap"] = self.overlap
         object.__setattr__(self, "_hash", hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24])
 
     def schedule(self) -> Schedule:
@@ -84,7 +95,8 @@ class ScheduleDef:
     def from_row(cls, row: dict[str, Any]) -> ScheduleDef:
         return cls(key=row["key"], expression=row["expression"], tz=row["tz"], task=row["task"],
                    args=dict(row["args"] or {}), queue=row["queue"], catchup=row["catchup"],
-                   catchup_window=float(row["catchup_window"]), dst_gap=row["dst_gap"], dst_fold=row["dst_fold"])
+                   catchup_window=float(row["catchup_window"]), dst_gap=row["dst_gap"], dst_fold=row["dst_fold"],
+                   overlap=row.get("overlap") or "allow")
 
 
 class App:
@@ -109,10 +121,14 @@ class App:
 
     def schedule(self, key: str, expression: str, *, tz: str, task: str, args: dict[str, Any] | None = None,
                  queue: str | None = None, catchup: str = "latest", catchup_window: float = 86400.0,
-                 dst_gap: str = "shift", dst_fold: str = "first") -> ScheduleDef:
-        """Define a schedule that enqueues ``task`` with ``args`` at each occurrence of ``expression`` in ``tz``."""
+                 dst_gap: str = "shift", dst_fold: str = "first", overlap: str = "allow") -> ScheduleDef:
+        """Define a schedule that enqueues ``task`` with ``args`` at each occurrence of ``expression`` in ``tz``.
+
+        ``overlap`` (:data:`OVERLAP_POLICIES`) says whether a run may start while the previous one is unfinished.
+        """
         definition = ScheduleDef(key=key, expression=expression, tz=tz, task=task, args=args or {},
                                  queue=queue or (self.tasks[task].queue if task in self.tasks else "default"),
-                                 catchup=catchup, catchup_window=catchup_window, dst_gap=dst_gap, dst_fold=dst_fold)
+                                 catchup=catchup, catchup_window=catchup_window, dst_gap=dst_gap, dst_fold=dst_fold,
+                                 overlap=overlap)
         self.schedules[key] = definition
         return definition

@@ -575,6 +575,8 @@ def schedules(ctx: click.Context, database_url: str | None, config: Path | None,
                   if r.get("origin") == "runtime" else "")
         click.echo(f"{r['key']}: {r['expression']} in {r['tz']} -> {r['task']} [{r['state']}{origin}]"
                    + (f" (last fire {r['last_fire_local']})" if r["last_fire_local"] else ""))
+        click.echo(f"    catch-up {r['catchup']} within {r['catchup_window']:.0f} s; DST gap {r['dst_gap']}, "
+                   f"fold {r['dst_fold']}; overlap {r['overlap']}")
         for n in r["next"]:
             click.echo(f"    next {n['local']}   = {n['utc']}")
         if r["state"] == "paused":
@@ -649,12 +651,14 @@ def schedules_resume(key: str, database_url: str | None, config: Path | None, ap
 @click.option("--dst-fold", type=click.Choice(["first", "second", "both"]), default=None)
 @click.option("--catchup", type=click.Choice(["none", "latest", "all"]), default=None)
 @click.option("--catchup-window", type=float, default=None, metavar="SECONDS")
+@click.option("--overlap", type=click.Choice(["allow", "skip", "buffer_one"]), default=None,
+              help="Whether a run may start while the previous one is unfinished.")
 @DB_OPTION
 @CONFIG_OPTION
 @APP_OPTION
 def schedules_set(key: str, cron: str | None, every: str | None, tz: str | None, dst_gap: str | None,
-                  dst_fold: str | None, catchup: str | None, catchup_window: float | None, database_url: str | None,
-                  config: Path | None, app: str | None) -> None:
+                  dst_fold: str | None, catchup: str | None, catchup_window: float | None, overlap: str | None,
+                  database_url: str | None, config: Path | None, app: str | None) -> None:
     """Change KEY at run time: a new definition version every clock picks up without a restart.
 
     The database overrides the code's definition until a deploy changes that definition.
@@ -668,8 +672,8 @@ def schedules_set(key: str, cron: str | None, every: str | None, tz: str | None,
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
         edit = set_schedule(rt.store, key, expression=expression, tz=tz, dst_gap=dst_gap, dst_fold=dst_fold,
-                            catchup=catchup, catchup_window=catchup_window, source=current_source("cli"),
-                            clock=rt.clock)
+                            catchup=catchup, catchup_window=catchup_window, overlap=overlap,
+                            source=current_source("cli"), clock=rt.clock)
     finally:
         rt.close()
     new = edit["new"]
@@ -677,7 +681,8 @@ def schedules_set(key: str, cron: str | None, every: str | None, tz: str | None,
         click.echo(f"{key}: no change (already {new['expression']} in {new['tz']})")
         return
     click.echo(f"{key}: version {edit['version']}, {new['expression']} in {new['tz']} (DST gap {new['dst_gap']}, "
-               f"fold {new['dst_fold']}; catch-up {new['catchup']}, window {new['catchup_window']:.0f} s)")
+               f"fold {new['dst_fold']}; catch-up {new['catchup']}, window {new['catchup_window']:.0f} s; "
+               f"overlap {new['overlap']})")
     click.echo("every clock picks it up at its next re-read (30 s) without a restart; it overrides the code's "
                "definition until a deploy changes that definition")
 

@@ -26,7 +26,12 @@ transaction:
    an instant whose period already has a scheduled run is recorded
    ``coalesced`` with reason "period already served";
 5. inserts each occurrence with ``INSERT … ON CONFLICT DO NOTHING`` and, only
-   when the row was inserted, enqueues its job in the same transaction.
+   when the row was inserted, enqueues its job in the same transaction;
+6. applies the schedule's **overlap policy** to that job (:func:`fire_occurrence`): under ``skip`` an
+   occurrence whose previous run is unfinished gets no job (``coalesced``, "overlap: previous run still
+   running"), under ``buffer_one`` one such run is held until the previous finishes. Manual, backfilled and
+   re-run runs count alike. The database enforces it (a unique index on the run's overlap key), so it holds
+   with any number of clocks and workers; each tick first releases held runs whose predecessor finished.
 
 So any number of clocks, restarts and catch-ups give at most one job per
 occurrence: a second clock's insert conflicts and enqueues nothing (the
@@ -61,14 +66,15 @@ from typing import Any
 from . import audit, processes, telemetry
 from .app import App, ScheduleDef
 from .dbtime import describe_time_source
-from .errors import ConfigError, OncebeatError
+from .errors import ConfigError, OncebeatError, StoreError
 from .provenance import Source, current_source
 from .queue import Queue
 from .schedules import Schedule, period_bounds
 from .store import Json, Store, Tx
 from .timebase import UTC, Clock, SystemClock, require_aware
 
-__all__ = ["PERIOD_SERVED", "ClockProcess", "Fire", "SyncReport", "fire_occurrence"]
+__all__ = ["HELD_UNTIL", "OVERLAP_FULL", "OVERLAP_RUNNING", "PERIOD_SERVED", "ClockProcess", "Fire", "SyncReport",
+           "enqueue_run", "fire_occurrence", "overlap_keys", "release_buffered"]
 
 log = logging.getLogger("oncebeat.clock")
 
@@ -76,6 +82,9 @@ HEARTBEAT_SECONDS = 5.0  # how often a ticking clock refreshes its row in the pr
 MAX_LEDGER_ROWS_PER_TICK = 1000  # older late instants are summarised in one audit event
 FIRE_BATCH = 200  # schedules recorded per transaction when many are due at once
 PERIOD_SERVED = "period already served"
+OVERLAP_RUNNING = "overlap: previous run still running"
+OVERLAP_FULL = "overlap: previous run still running and one run already waiting"
+HELD_UNTIL = datetime(2999, 1, 1, tzinfo=UTC)  # run_at of a run held by overlap buffer_one until released
 TICK_MAX_EARLY = 900.0  # seconds a `tick --at` instant may lie ahead of the clock (an early delivery)
 _REASONS = {"paused": "schedule paused", "missed": "catch-up policy none",
             "coalesced": "catch-up policy latest: a later occurrence runs instead"}
@@ -128,12 +137,56 @@ class SyncReport:
         return out
 
 
-def _enqueue_for(tx: Tx, queue: Queue, definition: ScheduleDef, occurrence_id: int, source: Source,
-                 options: dict[str, int] | None) -> int | None:
+def overlap_keys(key: str) -> tuple[str, str]:
+    """The unique keys of schedule ``key``'s runs under an overlap policy: (the current run's, the held run's)."""
+    return f"overlap:{key}", f"overlap-held:{key}"
+
+
+def enqueue_run(tx: Tx, queue: Queue, definition: ScheduleDef, occurrence_id: int, source: Source,
+                 options: dict[str, int] | None) -> tuple[int | None, str | None]:
+    """Enqueue the run of one occurrence under the schedule's overlap policy: (job id, None) or (None, reason).
+
+    Under ``skip`` and ``buffer_one`` the run holds the unique key ``overlap:<key>`` (the partial unique index
+    ``jobs_unique_key`` admits one unfinished job per key), so the database itself turns away a second run
+    while one is unfinished — whichever clock, ``tick``, trigger, backfill or re-run enqueues it, concurrently
+    or not. ``buffer_one`` then holds one waiting run under ``overlap-held:<key>`` (scheduled at
+    :data:`HELD_UNTIL`, released by :func:`release_buffered` once the running one has finished).
+    """
     options = options or {}
-    return queue.enqueue(definition.task, definition.args, tx=tx, queue=definition.queue,
-                         occurrence_id=occurrence_id, source=source, priority=options.get("priority"),
-                         max_attempts=options.get("max_attempts"))
+
+    def put(unique_key: str | None, run_at: datetime | None = None) -> int | None:
+        return queue.enqueue(definition.task, definition.args, tx=tx, queue=definition.queue,
+                             occurrence_id=occurrence_id, source=source, priority=options.get("priority"),
+                             max_attempts=options.get("max_attempts"), unique_key=unique_key, run_at=run_at)
+
+    if definition.overlap == "allow":
+        return put(None), None
+    run_key, held_key = overlap_keys(definition.key)
+    job_id = put(run_key)
+    if job_id is not None:
+        return job_id, None
+    if definition.overlap == "skip":
+        return None, OVERLAP_RUNNING
+    job_id = put(held_key, HELD_UNTIL)
+    return (job_id, None) if job_id is not None else (None, OVERLAP_FULL)
+
+
+def release_buffered(store: Store, key: str, *, now: datetime) -> int | None:
+    """Start schedule ``key``'s held run (overlap ``buffer_one``) if its previous run has finished.
+
+    Returns the released job's id, or None (nothing held, or the previous run still unfinished).
+    Called by every clock tick and ``tick`` pass for its ``buffer_one`` schedules; safe to run
+    concurrently (the row lock and the unique index let one release win; a race lost is a no-op).
+    """
+    run_key, held_key = overlap_keys(key)
+    try:
+        with store.transaction() as tx:
+            row = tx.one("release_buffered_job", run_key=run_key, held_key=held_key, now=now)
+    except StoreError as exc:  # a run enqueued at this very moment took the key first: the held one waits on
+        if "unique" not in str(exc).lower():
+            raise
+        return None
+    return int(row["id"]) if row else None
 
 
 def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: Schedule, instant: datetime,
@@ -142,7 +195,14 @@ def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: 
     """Record one occurrence (and enqueue its job when ``outcome`` enqueues) inside ``tx``.
 
     ``outcome`` is one of enqueued, missed, coalesced, paused, manual, backfilled;
-    enqueued/manual/backfilled get a job. ``reason`` (kept on the row and in the audit
+    enqueued/manual/backfilled get a job, under the schedule's **overlap policy**: ``allow`` always;
+    ``skip`` not while a previous run of the schedule (scheduled, manual, backfilled or re-run) is
+    unfinished — the occurrence is recorded ``coalesced`` (a manual one stays ``manual``, without a job)
+    with reason :data:`OVERLAP_RUNNING`; ``buffer_one`` enqueues it held until the running one finishes,
+    and records a further one ``coalesced`` with :data:`OVERLAP_FULL`. The policy is enforced here, in the
+    same transaction as the ledger row, by the database's unique index on the run's overlap key (see
+    :func:`enqueue_run`), so it holds across any number of clocks, ``tick`` passes and operators; the
+    claim path needs no check (a held run is not due). ``reason`` (kept on the row and in the audit
     event) says why an occurrence did not run, e.g. :data:`PERIOD_SERVED`. The unique (schedule_key, fire_at)
     constraint makes a second call for the same instant a no-op (recorded as
     a rejected duplicate in the audit trail).
@@ -163,8 +223,15 @@ def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: 
                                            "lag_seconds": (now - instant).total_seconds()})
     job_id = None
     if outcome in ("enqueued", "manual", "backfilled"):
-        job_id = _enqueue_for(tx, queue, definition, occ_id, source, task_options)
-        tx.run("set_occurrence_job", id=occ_id, job_id=job_id)
+        job_id, turned_away = enqueue_run(tx, queue, definition, occ_id, source, task_options)
+        if turned_away is not None:
+            # A manual run keeps its outcome (the cursor reads only scheduled instants); a scheduled one is coalesced.
+            outcome, reason = ("manual" if outcome == "manual" else "coalesced"), turned_away
+            tx.run("set_occurrence_outcome", id=occ_id, outcome=outcome, reason=reason)
+            log.info("%s %s not run: %s", definition.key, local.isoformat(), reason,
+                     extra={"event": "clock.overlap", "schedule": definition.key})
+        else:
+            tx.run("set_occurrence_job", id=occ_id, job_id=job_id)
     if outcome not in ("enqueued", "paused"):  # a pause is audited once, by schedule.paused, not per slot
         audit.record(tx, now=now, kind=f"occurrence.{outcome}", subject=f"schedule:{definition.key}",
                      source=source, process_id=process_id,
@@ -327,8 +394,8 @@ class ClockProcess:
     @staticmethod
     def _params(d: ScheduleDef, now: datetime) -> dict[str, Any]:
         return {"key": d.key, "expression": d.expression, "tz": d.tz, "dst_gap": d.dst_gap, "dst_fold": d.dst_fold,
-                "catchup": d.catchup, "catchup_window": d.catchup_window, "task": d.task, "args": Json(d.args),
-                "queue": d.queue, "definition_hash": d.definition_hash(), "now": now}
+                "catchup": d.catchup, "catchup_window": d.catchup_window, "overlap": d.overlap, "task": d.task,
+                "args": Json(d.args), "queue": d.queue, "definition_hash": d.definition_hash(), "now": now}
 
     def _load(self, now: datetime) -> None:
         """Re-read schedule rows; keep those this clock may fire (ours, not retired, same definition)."""
@@ -413,6 +480,7 @@ class ClockProcess:
                                                         if at is not None else ""))
         try:
             self.sync()
+            self._release_buffered(now)
             fires = self._fire_due(sorted(self._rows), now, horizon, startup=False)
             self._echo_idle(fires)
         finally:
@@ -429,7 +497,18 @@ class ClockProcess:
             self._last_heartbeat = now
         if self._last_load is None or (now - self._last_load).total_seconds() >= self.resync_interval:
             self._load(now)
+        self._release_buffered(now)
         return self._fire_due([k for k, t in self._next.items() if t <= now], now, now, startup=startup)
+
+    def _release_buffered(self, now: datetime) -> None:
+        """Start the held run of each ``buffer_one`` schedule whose previous run has finished (before firing,
+        so a held run keeps its place ahead of a newer occurrence)."""
+        for key, row in self._rows.items():
+            if row.get("overlap") == "buffer_one":
+                job_id = release_buffered(self.store, key, now=now)
+                if job_id is not None:
+                    log.info("%s: held run (job %s) released: the previous run finished", key, job_id,
+                             extra={"event": "clock.overlap_released", "schedule": key})
 
     def _notice_step(self, now: datetime) -> None:
         """A wall clock stepped back: forget in-memory cursors, re-derive them from the ledger."""

@@ -31,7 +31,7 @@ from typing import Any
 
 from . import audit
 from .app import App, ScheduleDef
-from .clock import TZDATA_VERSION, Fire
+from .clock import TZDATA_VERSION, Fire, enqueue_run, overlap_keys
 from .errors import OncebeatError
 from .provenance import Source, current_source
 from .queue import Queue
@@ -40,7 +40,7 @@ from .timebase import Clock, SystemClock
 
 __all__ = ["EDITABLE", "ScheduleEdit", "rerun_occurrence", "retire_schedule", "set_schedule"]
 
-EDITABLE = ("expression", "tz", "dst_gap", "dst_fold", "catchup", "catchup_window")
+EDITABLE = ("expression", "tz", "dst_gap", "dst_fold", "catchup", "catchup_window", "overlap")
 
 
 class ScheduleEdit(dict[str, Any]):
@@ -62,11 +62,12 @@ def _definition_text(d: ScheduleDef) -> dict[str, Any]:
 
 def set_schedule(store: Store, key: str, *, expression: str | None = None, tz: str | None = None,
                  dst_gap: str | None = None, dst_fold: str | None = None, catchup: str | None = None,
-                 catchup_window: float | None = None, source: Source | None = None,
+                 catchup_window: float | None = None, overlap: str | None = None, source: Source | None = None,
                  clock: Clock | None = None) -> ScheduleEdit:
     """Change schedule ``key`` at run time: a new definition version every clock picks up without a restart.
 
-    Only the given fields change (``catchup_window`` in seconds); task, arguments and queue stay
+    Only the given fields change (``catchup_window`` in seconds; ``overlap`` one of
+    :data:`oncebeat.app.OVERLAP_POLICIES`, applying to runs enqueued from now on); task, arguments and queue stay
     those of the code. The edit counts from now (never from before the newest recorded instant)
     and overrides the code's definition until a deploy changes that definition.
 
@@ -75,17 +76,17 @@ def set_schedule(store: Store, key: str, *, expression: str | None = None, tz: s
 
     Raises:
         OncebeatError: unknown or retired schedule.
-        ConfigError / ScheduleError: an invalid expression, zone, DST option or catch-up policy
+        ConfigError / ScheduleError: an invalid expression, zone, DST option, catch-up or overlap policy
             (the message names the field).
     """
     source = source or current_source("api")
     now = (clock or SystemClock()).now()
     changes: dict[str, Any] = {k: v for k, v in (("expression", expression), ("tz", tz), ("dst_gap", dst_gap),
                                  ("dst_fold", dst_fold), ("catchup", catchup),
-                                 ("catchup_window", catchup_window)) if v is not None}
+                                 ("catchup_window", catchup_window), ("overlap", overlap)) if v is not None}
     if not changes:
         raise OncebeatError(f"schedules set {key}: nothing to change; give --cron/--every, --tz, --dst-gap, "
-                            "--dst-fold, --catchup or --catchup-window")
+                            "--dst-fold, --catchup, --catchup-window or --overlap")
     with store.transaction() as tx:
         row = _schedule_row(tx, key)
         if row["state"] == "retired":
@@ -99,7 +100,7 @@ def set_schedule(store: Store, key: str, *, expression: str | None = None, tz: s
         last = (tx.one("last_fire_at", key=key) or {}).get("last_fire_at")
         updated = tx.one("override_schedule", key=key, expression=new.expression, tz=new.tz, dst_gap=new.dst_gap,
                          dst_fold=new.dst_fold, catchup=new.catchup, catchup_window=new.catchup_window,
-                         definition_hash=new.definition_hash(), code_hash=code_hash,
+                         overlap=new.overlap, definition_hash=new.definition_hash(), code_hash=code_hash,
                          active_since=max(x for x in (now, last) if x is not None), now=now)
         assert updated is not None
         audit.record(tx, now=now, kind="schedule.changed", subject=f"schedule:{key}", source=source,
@@ -135,14 +136,17 @@ def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None 
 
     The new run is recorded at now with full precision (so it never takes the identity of a
     scheduled instant, past or future) and carries the original's **business date**, so the task
-    works on the same day. Refused while the occurrence's job is unfinished (no two runs at once).
+    works on the same day. Refused while the occurrence's job is unfinished (no two runs at once), and
+    when the schedule's overlap policy turns the run away (``skip`` while another run is unfinished,
+    ``buffer_one`` while one also waits); under ``buffer_one`` it may be held behind the running one.
     With ``app``, the task's defaults (priority, attempts) apply to the new job.
 
     Returns:
         The manual :class:`~oncebeat.clock.Fire`, with its job id.
 
     Raises:
-        OncebeatError: unknown occurrence, a retired schedule, or a job of it still unfinished.
+        OncebeatError: unknown occurrence, a retired schedule, a job of it still unfinished, or the overlap
+            policy refusing it.
     """
     source = source or current_source("api")
     clk = clock or SystemClock()
@@ -168,8 +172,13 @@ def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None 
         if inserted is None:  # another make-up run recorded at this very microsecond
             raise OncebeatError(f"occurrence {occurrence_id} was just re-run by another process; see the ledger")
         new_id = int(inserted["id"])
-        job_id = Queue(store, clock=clk, source=source, app=app).enqueue(
-            definition.task, definition.args, tx=tx, queue=definition.queue, occurrence_id=new_id, source=source)
+        job_id, turned_away = enqueue_run(tx, Queue(store, clock=clk, source=source, app=app), definition, new_id,
+                                          source, None)
+        if job_id is None:  # the overlap policy: refused, and the transaction (with its ledger row) rolls back
+            holder = tx.one("overlap_holder", key=overlap_keys(row["key"])[0]) or {}
+            raise OncebeatError(f"occurrence {occurrence_id} not re-run: schedule {row['key']!r} has overlap "
+                                f"{definition.overlap} and {turned_away} (job {holder.get('id')} "
+                                f"{holder.get('state')}); re-run it when that run has finished")
         tx.run("set_occurrence_job", id=new_id, job_id=job_id)
         audit.record(tx, now=now, kind="occurrence.rerun", subject=f"schedule:{row['key']}", source=source,
                      detail={"occurrence_id": new_id, "rerun_of": occurrence_id, "job_id": job_id,

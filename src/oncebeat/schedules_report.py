@@ -49,7 +49,7 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
                        after: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """One dict per schedule (from the code/config and the database): key, expression, tz, task, state,
     ``origin`` ("code", or "runtime" for a run-time edit, which is what fires until a deploy changes the
-    code's definition), DST and catch-up options, last fire, and the next ``count`` fire instants
+    code's definition), DST, catch-up and overlap options, last fire, and the next ``count`` fire instants
     (see :func:`upcoming_fires`; none for a paused or retired schedule).
 
     Args:
@@ -82,7 +82,7 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
         lf = last.get(key)
         out.append({"key": key, "expression": d.expression, "tz": d.tz, "task": d.task, "state": state,
                     "queue": d.queue, "catchup": d.catchup, "catchup_window": d.catchup_window,
-                    "dst_gap": d.dst_gap, "dst_fold": d.dst_fold, "describe": sched.describe(),
+                    "dst_gap": d.dst_gap, "dst_fold": d.dst_fold, "overlap": d.overlap, "describe": sched.describe(),
                     "version": row["version"] if row else None, "active_since": row["active_since"] if row else None,
                     "in_code": key in app.schedules, "origin": row["origin"] if row else "code",
                     "last_fire_utc": lf.isoformat() if lf else None,

@@ -52,15 +52,15 @@ def test_migrating_a_migrated_store_again_changes_nothing(store: Store) -> None:
     before = store.table_columns()
     assert store.migrate() == []
     assert store.migrate() == []
-    assert store.applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert store.applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
     assert store.table_columns() == before
 
 
 def test_fresh_store_migration_applies_every_version_once(db_url: str) -> None:
     with open_store(db_url) as fresh:
         assert fresh.applied_migrations() == []
-        assert fresh.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
-        assert fresh.applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        assert fresh.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        assert fresh.applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 
 
 def test_concurrent_migrations_from_many_connections_apply_each_version_once(db_url: str) -> None:
@@ -83,8 +83,8 @@ def test_concurrent_migrations_from_many_connections_apply_each_version_once(db_
         for t in threads:
             t.join(timeout=60)
         assert errors == []
-        assert sorted(v for versions in applied for v in versions) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
-        assert stores[0].applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        assert sorted(v for versions in applied for v in versions) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        assert stores[0].applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
     finally:
         for s in stores:
             s.close()
@@ -108,9 +108,9 @@ def test_concurrent_migrations_from_many_processes_apply_each_version_once(db_ur
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outputs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outputs]
-    assert sorted(v for out, _ in outputs for v in json.loads(out)) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert sorted(v for out, _ in outputs for v in json.loads(out)) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
     with open_store(db_url) as s:
-        assert s.applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        assert s.applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 
 
 # --- enqueue, claim, complete ------------------------------------------------------------------

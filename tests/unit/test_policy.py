@@ -164,7 +164,7 @@ def test_a_missing_templates_folder_is_an_error_naming_the_key(tmp_path):
 def test_an_unknown_key_is_named_with_the_allowed_keys_and_a_suggestion():
     msg = error_of({"schedule": {"timezone": "UTC"}})
     assert msg.startswith("cfg.toml: [schedule] timezone is not a known key.")
-    assert "Allowed keys: cron, tz, catchup, catchup_window." in msg
+    assert "Allowed keys: cron, tz, catchup, catchup_window, overlap." in msg
 
 
 def test_a_misspelled_key_gets_a_did_you_mean():
@@ -362,3 +362,10 @@ def test_the_default_window_is_written_as_24h():
 )
 def test_stage_labels_read_as_english(stage, label):
     assert stage_label(stage) == label
+
+
+def test_the_overlap_policy_is_read_and_a_misspelling_gets_a_did_you_mean(tmp_path):
+    assert load_policy(write(tmp_path, '[schedule]\noverlap = "skip"\n')).overlap == "skip"
+    msg = error_of({"schedule": {"overlap": "Skipp"}})
+    assert '[schedule] overlap = "Skipp" must be one of "allow", "skip", "buffer_one".' in msg
+    assert 'Did you mean "skip"?' in msg

@@ -7,6 +7,7 @@ The policy lives in one TOML file, ``oncebeat.toml`` (DESIGN.md §6, §7)::
     tz = "America/Chicago"       # business zone: cron and "days past due" use it
     catchup = "latest"           # none | latest | all
     catchup_window = "24h"       # seconds, or "90s", "15m", "24h", "2d", "1h30m"
+    overlap = "allow"            # allow | skip | buffer_one: may a scan start while the previous one runs?
 
     [reminders]
     stages = [1, 7, 14, 30]      # days relative to the due date (negative = before)
@@ -73,6 +74,8 @@ __all__ = [
 DEFAULT_CONFIG_NAME = "oncebeat.toml"
 #: Allowed values of ``[schedule] catchup`` (DESIGN.md §5).
 CATCHUP_POLICIES = ("none", "latest", "all")
+#: Allowed values of ``[schedule] overlap`` (oncebeat.app.OVERLAP_POLICIES).
+OVERLAP_POLICIES = ("allow", "skip", "buffer_one")
 #: Earliest courtesy stage: one year before the due date.
 MIN_STAGE = -365
 #: The longest catch-up window (seconds): 31 days. A catch-up replays at most this much downtime.
@@ -111,6 +114,7 @@ class Policy:
     tz: str = "America/Chicago"  # business zone: days past due are counted in it
     catchup: str = "latest"  # none | latest | all
     catchup_window: float = 86400.0  # seconds
+    overlap: str = "allow"  # allow | skip | buffer_one: whether a scan may start while the previous one runs
     stages: tuple[int, ...] = (1, 7, 14, 30)  # days relative to the due date, strictly increasing
     collapse: str = "next"  # next | highest: which stage goes out when several became due at once
     send_zone: str = "schedule"  # schedule | customer: whose calendar decides the business date
@@ -342,6 +346,16 @@ def _check_catchup_window(value: Any) -> float:
     return seconds
 
 
+def _check_overlap(value: Any) -> str:
+    if not isinstance(value, str) or value not in OVERLAP_POLICIES:
+        close = (difflib.get_close_matches(value.strip().lower(), OVERLAP_POLICIES, n=1)
+                 if isinstance(value, str) else [])
+        hint = f"Did you mean {json.dumps(close[0])}? " if close else ""
+        raise _Invalid("must be one of " + ", ".join(json.dumps(o) for o in OVERLAP_POLICIES),
+                       hint + '"skip" never starts a scan while the previous one still runs.', value=value)
+    return value
+
+
 COLLAPSE_MODES = ("next", "highest")
 SEND_ZONES = ("schedule", "customer")
 DEFAULT_SCHEDULE = "0 8 * * *"
@@ -492,6 +506,7 @@ _CHECKS = {
     "tz": _check_tz,
     "catchup": _check_catchup,
     "catchup_window": _check_catchup_window,
+    "overlap": _check_overlap,
     "stages": _check_stages,
     "collapse": _check_collapse,
     "send_zone": _check_send_zone,
@@ -507,7 +522,8 @@ _CHECKS = {
 
 # section -> {toml key -> Policy field}
 _LAYOUT: dict[str, dict[str, str]] = {
-    "schedule": {"cron": "schedule", "tz": "tz", "catchup": "catchup", "catchup_window": "catchup_window"},
+    "schedule": {"cron": "schedule", "tz": "tz", "catchup": "catchup", "catchup_window": "catchup_window",
+                 "overlap": "overlap"},
     "reminders": {"stages": "stages", "collapse": "collapse", "send_zone": "send_zone", "send_at": "send_at",
                   "templates": "templates"},
     "sender": {"from": "sender", "reply_to": "reply_to", "company": "company"},

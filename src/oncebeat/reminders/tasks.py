@@ -39,5 +39,5 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
         service.send(ctx, reminder_id)
 
     app.schedule(SCHEDULE_KEY, policy.schedule, tz=policy.tz, task=SCAN_TASK, catchup=policy.catchup,
-                 catchup_window=policy.catchup_window)
+                 catchup_window=policy.catchup_window, overlap=policy.overlap)
     return app

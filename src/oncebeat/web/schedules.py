@@ -1,5 +1,7 @@
 """Schedules: definitions, next fires (local and UTC, DST marked), the occurrence ledger as a timeline,
-and the actions pause, resume, trigger and backfill (with a preview of what it would enqueue)."""
+and the actions pause, resume, trigger, backfill (with a preview of what it would enqueue), run-time
+edits of the definition (``set``), retire, and re-running an occurrence. Every action calls a verb of
+:mod:`oncebeat.clock` or :mod:`oncebeat.schedule_admin`; this module only parses the form."""
 
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..app import CATCHUP_POLICIES, OVERLAP_POLICIES
 from ..clock import ClockProcess
 from ..errors import OncebeatError
-from ..provenance import current_source
+from ..provenance import Source, current_source
+from ..schedule_admin import rerun_occurrence, retire_schedule, set_schedule
+from ..schedules import DST_FOLD_OPTIONS, DST_GAP_OPTIONS
 from ..schedules_report import backfill_preview, describe_schedules, occurrence_timeline
 from .app import action_form, dashboard, redirect_with, render, route
 
@@ -72,6 +77,8 @@ def schedule_page(request: Request) -> Response:
         preview = backfill_preview(rt.store, key, start, end, now=rt.clock.now())
     return render(request, "schedule.html", {
         "title": f"Schedule {key}", "s": s, "timeline": timeline,
+        "options": {"dst_gap": DST_GAP_OPTIONS, "dst_fold": DST_FOLD_OPTIONS, "catchup": CATCHUP_POLICIES,
+                    "overlap": OVERLAP_POLICIES},
         "next_before": timeline[-1]["fire_at"].isoformat() if more else None,
         "preview": preview, "range": {"from": request.query_params.get("from", ""),
                                       "until": request.query_params.get("until", "")},
@@ -115,6 +122,56 @@ async def backfill(request: Request) -> Response:
                          f"/schedules/{key}")
 
 
+def _operator() -> Source:
+    return current_source("manual", name=SOURCE_NAME)
+
+
+def _seconds(text: str | None, what: str) -> float | None:
+    if not text or not text.strip():
+        return None
+    try:
+        return float(text.strip())
+    except ValueError as exc:
+        raise OncebeatError(f"{what}: {text!r} is not a number of seconds, e.g. 86400 for one day") from exc
+
+
+async def set_definition(request: Request) -> Response:
+    form = await action_form(request)
+    key = request.path_params["key"]
+    rt = dashboard(request).runtime
+    fields = {name: (form.get(name) or "").strip() or None
+              for name in ("expression", "tz", "dst_gap", "dst_fold", "catchup", "overlap")}
+    edit = await run_in_threadpool(lambda: set_schedule(
+        rt.store, key, **fields, catchup_window=_seconds(form.get("catchup_window"), "catch-up window"),
+        source=_operator(), clock=rt.clock))
+    if not edit["changed"]:
+        return redirect_with(request, f"{key}: no change", f"/schedules/{key}")
+    changed = ", ".join(f"{name} {edit['old'][name]} → {edit['new'][name]}" for name in edit["new"]
+                        if edit["new"][name] != edit["old"][name])
+    return redirect_with(request, f"{key}: version {edit['version']} ({changed}); every clock picks it up at its "
+                         "next re-read, and it overrides the code until a deploy changes the code's definition",
+                         f"/schedules/{key}")
+
+
+async def retire(request: Request) -> Response:
+    await action_form(request)
+    key = request.path_params["key"]
+    rt = dashboard(request).runtime
+    retired = await run_in_threadpool(lambda: retire_schedule(rt.store, key, source=_operator(), clock=rt.clock))
+    return redirect_with(request, f"{key}: retired; it never fires again" if retired else f"{key}: already retired",
+                         f"/schedules/{key}")
+
+
+async def rerun(request: Request) -> Response:
+    await action_form(request)
+    rt = dashboard(request).runtime
+    occurrence_id = int(request.path_params["id"])
+    fire = await run_in_threadpool(lambda: rerun_occurrence(rt.store, occurrence_id, source=_operator(),
+                                                            clock=rt.clock, app=rt.app))
+    return redirect_with(request, f"re-run of occurrence {occurrence_id}: {fire.describe()}",
+                         f"/schedules/{fire.schedule_key}")
+
+
 routes = [
     route("/schedules", schedules_page),
     route("/schedules/{key}", schedule_page),
@@ -122,4 +179,7 @@ routes = [
     route("/schedules/{key}/resume", set_state, methods=["POST"], name="resume"),
     route("/schedules/{key}/trigger", trigger, methods=["POST"]),
     route("/schedules/{key}/backfill", backfill, methods=["POST"]),
+    route("/schedules/{key}/set", set_definition, methods=["POST"]),
+    route("/schedules/{key}/retire", retire, methods=["POST"]),
+    route("/occurrences/{id:int}/rerun", rerun, methods=["POST"]),
 ]

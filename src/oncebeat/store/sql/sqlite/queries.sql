@@ -28,9 +28,9 @@ SELECT * FROM schedules ORDER BY key;
 SELECT * FROM schedules WHERE key = :key;
 
 -- name: insert_schedule
-INSERT INTO schedules (key, expression, tz, dst_gap, dst_fold, catchup, catchup_window, task, args, queue,
-                       definition_hash, version, state, active_since, created_at, updated_at)
-VALUES (:key, :expression, :tz, :dst_gap, :dst_fold, :catchup, :catchup_window, :task, :args, :queue,
+INSERT INTO schedules (key, expression, tz, dst_gap, dst_fold, catchup, catchup_window, overlap, task, args,
+                       queue, definition_hash, version, state, active_since, created_at, updated_at)
+VALUES (:key, :expression, :tz, :dst_gap, :dst_fold, :catchup, :catchup_window, :overlap, :task, :args, :queue,
         :definition_hash, 1, 'active', :now, :now, :now)
 ON CONFLICT DO NOTHING
 RETURNING key;
@@ -38,7 +38,7 @@ RETURNING key;
 -- name: update_schedule
 UPDATE schedules
 SET expression = :expression, tz = :tz, dst_gap = :dst_gap, dst_fold = :dst_fold, catchup = :catchup,
-    catchup_window = :catchup_window, task = :task, args = :args, queue = :queue,
+    catchup_window = :catchup_window, overlap = :overlap, task = :task, args = :args, queue = :queue,
     definition_hash = :definition_hash, version = version + 1, active_since = :active_since, updated_at = :now,
     origin = 'code', code_hash = NULL
 WHERE key = :key AND (definition_hash <> :definition_hash OR origin <> 'code') AND state <> 'retired'
@@ -48,7 +48,7 @@ RETURNING version;
 -- A run-time edit (schedule_admin.set_schedule): a new version that overrides the code definition :code_hash.
 UPDATE schedules
 SET expression = :expression, tz = :tz, dst_gap = :dst_gap, dst_fold = :dst_fold, catchup = :catchup,
-    catchup_window = :catchup_window, definition_hash = :definition_hash, version = version + 1,
+    catchup_window = :catchup_window, overlap = :overlap, definition_hash = :definition_hash, version = version + 1,
     active_since = :active_since, updated_at = :now, origin = 'runtime', code_hash = :code_hash
 WHERE key = :key AND state <> 'retired'
 RETURNING version;
@@ -109,6 +109,19 @@ VALUES (:schedule_key, :fire_at, :local_fire_at, :tz, :business_date, :tzdata_ve
 ON CONFLICT DO NOTHING
 RETURNING id;
 
+-- name: release_buffered_job
+-- overlap = buffer_one: the run held under :held_key starts (holds :run_key, due now) once no unfinished job
+-- holds :run_key; the partial unique index jobs_unique_key keeps it to one holder even against a racing enqueue.
+UPDATE jobs SET unique_key = :run_key, state = 'available', run_at = :now
+WHERE unique_key = :held_key AND state = 'scheduled'
+  AND NOT EXISTS (SELECT 1 FROM jobs AS running WHERE running.unique_key = :run_key
+                  AND running.state IN ('available', 'scheduled', 'running', 'retryable'))
+RETURNING id;
+
+-- name: overlap_holder
+-- The unfinished run of a schedule holding the overlap key :key (what an occurrence turned away waits for).
+SELECT id, state FROM jobs WHERE unique_key = :key AND state IN ('available', 'scheduled', 'running', 'retryable');
+
 -- name: unfinished_job_of_occurrence
 SELECT id, state FROM jobs
 WHERE occurrence_id = :occurrence_id AND state IN ('available', 'scheduled', 'running', 'retryable')
@@ -126,6 +139,10 @@ SELECT * FROM occurrences WHERE schedule_key = :schedule_key AND fire_at = :fire
 
 -- name: set_occurrence_job
 UPDATE occurrences SET job_id = :job_id WHERE id = :id;
+
+-- name: set_occurrence_outcome
+-- An occurrence whose run the overlap policy turned away (oncebeat.clock.fire_occurrence).
+UPDATE occurrences SET outcome = :outcome, reason = :reason WHERE id = :id;
 
 -- name: get_occurrence
 SELECT * FROM occurrences WHERE id = :id;
