@@ -69,3 +69,19 @@ def test_operator_edits_retires_and_reruns_from_the_cli(tmp_path: Path, db_url: 
                                            db_url=db_url).stderr
     missing = oncebeat("occurrences", "rerun", "987654", cwd=tmp_path, db_url=db_url)
     assert missing.returncode == 2 and "no occurrence 987654" in missing.stderr
+
+
+def test_the_overlap_policy_is_set_shown_and_obeyed_from_the_cli(tmp_path: Path, db_url: str) -> None:
+    (tmp_path / "jobs.py").write_text(JOBS, encoding="utf-8")
+    assert oncebeat("tick", cwd=tmp_path, db_url=db_url).returncode == 0
+    assert "overlap allow" in oncebeat("schedules", cwd=tmp_path, db_url=db_url).stdout
+    edited = oncebeat("schedules", "set", "report", "--overlap", "skip", cwd=tmp_path, db_url=db_url)
+    assert edited.returncode == 0 and "overlap skip)" in edited.stdout, edited.stderr
+    assert "; overlap skip" in oncebeat("schedules", cwd=tmp_path, db_url=db_url).stdout
+    first = oncebeat("trigger", "report", cwd=tmp_path, db_url=db_url)
+    second = oncebeat("trigger", "report", cwd=tmp_path, db_url=db_url)  # the first has not run yet
+    assert first.returncode == second.returncode == 0, second.stderr
+    assert ", job " in first.stdout and ", job " not in second.stdout
+    assert "(overlap: previous run still running)" in second.stdout
+    bad = oncebeat("schedules", "set", "report", "--overlap", "never", cwd=tmp_path, db_url=db_url)
+    assert bad.returncode == 2 and "allow" in bad.stderr and "buffer_one" in bad.stderr

@@ -174,6 +174,24 @@ def test_an_operator_pauses_and_resumes_a_schedule(live: Live, page: object) -> 
     assert _schedule_state(live) == "active"
 
 
+def test_an_operator_changes_a_schedules_expression_and_overlap_policy(live: Live, page: object) -> None:
+    pg = page
+    _log_in(pg, live)
+    pg.goto(live.url + "/schedules/reminders")  # type: ignore[attr-defined]
+    form = pg.locator("#set-form")  # type: ignore[attr-defined]
+    form.locator("input[name=expression]").fill("30 9 * * 1-5")
+    form.locator("select[name=overlap]").select_option("skip")
+    form.locator("button:has-text('Save')").click()
+    assert "reminders: version" in pg.inner_text("p.flash")  # type: ignore[attr-defined]
+    definition = pg.inner_text("dl.kv")  # type: ignore[attr-defined]
+    assert "30 9 * * 1-5" in definition and "skip" in definition and "run-time edit" in definition
+    assert form.locator("select[name=overlap]").input_value() == "skip"
+    with open_store(live.db_url) as store:
+        [row] = store.read("get_schedule", key="reminders")
+    assert (row["expression"], row["overlap"], row["origin"]) == ("30 9 * * 1-5", "skip", "runtime")
+    _shot(pg, "schedule-edit")
+
+
 def test_an_operator_resolves_an_in_doubt_effect(live: Live, page: object) -> None:
     pg = page
     _log_in(pg, live)
