@@ -232,3 +232,27 @@ def test_many_operators_triggering_at_once_start_one_run_under_skip_and_hold_one
     assert sum(1 for f in outcomes if f.job_id is not None) == expected_jobs
     assert sorted(f.reason for f in outcomes if f.job_id is None) == \
         [OVERLAP_RUNNING if overlap == "skip" else OVERLAP_FULL] * (len(stores) - expected_jobs)
+
+
+def test_an_operators_retry_of_a_held_run_is_refused_while_the_previous_one_runs(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    app = App()
+    app.task(name="digest")(lambda ctx: None)
+    app.schedule(KEY, "every 1m", tz="UTC", task="digest", overlap="buffer_one")
+    clock = ClockProcess(app, store, clock=sim_clock)
+    queue = Queue(store, clock=sim_clock, source=current_source("cli"))
+    sim_clock.set(at(0, 30))
+    clock.start()
+    sim_clock.set(at(1))
+    clock.tick()
+    [running] = queue.claim(1, queues=["default"])
+    sim_clock.set(at(2))
+    [held] = [f.job_id for f in clock.tick() if f.job_id]
+    assert held is not None
+    with pytest.raises(OncebeatError, match="another unfinished job holds its unique key"):
+        queue.retry(held)  # "Retry now" on the held run would start it beside the running one
+    assert queue.claim(1, queues=["default"]) == []
+    queue.complete(1, [running.id])
+    assert queue.retry(held) is True  # once the previous run finished, a retry starts it at once
+    [claimed] = queue.claim(1, queues=["default"])
+    assert (claimed.id, claimed.unique_key) == (held, f"overlap:{KEY}")

@@ -372,7 +372,11 @@ ORDER BY id DESC LIMIT :limit;
 
 -- name: retry_job
 -- An operator's retry: a discarded, cancelled or waiting job runs again now, with one more attempt allowed.
+-- A run held by overlap buffer_one ('overlap-held:<key>') takes its schedule's run key: the unique index then
+-- refuses the retry while the previous run is unfinished (oncebeat.clock.enqueue_run).
 UPDATE jobs SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
+    unique_key = CASE WHEN unique_key LIKE 'overlap-held:%' THEN 'overlap:' || substr(unique_key, 14)
+                      ELSE unique_key END,
     max_attempts = GREATEST(max_attempts, attempt + 1)
 WHERE id = :id AND state IN ('discarded', 'cancelled', 'retryable', 'scheduled')
 RETURNING id, state;
