@@ -256,3 +256,14 @@ def test_an_operators_retry_of_a_held_run_is_refused_while_the_previous_one_runs
     assert queue.retry(held) is True  # once the previous run finished, a retry starts it at once
     [claimed] = queue.claim(1, queues=["default"])
     assert (claimed.id, claimed.unique_key) == (held, f"overlap:{KEY}")
+
+
+@pytest.mark.parametrize("overlap", ["skip", "buffer_one"])
+def test_the_doctor_reports_no_lost_run_for_occurrences_the_policy_turned_away(
+        store: Store, sim_clock: SimulatedClock, overlap: str) -> None:
+    from oncebeat.doctor import run_doctor
+
+    s = Scenario(store, sim_clock, overlap)
+    s.run()
+    report = run_doctor(store, now=sim_clock.now(), since=at(0))
+    assert [f.summary for f in report.findings if f.code == "lost"] == []

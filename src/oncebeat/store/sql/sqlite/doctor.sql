@@ -63,8 +63,11 @@ GROUP BY source_host, source_pid, source_name, source_version, source_kind, sche
 ORDER BY 8;
 
 -- name: doctor_occurrences_without_job
+-- A manual run the schedule's overlap policy turned away keeps outcome 'manual' without a job, by design
+-- (its reason starts 'overlap:', oncebeat.clock.OVERLAP_RUNNING / OVERLAP_FULL): not a lost run.
 SELECT * FROM occurrences
 WHERE created_at >= :since AND outcome IN ('enqueued', 'manual', 'backfilled') AND job_id IS NULL
+  AND (reason IS NULL OR reason NOT LIKE 'overlap:%')
 ORDER BY fire_at, id;
 
 -- name: doctor_occurrences_after
