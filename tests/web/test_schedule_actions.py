@@ -100,3 +100,20 @@ def test_a_failed_occurrence_is_re_run_from_the_timeline(runtime: Runtime,
         ("manual", fire.occurrence_id, "available"), ("manual", None, "discarded")]
     status, text = _form(client, f"/occurrences/{rows[0]['id']}/rerun")
     assert status == 400 and "still available" in text  # its own run has not finished: refused, said why
+
+
+def test_a_run_held_by_buffer_one_says_so_on_the_job_pages(runtime: Runtime,
+                                                           dashboard_client: Callable[..., TestClient]) -> None:
+    from oncebeat.schedule_admin import set_schedule
+
+    clock = ClockProcess(runtime.app, runtime.store, clock=runtime.clock, source=current_source("cli"))
+    clock.sync()
+    set_schedule(runtime.store, "reminders", overlap="buffer_one", clock=runtime.clock)
+    first, held, turned_away = (clock.trigger("reminders") for _ in range(3))
+    assert first.job_id and held.job_id and turned_away.job_id is None
+    client = dashboard_client()
+    assert "held by its schedule's overlap policy (buffer_one)" in client.get(f"/jobs/{held.job_id}").text
+    assert "held by its schedule" not in client.get(f"/jobs/{first.job_id}").text
+    assert "held (overlap)" in client.get("/jobs?state=scheduled").text
+    timeline = client.get(PAGE).text
+    assert "overlap: previous run still running and one run already waiting" in timeline
