@@ -47,13 +47,15 @@ def _explain(db: FreshDb, store: Any, service: Any, business_date: date, name: s
     now = service.clock.now()
     p1 = {"stages": Jsonb(stages), "max_cutoff": max(s["cutoff"] for s in stages), "occurrence_id": 99,
           "business_date": business_date, "now": now}
-    p2 = {"queue": "default", "task": SEND_TASK, "max_attempts": SEND_MAX_ATTEMPTS, "now": now, "occurrence_id": 99,
+    p2 = {"queue": "default", "task": SEND_TASK, "max_attempts": SEND_MAX_ATTEMPTS, "priority": 0, "now": now,
           **current_source("worker").params()}
     out = []
     with pg_connect(db.schema) as c:
         with c.transaction(force_rollback=True):
+            # the scan's second statement: the queue's enqueue_select over the app's pending_send_jobs
+            enqueue = store.queries["enqueue_select"].replace("/*source*/", store.queries["pending_send_jobs"])
             for q, p in (("scan_insert_reminders", p1), ("scan_enqueue_sends", p2)):
-                sql = store.queries[q]
+                sql = store.queries[q] if q != "scan_enqueue_sends" else enqueue
                 used = {k: v for k, v in p.items() if f"%({k})s" in sql}
                 t = time.perf_counter()
                 rows = c.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, used).fetchall()

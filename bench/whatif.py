@@ -119,7 +119,8 @@ def scan(settings: Settings, n: int = 1_000_000) -> list[list[str]]:
     from oncebeat.store.sqlfiles import load_queries
 
     queries = load_queries("postgres")
-    insert_sql, enqueue_sql = queries["scan_insert_reminders"], queries["scan_enqueue_sends"]
+    insert_sql = queries["scan_insert_reminders"]
+    enqueue_sql = queries["enqueue_select"].replace("/*source*/", queries["pending_send_jobs"])
     counted = ("WITH ins AS (" + insert_sql + ") SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FROM ins")
     enqueue_probe = enqueue_sql.replace(
         "WHERE r.state = 'pending'",
@@ -146,8 +147,8 @@ def scan(settings: Settings, n: int = 1_000_000) -> list[list[str]]:
                     now = datetime.now(UTC)
                     p1 = {"stages": Jsonb(stages), "max_cutoff": max(s["cutoff"] for s in stages),
                           "occurrence_id": occ, "business_date": BUSINESS_DATE, "now": now}
-                    p2 = {"queue": "default", "task": SEND_TASK, "max_attempts": SEND_MAX_ATTEMPTS, "now": now,
-                          "occurrence_id": occ, **src}
+                    p2 = {"queue": "default", "task": SEND_TASK, "max_attempts": SEND_MAX_ATTEMPTS, "priority": 0,
+                          "now": now, **src}
                     t = time.perf_counter()
                     with c.transaction():
                         if not jit:

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 
+import oncebeat.reminders  # noqa: F401 - registers the reminder app's SQL line: every test store has both lines
 from oncebeat.crashpoints import crashpoints
 from oncebeat.store import Store, open_store, redact_url
 from oncebeat.timebase import SimulatedClock

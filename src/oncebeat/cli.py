@@ -44,6 +44,11 @@ def _print_json(data: Any) -> None:
 
 
 def _runtime(**kwargs: Any) -> Any:
+    """The reminder app's runtime, or with ``app=`` a library user's engine deployment (no reminder app loaded)."""
+    if kwargs.get("app"):
+        from .deploy import open_deployment
+
+        return open_deployment(kwargs["app"], url=kwargs.get("database_url"), migrate=kwargs.get("migrate", True))
     from .reminders.runtime import load_runtime
 
     return load_runtime(**kwargs)
@@ -164,17 +169,27 @@ def init(path: Path, force: bool) -> None:
 
 @cli.command()
 @DB_OPTION
-def migrate(database_url: str | None) -> None:
-    """Create or upgrade the database schema (safe to run from many processes at once)."""
-    import os
+@APP_OPTION
+def migrate(database_url: str | None, app: str | None) -> None:
+    """Create or upgrade the database schema (safe to run from many processes at once).
 
-    from .reminders.runtime import DEFAULT_DATABASE_URL
+    The engine's tables always; the reminder app's too unless --app names a library user's app (then the
+    SQL lines that app's modules register).
+    """
+    from .deploy import database_url as deployment_url
+    from .deploy import load_app
     from .store import open_store
 
-    with open_store(database_url or os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL) as store:
+    if app:
+        load_app(app)  # importing it registers its SQL lines, if it has any
+    else:
+        import oncebeat.reminders  # noqa: F401 - registers the reminder app's SQL line
+    with open_store(deployment_url(database_url)) as store:
         applied = store.migrate()
-        click.echo(f"{store.url}: applied {applied or 'nothing'}; schema at version "
-                   f"{max(store.applied_migrations(), default=0)}")
+        versions = store.schema_versions()
+    done = ", ".join(f"{line} {version:04d}" for line, version in applied) or "nothing"
+    at = ", ".join(f"{line} {max(v):04d}" for line, v in sorted(versions.items()) if line)
+    click.echo(f"{store.url}: applied {done}; schema at {at}")
 
 
 @cli.command(name="import")
@@ -771,6 +786,17 @@ def _cancel_job(q: Any, job_id: int) -> None:
                         "finished can); `oncebeat jobs --state available` lists the ones that can")
 
 
+class _FaultsOption(click.Option):
+    """``--faults``: its help lists the simulator's faults, imported only when help is shown (the simulator
+    loads the reminder app, which engine commands with --app must not)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from .simulate.faults import FAULTS
+
+        self.help = "Faults to inject: " + ", ".join(FAULTS)
+        return super().get_help_record(ctx)
+
+
 # --- reports -------------------------------------------------------------------------------------
 @cli.command()
 @click.option("--days", default=0, show_default=True, type=click.IntRange(0, 3650),
@@ -894,8 +920,8 @@ def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
 @click.option("--from", "start", default=None, help="First simulated day YYYY-MM-DD (default 2026-01-05).")
 @click.option("--until", "until", default=None, help="Day after the last simulated day (instead of --days).")
 @click.option("--seed", default=7, show_default=True)
-@click.option("--faults", default="none", show_default=True, metavar="all|NAME[=RATE],…",
-              help="Faults to inject: " + ", ".join(__import__("oncebeat.simulate.faults", fromlist=["FAULTS"]).FAULTS))
+@click.option("--faults", default="none", show_default=True, metavar="all|NAME[=RATE],…", cls=_FaultsOption,
+              help="Faults to inject: ")
 @click.option("--db", "database_url", default=None, metavar="URL",
               help="Database (default a fresh SQLite file in --dir).")
 @click.option("--invoices", "invoices_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path))

@@ -151,6 +151,28 @@ class Queue:
                 priority if priority is not None else definition.priority if definition else 0,
                 max_attempts if max_attempts is not None else definition.max_attempts if definition else 20)
 
+    def enqueue_select(self, tx: Tx, source: str, *, task: str, queue: str | None = None,
+                       priority: int | None = None, max_attempts: int | None = None, **params: Any) -> int:
+        """Enqueue one ``task`` job, available now, per row of another layer's named SELECT ``source``.
+
+        Set-based (one statement, in the caller's transaction ``tx``), so an app enqueues thousands of jobs
+        without writing the queue's SQL. ``source`` selects ``args`` (a JSON object), ``unique_key`` (or
+        NULL) and ``occurrence_id`` (or NULL); ``params`` are its parameters. All jobs get this queue's
+        provenance; ``queue``, ``priority`` and ``max_attempts`` default as in :meth:`enqueue`.
+
+        Returns:
+            The number of jobs inserted (a row whose unique key an unfinished job holds is skipped).
+        Raises:
+            ValueError: the app does not define ``task``, or ``max_attempts`` < 1.
+            StoreError: no registered SQL line defines ``source``.
+        """
+        queue, priority, max_attempts = self._defaults(task, queue, priority, max_attempts)
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        rows = tx.run_with("enqueue_select", source, queue=queue, task=task, priority=priority,
+                           max_attempts=max_attempts, now=self.clock.now(), **self.source.params(), **params)
+        return len(rows)
+
     def enqueue_many(self, jobs: Sequence[dict[str, Any]], *, tx: Tx | None = None) -> int:
         """Insert many jobs with one statement; each dict takes :meth:`enqueue`'s keywords (``task`` required).
 

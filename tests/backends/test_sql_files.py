@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
-from oncebeat.store import open_store
-from oncebeat.store.sqlfiles import load_migrations, load_queries, split_statements
+import pytest
+
+from oncebeat.store import Store, open_store
+from oncebeat.store.sqlfiles import ENGINE, SqlLine, load_migrations, load_queries, registered_lines, split_statements
 
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
                  "processes", "events"}
@@ -46,29 +49,48 @@ def test_both_backends_define_exactly_the_same_query_names() -> None:
     assert all(sql.strip() for sql in sqlite.values()) and all(sql.strip() for sql in postgres.values())
 
 
-def test_both_backends_number_their_migrations_the_same_way() -> None:
-    sqlite = [(version, name) for version, name, _ in load_migrations("sqlite")]
-    postgres = [(version, name) for version, name, _ in load_migrations("postgres")]
+LINES = registered_lines()  # the engine's and the reminder app's (tests/conftest.py imports the app)
+ALL_MIGRATIONS = [(line.name, v) for line in LINES for v, _, _ in load_migrations("sqlite", line)]
+
+
+def test_the_engine_and_the_reminder_app_each_own_a_migration_line() -> None:
+    assert [line.name for line in LINES] == ["engine", "reminders"]
+    engine_sql = " ".join(sql for _, _, sql in load_migrations("sqlite", ENGINE))
+    assert not {t for t in DOMAIN_TABLES if re.search(rf"\b{t}\b", engine_sql)}, "engine migrations name app tables"
+
+
+@pytest.mark.parametrize("line", LINES, ids=lambda line: line.name)
+def test_both_backends_number_their_migrations_the_same_way(line: SqlLine) -> None:
+    sqlite = [(version, name) for version, name, _ in load_migrations("sqlite", line)]
+    postgres = [(version, name) for version, name, _ in load_migrations("postgres", line)]
     assert sqlite == postgres
     assert [version for version, _ in sqlite] == list(range(1, len(sqlite) + 1)), "no gaps, no duplicates"
 
 
-def test_each_migration_creates_the_same_tables_and_indexes_on_both_backends() -> None:
+@pytest.mark.parametrize("line", LINES, ids=lambda line: line.name)
+def test_each_migration_creates_the_same_tables_and_indexes_on_both_backends(line: SqlLine) -> None:
     earlier: set[str] = set()
-    for (version, _, sqlite_sql), (_, _, pg_sql) in zip(load_migrations("sqlite"), load_migrations("postgres"),
-                                                        strict=True):
+    for (version, _, sqlite_sql), (_, _, pg_sql) in zip(load_migrations("sqlite", line),
+                                                        load_migrations("postgres", line), strict=True):
         sqlite_objects = created_objects(sqlite_sql, frozenset(earlier))
-        assert sqlite_objects == created_objects(pg_sql, frozenset(earlier)), f"migration {version:04d} differs"
+        assert sqlite_objects == created_objects(pg_sql, frozenset(earlier)), f"{line.name} {version:04d} differs"
         earlier |= {entry.split()[-1] for entry in sqlite_objects}
 
 
 def test_replaying_every_migration_on_fresh_databases_gives_the_same_schema(
         make_db_url: Callable[[], str]) -> None:
     with open_store(make_db_url()) as first, open_store(make_db_url()) as second:
-        assert first.migrate() == second.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        assert first.migrate() == second.migrate() == ALL_MIGRATIONS
         schema = first.table_columns()
         assert schema == second.table_columns()
         assert set(schema) == ENGINE_TABLES | DOMAIN_TABLES
+
+
+def test_an_app_that_registers_no_line_gets_engine_tables_only(make_db_url: Callable[[], str]) -> None:
+    with open_store(make_db_url()) as library:
+        assert library.migrate(lines=(ENGINE,)) == [("engine", v) for v, _, _ in load_migrations("sqlite", ENGINE)]
+        assert set(library.table_columns()) == ENGINE_TABLES
+        assert library.schema_versions() == {"engine": [v for v, _, _ in load_migrations("sqlite", ENGINE)]}
 
 
 def test_both_backends_have_the_same_tables_and_columns(tmp_path: Path, pg_db_url: str) -> None:
@@ -86,10 +108,65 @@ def test_upgrading_from_each_older_version_gives_the_same_schema_as_a_fresh_inst
     with open_store(make_db_url()) as fresh:
         fresh.migrate()
         expected = fresh.table_columns()
-    versions = [v for v, _, _ in load_migrations("sqlite")]  # both backends number alike (tested above)
-    for stop in versions[:-1]:
+    for line in LINES:
+        versions = [v for v, _, _ in load_migrations("sqlite", line)]  # both backends number alike (tested above)
+        earlier = LINES[:LINES.index(line)]
+        for stop in versions[:-1]:
+            with open_store(make_db_url()) as old:
+                old.migrate(lines=earlier)
+                assert old.migrate(target=stop, lines=(line,)) == [(line.name, v) for v in versions if v <= stop]
+                applied_later = old.migrate()
+                assert [(line.name, v) for v in versions if v > stop] == [a for a in applied_later if a[0] == line.name]
+                assert old.table_columns() == expected
+
+
+# oncebeat 0.1 numbered the engine's and the reminder app's migrations in one line: (version, name).
+V01_MIGRATIONS = [(1, "engine"), (2, "reminders"), (3, "dashboard_indexes"), (4, "occurrence_reason"),
+                  (5, "effects_job"), (6, "reminder_dashboard_indexes"), (7, "reminder_counts_indexes"),
+                  (8, "invoice_paid_at"), (9, "stripe_events"), (10, "runtime_schedules"), (11, "effect_edges"),
+                  (12, "overlap_policy")]  # 12: on main only, briefly, before the lines
+
+
+def _as_v01(store: Store, versions: list[int]) -> None:
+    """Rewrite ``schema_migrations`` as oncebeat 0.1 left it after applying ``versions`` of its single line."""
+    names = dict(V01_MIGRATIONS)
+    with store.transaction() as tx:
+        tx.execute("DROP TABLE schema_migrations")
+        tx.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                   "applied_at TIMESTAMPTZ NOT NULL)")
+        mark = "?" if store.backend == "sqlite" else "%s"
+        for v in versions:
+            tx.execute(f"INSERT INTO schema_migrations (version, name, applied_at) VALUES ({mark}, {mark}, {mark})",
+                       (v, names[v], "2026-01-05T00:00:00.000000Z" if store.backend == "sqlite"
+                        else datetime(2026, 1, 5, tzinfo=UTC)))
+
+
+def test_a_database_of_oncebeat_0_1_at_any_version_upgrades_to_the_same_schema(
+        make_db_url: Callable[[], str]) -> None:
+    with open_store(make_db_url()) as fresh:
+        fresh.migrate()
+        expected, expected_versions = fresh.table_columns(), fresh.schema_versions()
+    to_line = {old: (line.name, new) for line in LINES for old, new in line.legacy}
+    assert sorted(to_line) == [v for v, _ in V01_MIGRATIONS], "every 0.1 version belongs to one line"
+    for stop in (2, 5, 9, 11, 12):  # 0.1 at migration 2 (first reminder tables) … at its last
         with open_store(make_db_url()) as old:
-            assert old.migrate(target=stop) == [v for v in versions if v <= stop]
-            applied_later = old.migrate()
-            assert applied_later == [v for v in versions if v > stop]
+            done = [v for v, _ in V01_MIGRATIONS if v <= stop]
+            for name, version in sorted(to_line[v] for v in done):  # the schema 0.1 had at `stop`
+                old.migrate(target=version, lines=(next(x for x in LINES if x.name == name),))
+            _as_v01(old, done)
+            assert old.schema_versions() == {"": done}
+            applied = old.migrate()
+            assert sorted(applied) == sorted(set(ALL_MIGRATIONS) - {to_line[v] for v in done})
+            assert old.schema_versions() == expected_versions
             assert old.table_columns() == expected
+
+
+def test_a_library_app_migrating_a_0_1_database_first_leaves_the_reminder_versions_for_the_app(
+        make_db_url: Callable[[], str]) -> None:
+    with open_store(make_db_url()) as old:
+        old.migrate()
+        _as_v01(old, [v for v, _ in V01_MIGRATIONS])
+        assert old.migrate(lines=(ENGINE,)) == []  # nothing re-applied: the engine claims 1, 3, 4, 5, 10, 11, 12
+        assert old.schema_versions() == {"": [2, 6, 7, 8, 9], "engine": [1, 2, 3, 4, 5, 6, 7]}
+        assert old.migrate() == []  # the reminder app claims the rest when it migrates
+        assert old.schema_versions() == {"engine": [1, 2, 3, 4, 5, 6, 7], "reminders": [1, 2, 3, 4, 5]}

@@ -21,6 +21,7 @@ import pytest
 from oncebeat.provenance import current_source
 from oncebeat.queue import Queue
 from oncebeat.store import Store, open_store
+from oncebeat.store.sqlfiles import load_migrations, registered_lines
 from oncebeat.timebase import SimulatedClock
 from oncebeat.worker import register_process
 
@@ -48,25 +49,31 @@ def insert_customer_sql(store: Store) -> str:
 # --- migrations -------------------------------------------------------------------------------
 
 
+# Every migration of both SQL lines (the engine's, then the reminder app's), as migrate() reports them.
+ALL_MIGRATIONS = [(line.name, v) for line in registered_lines() for v, _, _ in load_migrations("sqlite", line)]
+VERSIONS = {line: [v for name, v in ALL_MIGRATIONS if name == line] for line, _ in ALL_MIGRATIONS}
+
+
 def test_migrating_a_migrated_store_again_changes_nothing(store: Store) -> None:
     before = store.table_columns()
     assert store.migrate() == []
     assert store.migrate() == []
-    assert store.applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert store.schema_versions() == VERSIONS
     assert store.table_columns() == before
 
 
 def test_fresh_store_migration_applies_every_version_once(db_url: str) -> None:
+    assert set(VERSIONS) == {"engine", "reminders"}
     with open_store(db_url) as fresh:
-        assert fresh.applied_migrations() == []
-        assert fresh.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
-        assert fresh.applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        assert fresh.applied_migrations() == [] and fresh.schema_versions() == {}
+        assert fresh.migrate() == ALL_MIGRATIONS
+        assert fresh.schema_versions() == VERSIONS
 
 
 def test_concurrent_migrations_from_many_connections_apply_each_version_once(db_url: str) -> None:
     stores = [open_store(db_url) for _ in range(6)]
     barrier = threading.Barrier(len(stores))
-    applied: list[list[int]] = []
+    applied: list[list[tuple[str, int]]] = []
     errors: list[BaseException] = []
 
     def migrate(s: Store) -> None:
@@ -83,8 +90,8 @@ def test_concurrent_migrations_from_many_connections_apply_each_version_once(db_
         for t in threads:
             t.join(timeout=60)
         assert errors == []
-        assert sorted(v for versions in applied for v in versions) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
-        assert stores[0].applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        assert sorted(v for versions in applied for v in versions) == sorted(ALL_MIGRATIONS)
+        assert stores[0].schema_versions() == VERSIONS
     finally:
         for s in stores:
             s.close()
@@ -92,6 +99,7 @@ def test_concurrent_migrations_from_many_connections_apply_each_version_once(db_
 
 MIGRATE_AT_ONCE = """
 import json, sys, time
+import oncebeat.reminders  # registers the reminder app's SQL line, as the CLI does
 from oncebeat.store import open_store
 store = open_store(sys.argv[1])  # opening is lazy for SQLite: the first connection is made by migrate()
 while time.time() < float(sys.argv[2]):
@@ -108,9 +116,9 @@ def test_concurrent_migrations_from_many_processes_apply_each_version_once(db_ur
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outputs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outputs]
-    assert sorted(v for out, _ in outputs for v in json.loads(out)) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert sorted(tuple(v) for out, _ in outputs for v in json.loads(out)) == sorted(ALL_MIGRATIONS)
     with open_store(db_url) as s:
-        assert s.applied_migrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        assert s.schema_versions() == VERSIONS
 
 
 # --- enqueue, claim, complete ------------------------------------------------------------------

@@ -2,6 +2,16 @@
 
 Modules: ``model`` (values), ``policy`` (oncebeat.toml), ``importing`` (CSV),
 ``book`` (seeded and Chinook invoice books), ``render`` (Jinja2 + Babel),
-``jobs`` (the scan and send tasks), ``service`` (database operations and reports),
+``tasks`` (the scan and send tasks), ``service`` (database operations and reports),
 ``demo`` (the main job, end to end).
+
+The app owns its SQL: ``reminders/sql/<backend>/`` holds its queries and its own migration line
+(``customers``, ``invoices``, ``reminders``, ``stripe_events``), registered here on import as :data:`SQL`,
+so ``migrate`` creates those tables only where the reminder app is installed.
 """
+
+from ..store.sqlfiles import SqlLine, register_line
+
+#: The reminder app's SQL line; ``legacy`` maps oncebeat 0.1's single numbering to this line's versions.
+SQL = SqlLine("reminders", __name__, legacy=((2, 1), (6, 2), (7, 3), (8, 4), (9, 5)))
+register_line(SQL)

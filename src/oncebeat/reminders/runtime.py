@@ -10,23 +10,22 @@ Environment (12-factor):
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..app import App
-from ..errors import ConfigError, StoreError
+from ..deploy import DEFAULT_DATABASE_URL, load_app, open_store_for
+from ..deploy import database_url as deployment_url
+from ..errors import ConfigError
 from ..mail import Mailer
-from ..store import Store, open_store
+from ..store import Store
 from ..timebase import Clock, SystemClock
 from .policy import Policy, load_policy
 from .service import ReminderService
 from .tasks import build_app
 
 __all__ = ["Runtime", "load_runtime", "load_app", "DEFAULT_DATABASE_URL"]
-
-DEFAULT_DATABASE_URL = "sqlite:///oncebeat.db"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -44,25 +43,6 @@ class Runtime:
         self.store.close()
 
 
-def load_app(spec: str) -> App:
-    """Import ``module:attribute`` and return that :class:`App` (for library users' own tasks).
-
-    Raises:
-        ConfigError: the module or attribute cannot be found, or it is not an App.
-    """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"--app {spec!r}: use the form package.module:app")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"--app {spec!r}: cannot import {module_name!r}: {exc}") from exc
-    app = getattr(module, attr, None)
-    if not isinstance(app, App):
-        raise ConfigError(f"--app {spec!r}: {attr!r} in {module_name} is not an oncebeat.App")
-    return app
-
-
 def load_runtime(*, config: Path | None = None, database_url: str | None = None, smtp_url: str | None = None,
                  need_smtp: bool = False, migrate: bool = True, app: str | None = None,
                  clock: Clock | None = None) -> Runtime:
@@ -77,26 +57,15 @@ def load_runtime(*, config: Path | None = None, database_url: str | None = None,
     """
     config = config or (Path(os.environ["ONCEBEAT_CONFIG"]) if os.environ.get("ONCEBEAT_CONFIG") else None)
     policy = load_policy(config)
-    url = database_url or os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
     smtp = smtp_url or os.environ.get("SMTP_URL")
     if need_smtp and not smtp:
         raise ConfigError("SMTP_URL is not set: workers need it to send reminders, e.g. "
                           "SMTP_URL=smtp://user:password@mail.example.com:587?starttls=true "
                           "(for local testing run `oncebeat mailsink` and use smtp://127.0.0.1:1025)")
     mailer = Mailer(smtp) if smtp else None
-    store = open_store(url, create=migrate)
-    if migrate:
-        store.migrate()
-    elif not store.applied_migrations():
-        store.close()
-        raise StoreError(f"{store.url} has no oncebeat tables; is DATABASE_URL / --db right? "
-                         "(`oncebeat migrate` creates them)")
+    store = open_store_for(deployment_url(database_url), migrate=migrate)
     clock = clock or SystemClock()
     service = ReminderService(store, policy, clock=clock, mailer=mailer)
-    reminders_app = build_app(service)
-    if app:
-        user = load_app(app)
-        for name, task in reminders_app.tasks.items():
-            user.tasks.setdefault(name, task)
-        reminders_app = user
-    return Runtime(store=store, policy=policy, service=service, app=reminders_app, clock=clock, mailer=mailer)
+    # The reminder app is the default app; a library user's --app runs instead of it, not merged with it.
+    registry = load_app(app) if app else build_app(service)
+    return Runtime(store=store, policy=policy, service=service, app=registry, clock=clock, mailer=mailer)

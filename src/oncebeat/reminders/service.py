@@ -202,8 +202,8 @@ class ReminderService:
                       occurrence_id=occurrence_id, now=now)
         pending = sum(1 for r in rows if r["state"] == "pending")
         # Also re-enqueues pending reminders whose send job was discarded (G6: nothing left pending).
-        tx.run("scan_enqueue_sends", queue="default", task=SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS, now=now,
-               **source.params())
+        Queue(self.store, clock=self.clock, source=source).enqueue_select(
+            tx, "pending_send_jobs", task=SEND_TASK, queue="default", max_attempts=SEND_MAX_ATTEMPTS)
         result = ScanResult(business_date=business_date, pending=pending, skipped=len(rows) - pending)
         log.info("scan for %s: %d reminders to send, %d superseded", business_date, result.pending, result.skipped,
                  extra={"event": "reminders.scan", "occurrence_id": occurrence_id})

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..errors import StoreError
 from ..redact import redact_url
+from .sqlfiles import SqlLine, load_queries, registered_lines
 
 __all__ = ["Json", "Store", "Tx", "redact_url", "instant_text"]
 
@@ -61,6 +63,14 @@ class Tx(ABC):
         return rows[0] if rows else None
 
     @abstractmethod
+    def run_with(self, name: str, source: str, /, **params: Any) -> list[dict[str, Any]]:
+        """Execute named query ``name`` with its ``/*source*/`` slot replaced by named query ``source``.
+
+        This is how a layer's statement reads rows another layer's query selects without either writing
+        the other's SQL: e.g. the queue's ``enqueue_select`` inserts one job per row of an app's SELECT.
+        """
+
+    @abstractmethod
     def many(self, name: str, rows: Iterable[Mapping[str, Any]], /) -> None:
         """Execute ``name`` once per parameter mapping in ``rows`` (executemany)."""
 
@@ -83,6 +93,24 @@ class Store(ABC):
     url: str
     before_statement: Callable[[str], None] | None = None
 
+    @property
+    def queries(self) -> dict[str, str]:
+        """Every named query of the registered SQL lines (the engine's, and each imported app's)."""
+        return load_queries(self.backend, registered_lines())
+
+    def query_sql(self, name: str) -> str:
+        """The SQL text of named query ``name``.
+
+        Raises:
+            StoreError: no registered SQL line defines ``name`` (its app was not imported).
+        """
+        try:
+            return self.queries[name]
+        except KeyError:
+            lines = ", ".join(line.name for line in registered_lines())
+            raise StoreError(f"no query named {name!r} in the SQL lines loaded ({lines}); the app that owns it "
+                             "registers its line when imported") from None
+
     @abstractmethod
     def transaction(self, *, bounded: bool = False) -> AbstractContextManager[Tx]:
         """Open a write transaction (SQLite: ``BEGIN IMMEDIATE``); commit on success, roll back on error.
@@ -97,15 +125,27 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def migrate(self, target: int | None = None) -> list[int]:
-        """Apply missing migrations (up to ``target`` if given); return the versions applied.
+    def migrate(self, target: int | None = None, *, lines: tuple[SqlLine, ...] | None = None
+                ) -> list[tuple[str, int]]:
+        """Apply the missing migrations of ``lines`` (default: every registered SQL line, the engine's first).
+
+        Args:
+            target: apply only versions up to this one (upgrade tests; meant with a single line).
+        Returns:
+            ``(line, version)`` of each migration applied, in order.
+        Raises:
+            MigrationError: a statement failed (nothing of this call is applied).
 
         Safe when many processes start at once.
         """
 
     @abstractmethod
-    def applied_migrations(self) -> list[int]:
-        """Versions recorded in ``schema_migrations``."""
+    def schema_versions(self) -> dict[str, list[int]]:
+        """The versions recorded in ``schema_migrations``, per line: ``{"engine": [1, 2, …], …}`` ({} if none)."""
+
+    def applied_migrations(self, line: str = "engine") -> list[int]:
+        """The versions of one line recorded in ``schema_migrations`` (empty for a database never migrated)."""
+        return self.schema_versions().get(line, [])
 
     @abstractmethod
     def table_columns(self) -> dict[str, list[tuple[str, str]]]:

@@ -32,7 +32,7 @@ one set there wins over the default.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -45,7 +45,8 @@ from psycopg_pool import ConnectionPool
 from ..errors import MigrationError, StoreError, TransientStoreError
 from ..redact import remember_secrets, unencoded_password
 from .base import Json, Store, Tx, redact_url
-from .sqlfiles import load_migrations, load_queries, split_statements
+from .migrations import apply_lines, now_utc, versions_by_line
+from .sqlfiles import SqlLine, registered_lines
 
 __all__ = ["PostgresStore"]
 
@@ -109,7 +110,13 @@ class _PgTx(Tx):
         self._conn = conn
 
     def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
-        sql = self._store.queries[name]
+        return self._run(name, self._store.query_sql(name), params)
+
+    def run_with(self, name: str, source: str, /, **params: Any) -> list[dict[str, Any]]:
+        sql = self._store.query_sql(name).replace("/*source*/", self._store.query_sql(source))
+        return self._run(name, sql, params)
+
+    def _run(self, name: str, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         if self._store.before_statement is not None:
             self._store.before_statement(name)
         try:
@@ -119,7 +126,7 @@ class _PgTx(Tx):
             raise _translate(exc, f"query {name}", self._store.url) from exc
 
     def many(self, name: str, rows: Iterable[Mapping[str, Any]], /) -> None:
-        sql = self._store.queries[name]
+        sql = self._store.query_sql(name)
         if self._store.before_statement is not None:
             self._store.before_statement(name)
         try:
@@ -168,7 +175,6 @@ class PostgresStore(Store):
         query = urlencode(options, quote_via=quote)  # %20, not '+': libpq decodes only %XX
         conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
         kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
-        self.queries = load_queries("postgres")
         self._conninfo = conninfo
         self._kwargs = kwargs
         try:  # one direct connection first: its error says what is wrong (the pool's only says "timeout")
@@ -197,37 +203,45 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             raise _translate(exc, "transaction", self.url) from exc
 
-    def migrate(self, target: int | None = None) -> list[int]:
-        applied: list[int] = []
+    def migrate(self, target: int | None = None, *, lines: tuple[SqlLine, ...] | None = None
+                ) -> list[tuple[str, int]]:
         try:
             with psycopg.connect(self._conninfo, **self._kwargs) as conn, conn.transaction():
+
+                def execute(sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+                    cur = conn.execute(sql.replace("?", "%s"), tuple(params))
+                    return list(cur.fetchall()) if cur.description else []
+
+                def run_statement(statement: str) -> None:  # a migration's literal % is not a parameter
+                    conn.execute(statement.replace("%", "%%"))
+
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 if self.schema:
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations "
-                    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-                )
-                done = {r["version"] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
-                for version, name, sql in load_migrations("postgres"):
-                    if version in done:
-                        continue
-                    if target is not None and version > target:
-                        break
-                    for statement in split_statements(sql):
-                        conn.execute(statement.replace("%", "%%"))
-                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
-                    applied.append(version)
+                applied = apply_lines(execute, backend="postgres",
+                                      lines=lines if lines is not None else registered_lines(),
+                                      columns=self._migration_columns(conn), now=now_utc(), target=target,
+                                      run_statement=run_statement)
         except psycopg.Error as exc:
             raise MigrationError(redact_url(f"migrating {self.url}: {exc}")) from exc
         return applied
 
-    def applied_migrations(self) -> list[int]:
+    @staticmethod
+    def _migration_columns(conn: psycopg.Connection[Any]) -> list[str]:
+        rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                            "AND table_name = 'schema_migrations'").fetchall()
+        return [r["column_name"] for r in rows]
+
+    def schema_versions(self) -> dict[str, list[int]]:
         with self.transaction() as tx:
-            try:
-                return [r["version"] for r in tx.execute("SELECT version FROM schema_migrations ORDER BY version")]
-            except StoreError:
-                return []
+            columns = [r["column_name"] for r in tx.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = 'schema_migrations'")]
+            if not columns:
+                return {}
+            if "line" not in columns:  # 0.1's single numbering, not converted yet
+                return {"": [r["version"] for r in tx.execute("SELECT version FROM schema_migrations")]}
+            return versions_by_line(tx.execute("SELECT line, version FROM schema_migrations"))
 
     def table_columns(self) -> dict[str, list[tuple[str, str]]]:
         with self.transaction() as tx:

@@ -17,7 +17,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -25,9 +25,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import MigrationError, StoreError, TransientStoreError
-from ..timebase import SystemClock
 from .base import Json, Store, Tx, instant_text, redact_url
-from .sqlfiles import load_migrations, load_queries, split_statements
+from .migrations import apply_lines, now_utc, versions_by_line
+from .sqlfiles import SqlLine, registered_lines
 
 __all__ = ["SqliteStore"]
 
@@ -76,7 +76,13 @@ class _SqliteTx(Tx):
         self._conn = conn
 
     def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
-        sql = self._store.queries[name]
+        return self._run(name, self._store.query_sql(name), params)
+
+    def run_with(self, name: str, source: str, /, **params: Any) -> list[dict[str, Any]]:
+        sql = self._store.query_sql(name).replace("/*source*/", self._store.query_sql(source))
+        return self._run(name, sql, params)
+
+    def _run(self, name: str, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         if self._store.before_statement is not None:
             self._store.before_statement(name)
         try:
@@ -86,7 +92,7 @@ class _SqliteTx(Tx):
             raise _translate(exc, f"query {name}") from exc
 
     def many(self, name: str, rows: Iterable[Mapping[str, Any]], /) -> None:
-        sql = self._store.queries[name]
+        sql = self._store.query_sql(name)
         if self._store.before_statement is not None:
             self._store.before_statement(name)
         try:
@@ -143,7 +149,6 @@ class SqliteStore(Store):
                 raise StoreError(f"no database at {path!r} ({self.url}); check DATABASE_URL / --db, or create it "
                                  "with `oncebeat migrate`")
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.queries = load_queries("sqlite")
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -206,28 +211,19 @@ class SqliteStore(Store):
                 conn.execute("ROLLBACK")
             raise _translate(exc, "commit") from exc
 
-    def migrate(self, target: int | None = None) -> list[int]:
-        applied: list[int] = []
+    def migrate(self, target: int | None = None, *, lines: tuple[SqlLine, ...] | None = None
+                ) -> list[tuple[str, int]]:
         conn = self._connect()
+
+        def execute(sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+            return list(conn.execute(sql, tuple(params)).fetchall())
+
         try:
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
-            )
-            done = {r["version"] for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
-            for version, name, sql in load_migrations("sqlite"):
-                if version in done:
-                    continue
-                if target is not None and version > target:
-                    break
-                for statement in split_statements(sql):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                    (version, name, _ts_to_text(SystemClock().now())),
-                )
-                applied.append(version)
+            columns = [r["name"] for r in conn.execute("PRAGMA table_info(schema_migrations)")]
+            applied = apply_lines(execute, backend="sqlite", lines=lines if lines is not None else registered_lines(),
+                                  columns=columns,
+                                  now=_ts_to_text(now_utc()), target=target)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
@@ -235,12 +231,15 @@ class SqliteStore(Store):
             raise MigrationError(f"migrating {self.path}: {exc}") from exc
         return applied
 
-    def applied_migrations(self) -> list[int]:
+    def schema_versions(self) -> dict[str, list[int]]:
         conn = self._connect()
         try:
-            return [r["version"] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+            columns = [r["name"] for r in conn.execute("PRAGMA table_info(schema_migrations)")]
+            if columns and "line" not in columns:  # 0.1's single numbering, not converted yet
+                return {"": [r["version"] for r in conn.execute("SELECT version FROM schema_migrations")]}
+            return versions_by_line(conn.execute("SELECT line, version FROM schema_migrations").fetchall())
         except sqlite3.OperationalError:
-            return []
+            return {}
 
     def table_columns(self) -> dict[str, list[tuple[str, str]]]:
         conn = self._connect()

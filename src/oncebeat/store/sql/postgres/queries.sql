@@ -393,3 +393,16 @@ SELECT * FROM effects WHERE job_id = :job_id ORDER BY started_at, key;
 
 -- name: events_of_subject
 SELECT * FROM events WHERE subject = :subject ORDER BY id DESC LIMIT :limit;
+
+-- name: enqueue_select
+-- One job per row of another layer's named SELECT, put at the source slot by Tx.run_with: columns args (a JSON
+-- object), unique_key (or NULL), occurrence_id (or NULL). A row whose unique key an unfinished job holds is skipped.
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT CAST(:queue AS text), CAST(:task AS text), CAST(s.args AS jsonb), 'available', CAST(:priority AS integer),
+       CAST(:max_attempts AS integer), CAST(:now AS timestamptz), s.unique_key, s.occurrence_id,
+       CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
+       CAST(:src_version AS text), CAST(:now AS timestamptz)
+FROM (/*source*/) AS s
+ON CONFLICT DO NOTHING
+RETURNING id;

@@ -392,3 +392,15 @@ SELECT * FROM effects WHERE job_id = :job_id ORDER BY started_at, key;
 
 -- name: events_of_subject
 SELECT * FROM events WHERE subject = :subject ORDER BY id DESC LIMIT :limit;
+
+-- name: enqueue_select
+-- One job per row of another layer's named SELECT, put at the source slot by Tx.run_with: columns args (a JSON
+-- object), unique_key (or NULL), occurrence_id (or NULL). A row whose unique key an unfinished job holds is skipped.
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT :queue, :task, s.args, 'available', :priority, :max_attempts, :now, s.unique_key, s.occurrence_id,
+       :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
+FROM (/*source*/) AS s
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING id;

@@ -1,4 +1,4 @@
--- 0001: engine tables: schedules, occurrence ledger, jobs, effects, processes, audit events.
+-- engine 0001: engine tables: schedules, occurrence ledger, jobs, effects, processes, audit events.
 -- Instants are timestamptz (stored in UTC).
 
 CREATE TABLE schedules (

@@ -1,4 +1,4 @@
--- 0001: engine tables: schedules, occurrence ledger, jobs, effects, processes, audit events.
+-- engine 0001: engine tables: schedules, occurrence ledger, jobs, effects, processes, audit events.
 -- Instants are TIMESTAMPTZ text in UTC ("2026-03-08T14:00:00.000000Z"): fixed width, so text order is time order.
 
 CREATE TABLE schedules (

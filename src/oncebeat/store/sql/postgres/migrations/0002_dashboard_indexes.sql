@@ -1,4 +1,4 @@
--- 0003: indexes for the dashboard's pages and the /metrics scrape (each answers from an index,
+-- engine 0002 (0.1's 0003): indexes for the dashboard's pages and the /metrics scrape (each answers from an index,
 -- whatever the size of the history).
 
 -- Unfinished jobs per queue and state (the jobs gauge, the overview): reads only unfinished work.

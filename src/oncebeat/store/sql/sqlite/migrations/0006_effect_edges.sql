@@ -1,4 +1,4 @@
--- 0011: the effect ledger's edges (issue 9).
+-- engine 0006 (0.1's 0011): the effect ledger's edges (issue 9).
 -- effects.no_return_at: when the holder passed its point of no return (NULL: nothing has left yet, so a holder
 -- that died before it is retried, not doubted). effects.frozen: the effect's input (e.g. the rendered message)
 -- frozen at its first attempt and used by every retry or approved resend. Jobs may end 'in_doubt': the handler

@@ -1,4 +1,4 @@
--- Queries of the overdue-invoice domain (SQLite). Same names as postgres/reminders.sql.
+-- Queries of the overdue-invoice domain (PostgreSQL). Same names as sqlite/reminders.sql.
 
 -- name: upsert_customer
 INSERT INTO customers (email, name, locale, tz) VALUES (:email, :name, :locale, :tz)
@@ -13,29 +13,29 @@ VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :curr
 ON CONFLICT (number) DO UPDATE SET
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
     issued_on = excluded.issued_on, due_on = excluded.due_on,
-    status = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT :reopen
-                 AND (:status_on IS NULL OR invoices.paid_on IS NULL
-                      OR :status_on <= invoices.paid_on)
+    status = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT CAST(:reopen AS BOOLEAN)
+                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL
+                      OR CAST(:status_on AS DATE) <= invoices.paid_on)
              THEN invoices.status ELSE excluded.status END,
-    paid_on = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT :reopen
-                 AND (:status_on IS NULL OR invoices.paid_on IS NULL
-                      OR :status_on <= invoices.paid_on)
+    paid_on = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT CAST(:reopen AS BOOLEAN)
+                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL
+                      OR CAST(:status_on AS DATE) <= invoices.paid_on)
               THEN invoices.paid_on ELSE excluded.paid_on END,
     paid_at = CASE WHEN excluded.status = 'paid' AND invoices.status <> 'paid' THEN excluded.updated_at
                    WHEN excluded.status = 'paid' THEN invoices.paid_at
-                   WHEN invoices.status = 'paid' AND NOT :reopen
-                 AND (:status_on IS NULL OR invoices.paid_on IS NULL
-                      OR :status_on <= invoices.paid_on)
+                   WHEN invoices.status = 'paid' AND NOT CAST(:reopen AS BOOLEAN)
+                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL
+                      OR CAST(:status_on AS DATE) <= invoices.paid_on)
                    THEN invoices.paid_at
                    ELSE NULL END,
     updated_at = excluded.updated_at;
 
 -- name: invoice_states
 -- Status and payment date of the invoices with these numbers (what an import is about to change).
-SELECT number, status, paid_on, issued_on FROM invoices WHERE number IN (SELECT value FROM json_each(:numbers));
+SELECT number, status, paid_on, issued_on FROM invoices WHERE number = ANY(CAST(:numbers AS text[]));
 
 -- name: existing_invoice_numbers
-SELECT number FROM invoices WHERE number IN (SELECT value FROM json_each(:numbers));
+SELECT number FROM invoices WHERE number = ANY(CAST(:numbers AS text[]));
 
 -- name: mark_paid
 UPDATE invoices SET status = 'paid', paid_on = :paid_on, paid_at = :now, updated_at = :now
@@ -50,15 +50,15 @@ RETURNING id;
 -- collapse = "highest": only the highest newly-due stage of an invoice is pending; lower ones that became
 -- due at the same time are recorded skipped (superseded).
 WITH stages AS (
-    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
-           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
-    FROM json_each(:stages)
+    SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
+           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
+    FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), due AS (
     SELECT i.id AS invoice_id, s.stage, s.business_date
-    FROM invoices i INDEXED BY invoices_open_due
+    FROM invoices i
     JOIN stages s ON i.due_on <= s.cutoff
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
-    WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+    WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
 ), top AS (
     SELECT invoice_id, MAX(stage) AS top_stage FROM due GROUP BY invoice_id
@@ -68,9 +68,8 @@ SELECT d.invoice_id, d.stage,
        CASE WHEN d.stage = t.top_stage THEN 'pending' ELSE 'skipped' END,
        CASE WHEN d.stage = t.top_stage THEN NULL
             ELSE 'superseded: stage ' || t.top_stage || ' became due at the same time' END,
-       :occurrence_id, d.business_date, :now, :now
+       CAST(:occurrence_id AS bigint), d.business_date, :now, :now
 FROM due d JOIN top t ON t.invoice_id = d.invoice_id
-WHERE true
 ON CONFLICT DO NOTHING
 RETURNING state;
 
@@ -84,14 +83,14 @@ RETURNING state;
 -- has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
 -- (stage - previous stage) days after the previous stage's business date. Nothing is recorded superseded.
 WITH stages AS (
-    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
-           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
-    FROM json_each(:stages)
+    SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
+           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
+    FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), open_due AS (
     SELECT i.id AS invoice_id, i.due_on, i.customer_id,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
-    FROM invoices i INDEXED BY invoices_open_due
-    WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+    FROM invoices i
+    WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
 ), nxt AS (
     SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
     FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
@@ -101,37 +100,33 @@ WITH stages AS (
 ), ready AS (
     SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
+    WHERE n.last_stage IS NULL OR p.business_date + (n.stage - n.last_stage) <= n.business_date
 )
 INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
-SELECT invoice_id, stage, 'pending', NULL, :occurrence_id, business_date, :now, :now
+SELECT invoice_id, stage, 'pending', NULL, CAST(:occurrence_id AS bigint), business_date, :now, :now
 FROM ready
-WHERE true
 ON CONFLICT DO NOTHING
 RETURNING state;
 
--- name: scan_enqueue_sends
--- Every pending reminder without an unfinished send job gets one (the unique key skips the others), so a
--- reminder whose job was discarded (e.g. its worker died on the last attempt) is retried by the next scan.
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
-                  source_kind, source_host, source_pid, source_name, source_version, created_at)
-SELECT :queue, :task, json_object('reminder_id', r.id), 'available', 0, :max_attempts, :now,
-       'reminder:' || r.id, r.occurrence_id, :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
+-- name: pending_send_jobs
+-- The send job of every pending reminder (Queue.enqueue_select inserts them; the unique key skips a reminder
+-- whose send job is unfinished), so a reminder whose job was discarded (e.g. its worker died on the last
+-- attempt) is retried by the next scan.
+SELECT jsonb_build_object('reminder_id', r.id) AS args, 'reminder:' || r.id::text AS unique_key, r.occurrence_id
 FROM reminders r
-WHERE r.state = 'pending'
-ON CONFLICT DO NOTHING;
+WHERE r.state = 'pending';
 
 -- name: preview_due
 -- What scan_insert_reminders would create (nothing written): per invoice its top stage.
 WITH stages AS (
-    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
-           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
-    FROM json_each(:stages)
+    SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
+           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
+    FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), due AS (
     SELECT i.id AS invoice_id, s.stage
     FROM invoices i JOIN stages s ON i.due_on <= s.cutoff
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
-    WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+    WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
 )
 SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, MAX(d.stage) AS stage,
@@ -143,14 +138,14 @@ ORDER BY i.due_on, i.number;
 -- name: preview_next_due
 -- What scan_insert_next_reminders would create (nothing written).
 WITH stages AS (
-    SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
-           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
-    FROM json_each(:stages)
+    SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
+           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
+    FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), open_due AS (
     SELECT i.id AS invoice_id, i.due_on, i.customer_id,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
-    FROM invoices i INDEXED BY invoices_open_due
-    WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+    FROM invoices i
+    WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
 ), nxt AS (
     SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
     FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
@@ -160,7 +155,7 @@ WITH stages AS (
 ), ready AS (
     SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
+    WHERE n.last_stage IS NULL OR p.business_date + (n.stage - n.last_stage) <= n.business_date
 )
 SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, r.stage, 0 AS superseded
 FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
@@ -203,7 +198,7 @@ SELECT currency,
             WHEN d <= 90 THEN '61-90'
             ELSE '90+' END AS bucket,
        SUM(n) AS invoices, SUM(amount) AS amount
-FROM (SELECT currency, CAST(julianday(:as_of) - julianday(due_on) AS INTEGER) AS d, COUNT(*) AS n, SUM(amount_due) AS amount
+FROM (SELECT currency, CAST(:as_of AS date) - due_on AS d, COUNT(*) AS n, SUM(amount_due) AS amount
       FROM invoices WHERE status = 'open' GROUP BY currency, due_on) AS o
 GROUP BY currency, bucket
 ORDER BY currency, bucket;
@@ -266,9 +261,9 @@ RETURNING id;
 -- One of Stripe's forward transitions, only from the statuses that allow it (:from_a, :from_b): a late or
 -- reordered event finds the invoice elsewhere and changes nothing.
 UPDATE invoices SET status = :status, paid_on = :paid_on,
-    paid_at = CASE WHEN :status = 'paid' THEN :now ELSE paid_at END,
+    paid_at = CASE WHEN CAST(:status AS TEXT) = 'paid' THEN CAST(:now AS TIMESTAMPTZ) ELSE paid_at END,
     updated_at = :now
-WHERE number = :number AND status IN (:from_a, :from_b)
+WHERE number = :number AND status IN (CAST(:from_a AS TEXT), CAST(:from_b AS TEXT))
 RETURNING id;
 
 -- name: customer_zones

@@ -1,2 +1,0 @@
--- 0006: the reminder app's dashboard: a customer's invoices (search by email).
-CREATE INDEX invoices_customer ON invoices (customer_id, id);

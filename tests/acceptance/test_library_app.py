@@ -1,0 +1,83 @@
+"""A library user's app (``--app``) runs on the engine alone: engine tables, engine SQL, no reminder app loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from oncebeat.store import open_store
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
+                 "processes", "events"}
+
+LIBAPP = '''
+from pathlib import Path
+
+from oncebeat import App
+
+app = App()
+
+
+@app.task()
+def report(ctx) -> None:
+    # one report per key, however many runs ask for it (a fixed key: the test must not depend on the date)
+    ctx.effect("report:2026-03", lambda: (Path(__file__).parent / "sent.txt").open("a").write("x\\n"))
+
+
+app.schedule("hourly-report", "0 * * * *", tz="Europe/Paris", task="report")
+'''
+
+# Runs one CLI command in this process and reports which oncebeat modules it loaded.
+RUN_AND_REPORT = '''
+import json, sys
+from oncebeat.cli import main
+sys.argv = ["oncebeat", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print(json.dumps({"code": code, "reminders_loaded": sorted(m for m in sys.modules if m.startswith("oncebeat.reminders"))}))
+'''
+
+
+def _cli(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path}"}
+    done = subprocess.run([sys.executable, "-c", RUN_AND_REPORT, *args], cwd=tmp_path, env=env, text=True,
+                          capture_output=True, timeout=300)
+    *output, last = done.stdout.strip().splitlines()
+    return json.loads(last), "\n".join(output) + done.stderr
+
+
+def test_a_library_app_migrates_and_runs_with_engine_tables_only(tmp_path: Path, db_url: str) -> None:
+    (tmp_path / "libapp.py").write_text(LIBAPP, encoding="utf-8")
+    report, out = _cli(tmp_path, "migrate", "--app", "libapp:app", "--db", db_url)
+    assert report == {"code": 0, "reminders_loaded": []}, out
+    assert "applied engine 0001" in out and "reminders" not in out
+    outputs = []
+    for command in (["tick"], ["trigger", "hourly-report"], ["trigger", "hourly-report"], ["worker", "--burst"],
+                    ["schedules"]):
+        report, out = _cli(tmp_path, *command, "--app", "libapp:app", "--db", db_url)
+        assert report == {"code": 0, "reminders_loaded": []}, (command, out)
+        outputs.append(out)
+    assert "burst done: 2 completed" in outputs[3]
+    # two runs asking for the same effect key: it happened once (the effect ledger's answer)
+    assert (tmp_path / "sent.txt").read_text() == "x\n"
+    assert "hourly-report: 0 * * * * in Europe/Paris -> report" in outputs[4]
+    with open_store(db_url) as store:
+        assert set(store.table_columns()) == ENGINE_TABLES
+        assert store.schema_versions().keys() == {"engine"}
+
+
+def test_the_reminder_app_is_the_default_and_adds_its_own_line(tmp_path: Path, db_url: str) -> None:
+    report, out = _cli(tmp_path, "migrate", "--db", db_url)
+    assert report["code"] == 0, out
+    assert "reminders 0001" in out
+    with open_store(db_url) as store:
+        assert {"customers", "invoices", "reminders", "stripe_events"} <= set(store.table_columns())
+        assert store.schema_versions().keys() == {"engine", "reminders"}
