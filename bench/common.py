@@ -374,9 +374,9 @@ def machine_info() -> dict[str, Any]:
         info["redis"] = redis.Redis.from_url(REDIS_URL).info("server").get("redis_version")
     except Exception as exc:  # noqa: BLE001
         info["redis"] = f"unreachable: {exc}"
-    info["packages"] = {d: _version(d) for d in ("oncebeat", "psycopg", "psycopg-pool", "procrastinate", "celery",
-                                                 "kombu", "redis", "rq", "psutil", "pyinstrument", "aiosmtpd",
-                                                 "Jinja2", "babel", "cronsim")}
+    info["packages"] = {d: _version(d) for d in ("oncebeat", "psycopg", "psycopg-pool", "procrastinate", "pgqueuer",
+                                                 "asyncpg", "dbos", "celery", "kombu", "redis", "rq", "psutil",
+                                                 "pyinstrument", "aiosmtpd", "Jinja2", "babel", "cronsim")}
     try:
         info["oncebeat_commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                                                  capture_output=True, text=True, check=False).stdout.strip()

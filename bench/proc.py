@@ -14,6 +14,10 @@ Roles:
   ``oncebeat worker`` builds it.
 - ``raw-pg`` / ``raw-sqlite`` — hand-written claim loops (the baseline).
 - ``procrastinate`` / ``rq`` — peer workers in burst mode.
+- ``pgqueuer`` — ``PgQueuer(AsyncpgDriver(conn)).run(batch_size=…)`` until ``stop``.
+- ``dbos`` — a launched DBOS executor (unique ``executor_id``) polling the
+  benchmark's queue until ``stop``; it polls as soon as it is launched, so the
+  benchmark holds it at a table lock until every worker is ready.
 - ``clock`` — :class:`oncebeat.clock.ClockProcess` over many schedules.
 - ``mailsink`` — :class:`oncebeat.mail.MailSink` in its own process.
 """
@@ -309,6 +313,44 @@ def rq_worker(spec: dict[str, Any], ctl: Control) -> None:
     ctl.done()
 
 
+def pgqueuer_worker(spec: dict[str, Any], ctl: Control) -> None:
+    import asyncio
+    from datetime import timedelta
+
+    import asyncpg
+
+    from bench.peers import pgqueuer_app
+
+    async def main() -> None:
+        conn = await asyncpg.connect(spec["conninfo"])
+        pgq = pgqueuer_app(conn)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, ctl.ready)  # the go gate; nothing polls before run()
+        ctl.on_stop(lambda: loop.call_soon_threadsafe(pgq.shutdown.set))
+        kwargs = {"batch_size": spec["batch_size"]} if spec.get("batch_size") else {}
+        await pgq.run(dequeue_timeout=timedelta(seconds=spec.get("dequeue_timeout", 30)), **kwargs)
+        if not conn.is_closed():
+            await conn.close()
+
+    asyncio.run(main())
+    ctl.done()
+
+
+def dbos_worker(spec: dict[str, Any], ctl: Control) -> None:
+    from dbos import DBOS
+
+    from bench.peers import DBOS_APP, DBOS_VERSION, dbos_define
+
+    dbos_define()
+    DBOS(config={"name": DBOS_APP, "system_database_url": spec["url"], "executor_id": f"bench-{os.getpid()}",
+                 "application_version": DBOS_VERSION, "run_migrations": False, "log_level": "WARNING"})
+    DBOS.launch()
+    ctl.ready()
+    ctl.stop.wait()
+    DBOS.destroy(workflow_completion_timeout_sec=0)
+    ctl.done()
+
+
 ROLES: dict[str, Callable[[dict[str, Any], Control], None]] = {
     "oncebeat-worker": oncebeat_worker,
     "reminders-worker": reminders_worker,
@@ -318,6 +360,8 @@ ROLES: dict[str, Callable[[dict[str, Any], Control], None]] = {
     "raw-sqlite": raw_sqlite,
     "procrastinate": procrastinate_worker,
     "rq": rq_worker,
+    "pgqueuer": pgqueuer_worker,
+    "dbos": dbos_worker,
 }
 
 

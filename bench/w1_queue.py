@@ -10,8 +10,8 @@ Per repetition, for every system (interleaved, so machine noise hits all alike):
   that interval is read from the job rows (``min(started_at)`` →
   ``max(finished_at)``); for the raw loops each process reports the monotonic
   time before its first successful claim and after its last commit; for
-  Procrastinate, Celery and RQ (whose start-up we do not control) it is the
-  first to the last handler call seen by :mod:`bench.probe`.
+  Procrastinate, PgQueuer, DBOS, Celery and RQ (whose start-up we do not
+  control) it is the first to the last handler call seen by :mod:`bench.probe`.
 
 Every run uses a fresh PostgreSQL schema (dropped after) or a fresh SQLite
 file. oncebeat workers are ``Worker(app, store, concurrency=1, batch_size=100,
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -33,6 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from bench import probe
 from bench.common import (PG_BASE, REDIS_URL, ROOT, Child, FreshDb, Settings, create_schema, drop_schema, fmt_stat,
@@ -383,6 +385,167 @@ def rq_run(n: int, settings: Settings, *, workers: int, bulk: bool) -> tuple[flo
                       maxrss_kb=max(i["maxrss_kb"] for i in infos))
 
 
+# --------------------------------------------------------------------------- PgQueuer
+
+
+def pgqueuer_run(n: int, settings: Settings, *, workers: int, bulk: bool,
+                 batch_size: int | None) -> tuple[float, Drain]:
+    """Enqueue ``n`` jobs (``Queries.enqueue`` per job, or lists of 100), drain with PgQueuer workers.
+
+    ``batch_size`` None = PgQueuer's default of ``run()`` (10). Tables live in a fresh schema
+    (``PGQUEUER_SCHEMA``, dropped after); the drain is timed from the first to the last handler call.
+    """
+    import asyncio
+
+    from bench.peers import PGQUEUER_ENTRYPOINT, pgqueuer_env
+
+    schema = new_schema("pgq")
+    create_schema(schema)
+    env = pgqueuer_env(schema)
+    try:
+        with _environ(env):
+            from pgqueuer import AsyncpgDriver, Queries
+            from pgqueuer.domain.settings import db_settings
+
+            db_settings.cache_clear()  # PgQueuer reads PGQUEUER_* once per process
+
+            async def fill() -> float:
+                import asyncpg
+
+                conn = await asyncpg.connect(libpq_url(PG_BASE))
+                try:
+                    q = Queries(AsyncpgDriver(conn))
+                    await q.install(create_schema=False)
+                    t = time.perf_counter()
+                    if bulk:
+                        for start in range(0, n, BULK):
+                            k = min(BULK, n - start)
+                            await q.enqueue([PGQUEUER_ENTRYPOINT] * k, [None] * k, [0] * k)
+                    else:
+                        for _ in range(n):
+                            await q.enqueue(PGQUEUER_ENTRYPOINT, None)
+                    return n / (time.perf_counter() - t)
+                finally:
+                    await conn.close()
+
+            enq = asyncio.run(fill())
+            db_settings.cache_clear()
+        pdir = probe_dir(settings)
+        spec = {"conninfo": libpq_url(PG_BASE), "batch_size": batch_size}
+        kids = start_children("pgqueuer", [spec] * workers, env={**_env(pdir), **env}, logdir=settings.tmp / "logs")
+        return enq, _probe_drain(kids, pdir, n, "pgqueuer")
+    finally:
+        drop_schema(schema)
+
+
+class _environ:
+    """Set environment variables for a block (PgQueuer's settings come from the environment)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for k, v in self.env.items():
+            self.saved[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def __exit__(self, *exc: object) -> None:
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _probe_drain(kids: list[Child], pdir: Path, n: int, what: str, release: Any = None) -> Drain:
+    """Release ``kids`` (and the start gate ``release``), wait until ``n`` handlers ran, stop them."""
+    try:
+        t0 = time.monotonic()
+        for k in kids:
+            k.go()
+        if release is not None:
+            release()
+        wait_until(lambda: probe.read(pdir).count >= n, timeout=_timeout(n), children=kids, what=what)
+        wall = time.monotonic() - t0
+        for k in kids:
+            k.stop()
+        infos = [k.finish() for k in kids]
+    except BaseException:
+        for k in kids:
+            k.kill()
+        raise
+    tot = probe.read(pdir)
+    if tot.count != n:
+        raise RuntimeError(f"{what}: {tot.count} handler calls for {n} jobs")
+    return Drain(jobs=n, seconds=tot.span or float("nan"), wall=wall, cpu=sum(i["work_cpu"] for i in infos),
+                 maxrss_kb=max(i["maxrss_kb"] for i in infos))
+
+
+# --------------------------------------------------------------------------- DBOS
+
+DBOS_WORKER_CONCURRENCY = 100
+DBOS_POLLING_INTERVAL = 0.01
+
+
+def dbos_run(n: int, settings: Settings, *, workers: int, bulk: bool) -> tuple[float, Drain]:
+    """Enqueue ``n`` no-op workflows on a DBOS queue, then drain them with ``workers`` DBOS executors.
+
+    A fresh system database per run (created here, migrated with ``dbos migrate``, dropped after).
+    Enqueue: ``DBOSClient.enqueue`` per workflow, or ``enqueue_in_transaction`` 100 per transaction
+    (DBOS has no batch enqueue call). Executors poll as soon as they launch, so the benchmark holds an
+    ``EXCLUSIVE`` lock on ``dbos.workflow_status`` (their claim's ``FOR UPDATE`` waits; reads do not)
+    until all of them are ready, then releases it: the start gate.
+    """
+    import psycopg
+    import sqlalchemy as sa
+    from dbos import DBOSClient
+
+    from bench.peers import DBOS_APP, DBOS_QUEUE, DBOS_VERSION, DBOS_WORKFLOW
+
+    dbname = f"bench_dbos_{secrets.token_hex(3)}"
+    parts = urlsplit(libpq_url(PG_BASE))
+    url = urlunsplit((parts.scheme, parts.netloc, f"/{dbname}", parts.query, ""))
+    with pg_connect() as c:
+        c.execute(f'CREATE DATABASE "{dbname}"')
+    client = None
+    try:
+        exe = shutil.which("dbos") or str(Path(sys.executable).with_name("dbos"))
+        subprocess.run([exe, "migrate", "-s", url], check=True, capture_output=True, cwd=ROOT)
+        client = DBOSClient(system_database_url=url, application_name=DBOS_APP)
+        client.register_queue(DBOS_QUEUE, worker_concurrency=DBOS_WORKER_CONCURRENCY,
+                              polling_interval_sec=DBOS_POLLING_INTERVAL, application_name=DBOS_APP)
+        opts: Any = {"workflow_name": DBOS_WORKFLOW, "queue_name": DBOS_QUEUE, "app_version": DBOS_VERSION}
+        t = time.perf_counter()
+        if bulk:
+            engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+            try:
+                for start in range(0, n, BULK):
+                    with engine.begin() as conn:
+                        for _ in range(min(BULK, n - start)):
+                            client.enqueue_in_transaction(conn, opts)
+            finally:
+                engine.dispose()
+        else:
+            for _ in range(n):
+                client.enqueue(opts)
+        enq = n / (time.perf_counter() - t)
+        gate = psycopg.connect(url)
+        try:
+            gate.execute("LOCK TABLE dbos.workflow_status IN EXCLUSIVE MODE")
+            pdir = probe_dir(settings)
+            kids = start_children("dbos", [{"url": url}] * workers, env=_env(pdir), logdir=settings.tmp / "logs")
+            drain = _probe_drain(kids, pdir, n, "dbos", release=gate.commit)
+        finally:
+            gate.close()
+        return enq, drain
+    finally:
+        if client is not None:
+            client.destroy()
+        with pg_connect() as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
 # --------------------------------------------------------------------------- the workload
 
 # (key, label) of the rows of the tables, in order.
@@ -401,6 +564,9 @@ ROWS = [
     ("ob_sqlite_b1000", "oncebeat SQLite, batch 1000"),
     ("ob_sqlite_cli", "oncebeat SQLite, CLI defaults (concurrency 4, batch 40)"),
     ("ob_sqlite_loop", "oncebeat SQLite, `run_batch()` loop, batch 100"),
+    ("pgqueuer_b10", "PgQueuer, async entrypoint, `run()` default batch_size (10)"),
+    ("pgqueuer_b100", "PgQueuer, async entrypoint, `run(batch_size=100)`"),
+    ("dbos", "DBOS queue, workflow + step (`worker_concurrency` 100; 1 worker: peer jobs)"),
     ("procrastinate", "Procrastinate, async task"),
     ("celery", "Celery + Redis broker (prefork pool of 1 / 2)"),
     ("rq", "RQ `SimpleWorker`"),
@@ -462,6 +628,21 @@ def one_rep(settings: Settings, rep: int) -> dict[str, dict[str, Any]]:
             put(f"{tag}_{vkey}", w2=d.as_dict())
             log(f"  {tag}_{vkey}: 2 workers {d.rate:,.0f} jobs/s")
 
+    for key, batch_size in (("pgqueuer_b10", None), ("pgqueuer_b100", 100)):
+        if not _want(settings, key):
+            continue
+        for workers, bulk in ((1, False), (2, True)):
+            enq, d = pgqueuer_run(n, settings, workers=workers, bulk=bulk, batch_size=batch_size)
+            put(key, **({"bulk100": enq} if bulk else {"enqueue": enq}), **{f"w{workers}": d.as_dict()})
+            log(f"  {key}: enqueue{'(lists of 100)' if bulk else ''} {enq:,.0f}/s, "
+                f"{workers} worker(s) {d.rate:,.0f} jobs/s")
+    if _want(settings, "dbos"):
+        # 1 worker drains the peer job count (DBOS drains a few hundred jobs/s here); 2 workers drain n.
+        for workers, bulk, jobs in ((1, False, p), (2, True, n)):
+            enq, d = dbos_run(jobs, settings, workers=workers, bulk=bulk)
+            put("dbos", **({"bulk100": enq} if bulk else {"enqueue": enq}), **{f"w{workers}": d.as_dict()})
+            log(f"  dbos: enqueue{'_in_transaction(100)' if bulk else ''} {enq:,.0f}/s, "
+                f"{workers} worker(s) {d.rate:,.0f} jobs/s ({jobs:,} jobs)")
     if _want(settings, "procrastinate"):
         for workers, bulk in ((1, False), (2, True)):
             enq, d = procrastinate_run(p, settings, workers=workers, bulk=bulk)
