@@ -4,7 +4,8 @@ Layer rule: this package uses only the stdlib, aiosmtpd, :mod:`oncebeat.errors`,
 :mod:`oncebeat.timebase` and the telemetry seam of :mod:`oncebeat.telemetry`.
 
 * :func:`build_message` / :func:`make_message_id` — safe message construction
-  (no header injection, non-ASCII names, deterministic ``Message-ID``).
+  (no header injection, non-ASCII names, deterministic ``Message-ID``);
+  :func:`build_message_bytes` — the same message as bytes, assembled directly.
 * :class:`Mailer` / :func:`parse_smtp_url` — delivery over ``SMTP_URL`` with
   connection reuse; 4xx/network -> ``TransientMailError``, 5xx ->
   ``PermanentMailError``; passwords are never shown.
@@ -18,6 +19,7 @@ from .message import (
     RESERVED_HEADERS,
     address_problem,
     build_message,
+    build_message_bytes,
     idna_domain,
     make_message_id,
     parse_address,
@@ -45,6 +47,7 @@ __all__ = [
     "StoredMessage",
     "address_problem",
     "build_message",
+    "build_message_bytes",
     "count_by_header",
     "idna_domain",
     "make_message_id",

@@ -47,11 +47,13 @@ Example::
 
 from __future__ import annotations
 
+import binascii
 import email.policy
 import email.utils
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
@@ -62,6 +64,7 @@ from oncebeat.timebase import SystemClock, require_aware
 
 __all__ = [
     "build_message",
+    "build_message_bytes",
     "make_message_id",
     "parse_address",
     "address_problem",
@@ -297,6 +300,37 @@ def _check_message_id(message_id: str) -> str:
     return message_id
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """The validated, sanitised header values of one message (shared by both builders)."""
+
+    sender: Address
+    to: Address
+    reply_to: Address | None
+    subject: str
+    date: str
+    message_id: str
+    extra: list[tuple[str, str]]
+
+
+def _prepare(*, sender: str | Address, to: str | Address, subject: str, message_id: str,
+             reply_to: str | Address | None, headers: Mapping[str, str] | None, date: datetime | None) -> _Prepared:
+    from_addr = parse_address(sender, field="sender")
+    to_addr = parse_address(to, field="to", deliverable=True)
+    when = require_aware(date, "date") if date is not None else SystemClock().now()
+    extra: list[tuple[str, str]] = []
+    for name, value in (headers or {}).items():
+        if not _HEADER_NAME.match(name):
+            raise ValueError(f"headers: {name!r} is not a valid header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"headers: {name!r} is set by build_message and cannot be overridden")
+        extra.append((name, sanitize_header_text(str(value))))
+    return _Prepared(sender=from_addr, to=to_addr,
+                     reply_to=parse_address(reply_to, field="reply_to") if reply_to is not None else None,
+                     subject=sanitize_header_text(subject), date=email.utils.format_datetime(when),
+                     message_id=_check_message_id(message_id), extra=extra)
+
+
 def build_message(
     *,
     sender: str | Address,
@@ -337,26 +371,17 @@ def build_message(
         ValueError: An address or the message id is invalid, a header name is
             invalid or reserved, or ``date`` is naive.
     """
-    from_addr = parse_address(sender, field="sender")
-    to_addr = parse_address(to, field="to", deliverable=True)
-    when = require_aware(date, "date") if date is not None else SystemClock().now()
-    extra: list[tuple[str, str]] = []
-    for name, value in (headers or {}).items():
-        if not _HEADER_NAME.match(name):
-            raise ValueError(f"headers: {name!r} is not a valid header name")
-        if name.lower() in RESERVED_HEADERS:
-            raise ValueError(f"headers: {name!r} is set by build_message and cannot be overridden")
-        extra.append((name, sanitize_header_text(str(value))))
-
+    p = _prepare(sender=sender, to=to, subject=subject, message_id=message_id, reply_to=reply_to, headers=headers,
+                 date=date)
     msg = EmailMessage(policy=email.policy.SMTP)
-    msg["From"] = from_addr
-    msg["To"] = to_addr
-    if reply_to is not None:
-        msg["Reply-To"] = parse_address(reply_to, field="reply_to")
-    msg["Subject"] = sanitize_header_text(subject)
-    msg["Date"] = email.utils.format_datetime(when)
-    msg["Message-ID"] = _check_message_id(message_id)
-    for name, value in extra:
+    msg["From"] = p.sender
+    msg["To"] = p.to
+    if p.reply_to is not None:
+        msg["Reply-To"] = p.reply_to
+    msg["Subject"] = p.subject
+    msg["Date"] = p.date
+    msg["Message-ID"] = p.message_id
+    for name, value in p.extra:
         msg[name] = value
     msg.set_content(text, subtype="plain", cte=_cte(text))
     if html is not None:
@@ -364,6 +389,141 @@ def build_message(
         for part in msg.iter_parts():  # the email package repeats it in the new part
             del part["MIME-Version"]
     return msg
+
+
+def build_message_bytes(
+    *,
+    sender: str | Address,
+    to: str | Address,
+    subject: str,
+    text: str,
+    html: str | None,
+    message_id: str,
+    reply_to: str | Address | None = None,
+    headers: Mapping[str, str] | None = None,
+    date: datetime | None = None,
+) -> bytes:
+    """The message :func:`build_message` builds, as the bytes :func:`~oncebeat.mail.message_bytes` would send.
+
+    Same arguments, validation and header defences as :func:`build_message` (the values go through
+    the same :func:`parse_address` / :func:`sanitize_header_text`), but the RFC 5322 text is
+    assembled directly instead of through :class:`~email.message.EmailMessage`, whose header
+    registry parses and re-folds every header twice (about 1 ms of CPU per reminder against
+    ~0.1 ms here). The result parses to the same headers and bodies; it differs only in layout:
+    non-ASCII header text is sent as whole ``=?utf-8?b?…?=`` encoded-words (at most 75
+    characters each, RFC 2047 §2), lines are folded at spaces before 78 characters, and the
+    MIME boundary is derived from the Message-ID (``=_oncebeat_…``; ``=_`` cannot occur in
+    quoted-printable text). CRLF line endings, ``Bcc`` never present, dots not yet stuffed.
+
+    A mailbox with a non-ASCII local part needs SMTPUTF8 (RFC 6531): such a message is built by
+    :func:`build_message` and serialised by :func:`~oncebeat.mail.message_bytes`, as before.
+
+    Returns:
+        bytes: 7-bit ASCII, e.g. ``b"From: Billing <billing@example.com>\r\nTo: ..."``.
+
+    Raises:
+        ValueError: as :func:`build_message`.
+    """
+    p = _prepare(sender=sender, to=to, subject=subject, message_id=message_id, reply_to=reply_to, headers=headers,
+                 date=date)
+    mailboxes = (p.sender, p.to) if p.reply_to is None else (p.sender, p.to, p.reply_to)
+    if not all(a.username.isascii() for a in mailboxes):
+        from .smtp import message_bytes  # the SMTPUTF8 path stays the email package's
+
+        return message_bytes(build_message(sender=sender, to=to, subject=subject, text=text, html=html,
+                                           message_id=message_id, reply_to=reply_to, headers=headers, date=date))
+    out = [_fold("From", _mailbox_tokens(p.sender)), _fold("To", _mailbox_tokens(p.to))]
+    if p.reply_to is not None:
+        out.append(_fold("Reply-To", _mailbox_tokens(p.reply_to)))
+    out += [_fold("Subject", _text_tokens(p.subject)), f"Date: {p.date}\r\n", f"Message-ID: {p.message_id}\r\n"]
+    out += [_fold(name, _text_tokens(value)) for name, value in p.extra]
+    out.append("MIME-Version: 1.0\r\n")
+    parts = [_text_part("plain", text)] + ([_text_part("html", html)] if html is not None else [])
+    if len(parts) == 1:
+        out.append(parts[0])
+    else:
+        boundary = "=_oncebeat_" + hashlib.sha256(p.message_id.encode("ascii")).hexdigest()[:24]
+        while any(f"--{boundary}" in part for part in parts):  # only a 7bit part can hold it
+            boundary += "_"
+        out.append(f'Content-Type: multipart/alternative;\r\n boundary="{boundary}"\r\n\r\n')
+        for part in parts:
+            out.append(f"--{boundary}\r\n{part}\r\n")  # that CRLF belongs to the next delimiter (RFC 2046)
+        out.append(f"--{boundary}--\r\n")
+    return "".join(out).encode("ascii")
+
+
+_MAX_LINE = 78  # RFC 5322 §2.1.1: lines SHOULD be at most 78 characters (998 is the hard limit)
+_WORD_BYTES = 42  # UTF-8 bytes per encoded-word: base64 56 chars + 12 of "=?utf-8?b?…?=" stays within 75
+
+
+def _encoded_words(value: str) -> list[str]:
+    """``value`` as RFC 2047 base64 encoded-words, split on character boundaries; whitespace between
+    adjacent encoded-words is dropped by decoders, so the words decode to exactly ``value``."""
+    words: list[str] = []
+    chunk = bytearray()
+    for ch in value:
+        b = ch.encode("utf-8", "surrogatepass")
+        if len(chunk) + len(b) > _WORD_BYTES:
+            words.append(f"=?utf-8?b?{binascii.b2a_base64(bytes(chunk), newline=False).decode('ascii')}?=")
+            chunk.clear()
+        chunk += b
+    if chunk:
+        words.append(f"=?utf-8?b?{binascii.b2a_base64(bytes(chunk), newline=False).decode('ascii')}?=")
+    return words
+
+
+def _text_tokens(value: str) -> list[str]:
+    """Tokens of an unstructured value (already sanitised): its space-separated words when it is ASCII
+    and every word fits a line, else encoded-words."""
+    if value.isascii():
+        tokens = value.split(" ")
+        if all(len(t) < 900 for t in tokens):
+            return tokens
+    return _encoded_words(value)
+
+
+def _mailbox_tokens(addr: Address) -> list[str]:
+    """Tokens of one mailbox: an ASCII display name quoted as RFC 5322 needs (``formataddr``), a
+    non-ASCII one as encoded-words, then ``<addr-spec>``."""
+    spec = addr.addr_spec
+    name = addr.display_name
+    if not name:
+        return [spec]
+    if name.isascii() and len(name) < 900:
+        return email.utils.formataddr((name, spec)).split(" ")
+    return [*_encoded_words(name), f"<{spec}>"]
+
+
+def _fold(name: str, tokens: list[str]) -> str:
+    """``Name: token token …`` CRLF-terminated, folded (CRLF + the separating space) before 78 characters.
+
+    Folding only inserts CRLF before an existing space, so unfolding gives back the value."""
+    lines: list[str] = []
+    line = f"{name}:"
+    for token in tokens:
+        if len(line) + 1 + len(token) > _MAX_LINE and line.strip() and line != f"{name}:":
+            lines.append(line)
+            line = " " + token
+        else:
+            line = f"{line} {token}"
+    lines.append(line)
+    return "\r\n".join(lines) + "\r\n"
+
+
+def _text_part(subtype: str, body: str) -> str:
+    """Content-Type, Content-Transfer-Encoding and body of one UTF-8 text part (7bit or quoted-printable)."""
+    body = body.replace("\r\n", "\n").replace("\r", "\n")
+    if not body.endswith("\n"):
+        body += "\n"
+    if _cte(body) == "7bit":
+        encoded = body.replace("\n", "\r\n")
+        cte = "7bit"
+    else:
+        qp = binascii.b2a_qp(body.encode("utf-8", "surrogateescape"), quotetabs=False, istext=True, header=False)
+        encoded = qp.decode("ascii").replace("\n", "\r\n")
+        cte = "quoted-printable"
+    return (f'Content-Type: text/{subtype}; charset="utf-8"\r\nContent-Transfer-Encoding: {cte}\r\n\r\n'
+            f"{encoded}")
 
 
 def _cte(body: str) -> str:

@@ -37,9 +37,8 @@ from ..errors import (
 from ..mail import (
     Mailer,
     address_problem,
-    build_message,
+    build_message_bytes,
     make_message_id,
-    message_bytes,
     parse_address,
     sanitize_header_text,
 )
@@ -243,11 +242,12 @@ class ReminderService:
         if problem is not None:  # no attempt can ever deliver it: failed at once, not retried for hours (G6)
             return self._finish(reminder_id, "failed", f"undeliverable address {r['email']!r}: {problem}")
         rendered, message_id = self._render(r)
-        msg = build_message(sender=self.policy.sender, to=_mailbox(r["name"], r["email"]),
-                            subject=rendered.subject, text=rendered.text, html=rendered.html, message_id=message_id,
-                            reply_to=self.policy.reply_to, date=self.clock.now(),
-                            headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Stage": str(r["stage"]),
-                                     "X-Oncebeat-Reminder": str(reminder_id)})
+        # The RFC 5322 bytes directly (the email package's EmailMessage cost ~1 ms of CPU per reminder).
+        data = build_message_bytes(sender=self.policy.sender, to=_mailbox(r["name"], r["email"]),
+                                   subject=rendered.subject, text=rendered.text, html=rendered.html,
+                                   message_id=message_id, reply_to=self.policy.reply_to, date=self.clock.now(),
+                                   headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Stage": str(r["stage"]),
+                                            "X-Oncebeat-Reminder": str(reminder_id)})
         mailer = self.mailer
         if mailer is None:
             raise Discard("no SMTP_URL configured for this worker")
@@ -274,7 +274,7 @@ class ReminderService:
 
         try:
             ctx.effect(key, deliver, payload={"invoice": r["number"], "stage": r["stage"], "to": r["email"]},
-                       freeze=lambda: message_bytes(msg), marks_point_of_no_return=True,
+                       freeze=lambda: data, marks_point_of_no_return=True,
                        resource=mailer.reserved(), skip=False, on_done=mark_sent)
         except EffectInDoubt as exc:
             return self._finish(reminder_id, "in_doubt", str(exc), message_id=message_id)
