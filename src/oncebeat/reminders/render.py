@@ -74,7 +74,6 @@ An unknown or malformed customer locale falls back to ``en_US``.
 from __future__ import annotations
 
 import re
-import textwrap
 import unicodedata
 from dataclasses import dataclass
 from datetime import date
@@ -282,8 +281,25 @@ def _stage_label(t: NullTranslations, stage: int) -> str:
 
 
 def _wrap(value: str, width: int = 72) -> str:
-    """Wrap one paragraph of plain text at ``width`` columns without splitting words or hyphenated numbers."""
-    return textwrap.fill(" ".join(str(value).split()), width=width, break_long_words=False, break_on_hyphens=False)
+    """Wrap one paragraph of plain text at ``width`` columns without splitting words or hyphenated numbers.
+
+    Greedy, like ``textwrap.fill(…, break_long_words=False, break_on_hyphens=False)`` on the
+    whitespace-collapsed text (a word longer than ``width`` gets a line of its own), at a fifth of its
+    cost: this runs for every paragraph of every reminder.
+    """
+    lines: list[str] = []
+    line = ""
+    for word in str(value).split():
+        if not line:
+            line = word
+        elif len(line) + 1 + len(word) <= width:
+            line = f"{line} {word}"
+        else:
+            lines.append(line)
+            line = word
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
 
 
 class Renderer:
@@ -312,6 +328,11 @@ class Renderer:
         self.templates = templates
         self.company = _one_line(company)
         self._envs: dict[tuple[str, bool], Environment] = {}
+        # Compiled templates per (stage, part, language): looked up once, not per reminder (Jinja would
+        # otherwise resolve the name through the loaders and stat the file on every render). A Renderer
+        # therefore keeps the templates it first loaded; a changed file is read by a new Renderer
+        # (``oncebeat worker`` builds one at start-up).
+        self._templates: dict[tuple[int, str, str], Template] = {}
 
     def _env(self, part: str, language: str = "en") -> Environment:
         """The Jinja environment of ``part`` in ``language``: HTML autoescapes, subject and text do not."""
@@ -325,12 +346,17 @@ class Renderer:
         return env
 
     def _template(self, stage: int, part: str, language: str = "en") -> Template:
+        cached = self._templates.get((stage, part, language))
+        if cached is not None:
+            return cached
         names = template_names(stage, part)
         try:
-            return self._env(part, language).select_template(names)
+            tmpl = self._env(part, language).select_template(names)
         except TemplateError as exc:
             where = getattr(exc, "filename", None) or getattr(exc, "name", None) or " or ".join(names)
             raise ConfigError(f"template {where}: {exc}. Fix the template file.") from exc
+        self._templates[(stage, part, language)] = tmpl
+        return tmpl
 
     def template_path(self, stage: int, part: str) -> str:
         """The file that renders ``part`` of ``stage`` (a user file or a built-in one)."""
