@@ -44,6 +44,9 @@ def parse(argv: list[str]) -> tuple[str, Settings, argparse.Namespace]:
     p.add_argument("--peer-jobs", type=int, help="W1 jobs per run for Procrastinate/Celery/RQ (default 2,000)")
     p.add_argument("--scan-sizes", help="W2 invoice counts, comma separated (default 10000,100000,1000000)")
     p.add_argument("--e2e-reminders", type=int, help="W3 reminders per run (default 1,000)")
+    p.add_argument("--e2e-sink", choices=("discard", "maildir"),
+                   help="W3 sink, one process per worker: discard (aiosmtpd keeping nothing; default) or maildir")
+    p.add_argument("--e2e-workers", help="W3 worker process counts (default 1,2)")
     p.add_argument("--clock-schedules", type=int, help="W4 schedules (default 10,000)")
     p.add_argument("--clock-seconds", type=float, help="W4 window in seconds (default 120)")
     p.add_argument("--clock-modes", help="W4 modes: burst,spread (default both)")
@@ -56,6 +59,7 @@ def parse(argv: list[str]) -> tuple[str, Settings, argparse.Namespace]:
     a = p.parse_args(argv)
     s = Settings.make(reps=a.reps, quick=a.quick, jobs=a.jobs, peer_jobs=a.peer_jobs,
                       scan_sizes=_ints(a.scan_sizes), e2e_reminders=a.e2e_reminders,
+                      e2e_sink=a.e2e_sink, e2e_workers=_ints(a.e2e_workers),
                       clock_schedules=a.clock_schedules, clock_seconds=a.clock_seconds,
                       clock_modes=_strs(a.clock_modes), growth_sizes=_ints(a.growth_sizes),
                       backends=_strs(a.backends), only=_strs(a.only) or ())

@@ -46,6 +46,8 @@ class Settings:
     peer_jobs: int = 2_000  # W1 jobs per run for Procrastinate, Celery and RQ (they drain at ~0.1–1.5k/s here)
     scan_sizes: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     e2e_reminders: int = 1_000
+    e2e_sink: str = "discard"  # W3 SMTP sink per worker: "discard" (aiosmtpd, keeps nothing) or "maildir"
+    e2e_workers: tuple[int, ...] = (1, 2)
     clock_schedules: int = 10_000
     clock_seconds: float = 120.0
     clock_modes: tuple[str, ...] = ("burst", "spread")

@@ -20,6 +20,7 @@ Roles:
   benchmark holds it at a table lock until every worker is ready.
 - ``clock`` — :class:`oncebeat.clock.ClockProcess` over many schedules.
 - ``mailsink`` — :class:`oncebeat.mail.MailSink` in its own process.
+- ``discardsink`` — an aiosmtpd server that accepts and discards (no Maildir).
 """
 
 from __future__ import annotations
@@ -212,6 +213,43 @@ def mailsink(spec: dict[str, Any], ctl: Control) -> None:
     ctl.done(accepted=c.accepted, rejected=c.rejected, connections=c.connections)
 
 
+def discardsink(spec: dict[str, Any], ctl: Control) -> None:
+    """An aiosmtpd server that accepts every message and keeps nothing (W3's sink need not be the ceiling).
+
+    Same SMTP dialogue as :class:`oncebeat.mail.MailSink` (EHLO, SMTPUTF8, 8BITMIME) without writing a
+    Maildir; counts messages and connections.
+    """
+    import socket
+
+    from aiosmtpd.controller import Controller
+
+    class Discard:
+        accepted = 0
+        connections = 0
+
+        async def handle_EHLO(self, server: Any, session: Any, envelope: Any, hostname: str,
+                              responses: list[str]) -> list[str]:
+            Discard.connections += 1
+            session.host_name = hostname
+            return responses
+
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+            Discard.accepted += 1
+            return "250 OK discarded"
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    controller = Controller(Discard(), hostname="127.0.0.1", port=port, enable_SMTPUTF8=True)
+    controller.start()
+    ctl.emit("ready", url=f"smtp://127.0.0.1:{port}")
+    ctl.go.wait()
+    cpu0 = cpu_now()
+    ctl.stop.wait()
+    controller.stop()
+    ctl.done(accepted=Discard.accepted, rejected=0, connections=Discard.connections, sink_cpu=cpu_now() - cpu0)
+
+
 # --------------------------------------------------------------------------- raw loops
 
 
@@ -356,6 +394,7 @@ ROLES: dict[str, Callable[[dict[str, Any], Control], None]] = {
     "reminders-worker": reminders_worker,
     "clock": clock,
     "mailsink": mailsink,
+    "discardsink": discardsink,
     "raw-pg": raw_pg,
     "raw-sqlite": raw_sqlite,
     "procrastinate": procrastinate_worker,

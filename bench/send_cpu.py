@@ -1,0 +1,151 @@
+"""Worker CPU per reminder on the send path: ``python -m bench.send_cpu [--n 1000] [--backend postgres]``.
+
+Two measurements, both in CPU time of this process (not wall time), so that a
+busy shared machine changes them little:
+
+1. **Steps**, warm, per call: rendering (Jinja2 + Babel), the stdlib build
+   (:func:`oncebeat.mail.build_message`, an ``EmailMessage``) and its
+   serialisation (:func:`oncebeat.mail.message_bytes`), the direct builder
+   :func:`oncebeat.mail.message.build_message_bytes` (when the engine under test
+   has it), and the envelope the :class:`~oncebeat.mail.Mailer` reads back from
+   frozen bytes before it sends them.
+2. **Drain**: ``n`` reminder send jobs run in this process by the reminder app as
+   ``oncebeat worker`` builds it (``Worker.run_batch()`` loop, batch 100, a
+   ``Mailer`` keeping its connection) against the SMTP sink in its own process;
+   CPU of this process / ``n`` — everything a worker spends per reminder,
+   database client work included.
+
+To measure the engine before a change, run it against that engine's sources:
+``PYTHONPATH=/path/to/other/checkout/src python -m bench.send_cpu``. Prints one
+JSON object (also written to ``bench/results/<timestamp>-send_cpu.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from typing import Any
+
+from bench.common import FreshDb, Settings, engine_version, start_children, write_json
+
+
+def _cpu_per_call(fn: Callable[[], Any], n: int) -> float:
+    """Microseconds of CPU per call of ``fn`` (best of 3 rounds of ``n`` calls, after one warm-up call)."""
+    fn()
+    best = float("inf")
+    for _ in range(3):
+        t = time.process_time()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.process_time() - t) / n)
+    return best * 1e6
+
+
+def steps(n: int = 300) -> dict[str, float]:
+    """CPU µs per call of each step of one send (a German-locale reminder with a non-ASCII name)."""
+    from email import message_from_bytes
+    from email import policy as email_policy
+
+    import oncebeat.mail.message as message
+    from oncebeat.mail import build_message, make_message_id, message_bytes
+    from oncebeat.mail.smtp import _envelope
+    from oncebeat.reminders.policy import Policy
+    from oncebeat.reminders.render import Renderer
+
+    policy = Policy()
+    renderer = Renderer(policy.templates, company=policy.company)
+
+    def render() -> Any:
+        return renderer.render(invoice_number="536365-3", customer_name="Zoë Müller", customer_locale="de_DE",
+                               currency="GBP", amount_due=13912, due_on=date(2026, 2, 20),
+                               issued_on=date(2026, 1, 21), stage=7, days_past_due=10)
+
+    r = render()
+    args = dict(sender=policy.sender, to="Zoë Müller <c17850@example.com>", subject=r.subject, text=r.text,
+                html=r.html, message_id=make_message_id("reminder:536365-3:7", "example.com"),
+                reply_to=policy.reply_to, date=datetime(2026, 3, 2, 8, tzinfo=UTC),
+                headers={"X-Oncebeat-Invoice": "536365-3", "X-Oncebeat-Stage": "7", "X-Oncebeat-Reminder": "1"})
+    msg = build_message(**args)  # type: ignore[arg-type]
+    frozen = message_bytes(msg)
+    out = {"render": _cpu_per_call(render, n),
+           "build_message (EmailMessage)": _cpu_per_call(lambda: build_message(**args), n),  # type: ignore[arg-type]
+           "message_bytes (serialise it)": _cpu_per_call(lambda: message_bytes(msg), n),
+           "envelope of frozen bytes (Mailer.send)": _cpu_per_call(
+               lambda: _envelope(message_from_bytes(frozen, policy=email_policy.default)), n)}
+    direct = getattr(message, "build_message_bytes", None)
+    if direct is not None:
+        out["build_message_bytes (direct)"] = _cpu_per_call(lambda: direct(**args), n)
+        frozen = direct(**args)
+    reader = getattr(__import__("oncebeat.mail.smtp", fromlist=["x"]), "envelope_of_bytes", None)
+    if reader is not None:
+        out["envelope of frozen bytes (Mailer.send)"] = _cpu_per_call(lambda: reader(frozen), n)
+    out["message size (bytes)"] = float(len(frozen))
+    return out
+
+
+def drain(backend: str, n: int, settings: Settings) -> dict[str, float]:
+    """CPU ms per reminder of this process sending ``n`` reminders (sink in its own process)."""
+    from bench import invoices
+    from bench.w2_scan import BUSINESS_DATE
+    from oncebeat.mail import Mailer
+    from oncebeat.provenance import current_source
+    from oncebeat.reminders.policy import Policy
+    from oncebeat.reminders.service import ReminderService
+    from oncebeat.reminders.tasks import build_app
+    from oncebeat.store import open_store
+    from oncebeat.timebase import SystemClock
+    from oncebeat.worker import Worker
+
+    with FreshDb(backend, "sendcpu", settings) as db:
+        invoices.load_overdue(db, n, BUSINESS_DATE)
+        maildir = settings.tmp / f"maildir-sendcpu-{db.schema or 'sqlite'}"
+        sink = start_children("mailsink", [{"maildir": str(maildir)}], logdir=settings.tmp / "logs")[0]
+        sink.go()
+        try:
+            with open_store(db.url) as store:
+                ReminderService(store, Policy(), clock=SystemClock()).scan(
+                    occurrence_id=1, business_date=BUSINESS_DATE, source=current_source("worker"))
+                mailer = Mailer(sink.ready_info["url"])
+                service = ReminderService(store, Policy(), clock=SystemClock(), mailer=mailer)
+                w = Worker(build_app(service), store, concurrency=1, batch_size=100, lease_seconds=30.0)
+                w.register()
+                cpu, wall = time.process_time(), time.perf_counter()
+                while w.run_batch():
+                    pass
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                w.stop_process()
+                mailer.close()
+        finally:
+            sink.stop()
+            accepted = sink.finish()["accepted"]
+        sent = int(db.query("SELECT count(*) FROM reminders WHERE state = 'sent'")[0][0])
+    if sent != n or accepted != n:
+        raise RuntimeError(f"send_cpu: {sent} sent, {accepted} accepted by the sink; expected {n}")
+    return {"reminders": n, "cpu_ms_per_reminder": cpu / n * 1e3, "reminders_per_s_wall": n / wall}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.send_cpu", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=1000, help="reminders sent in the drain (default 1,000; 0 = steps only)")
+    p.add_argument("--backend", default="postgres", choices=("postgres", "sqlite"))
+    p.add_argument("--reps", type=int, default=3, help="drains (default 3; median reported with all values)")
+    a = p.parse_args(argv)
+    settings = Settings.make(reps=a.reps, quick=False)
+    out: dict[str, Any] = {"engine": engine_version(), "steps_cpu_us": steps()}
+    import oncebeat
+
+    out["oncebeat_from"] = oncebeat.__file__
+    if a.n:
+        runs = [drain(a.backend, a.n, settings) for _ in range(a.reps)]
+        vals = sorted(r["cpu_ms_per_reminder"] for r in runs)
+        out["drain"] = {"backend": a.backend, "runs": runs, "cpu_ms_per_reminder_median": vals[len(vals) // 2]}
+    write_json("send_cpu", out)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
