@@ -29,6 +29,9 @@ Rules, in order, for ``run(key, fn)``:
    operator-approved resend — gets exactly those bytes
    (:attr:`EffectAttempt.frozen`), never a re-rendering. A done key drops them.
 3. A ``done`` key is never run again: its recorded result is returned.
+   Fencing: the claim (and any take-over) is made only while the caller's job attempt still holds its
+   job with an unexpired lease (checked in the claim's transaction); otherwise
+   :class:`~oncebeat.errors.LeaseLost` is raised and nothing is recorded.
 4. A key held (``started``) by a live attempt — same job, same attempt, same
    worker, lease not expired — raises :class:`EffectBusy` (retry later).
 5. A ``started`` key whose holder is dead (lease expired, job re-claimed):
@@ -85,6 +88,7 @@ from .errors import (
     EffectInDoubt,
     EffectKeyConflict,
     EffectOutcomeUnknown,
+    LeaseLost,
     TransientStoreError,
 )
 from .provenance import Source
@@ -199,6 +203,7 @@ class EffectLedger:
             EffectBusy: another live attempt holds the key.
             EffectInDoubt: a dead attempt may have run it; not re-run.
             EffectKeyConflict: same key, different payload (recorded as an ``effect.conflict`` event).
+            LeaseLost: the holder's job attempt no longer holds its job with a live lease (nothing recorded).
             Exception: whatever ``fn`` raised (the key is then recorded ``failed``).
         """
         telemetry.emit("effect.requested", {"key": key})  # a death here claimed nothing: nothing to doubt
@@ -218,6 +223,7 @@ class EffectLedger:
         no_return_at = None if marks else now
         try:
             with self.store.transaction() as tx:
+                self._require_current(tx, key, holder, now)
                 claimed = tx.one("effect_claim", key=key, payload_hash=digest, job_id=holder.job_id,
                                  attempt=holder.attempt, process_id=holder.process_id, now=now,
                                  no_return_at=no_return_at, frozen=frozen, **self.source.params())
@@ -236,6 +242,20 @@ class EffectLedger:
         if claimed and claimed.get("frozen") is not None:
             frozen = bytes(claimed["frozen"])  # the input frozen at the first attempt wins over today's rendering
         return True, self._call(key, fn, holder, self._attempt(key, holder, frozen) if staged else None)
+
+    @staticmethod
+    def _require_current(tx: Tx, key: str, holder: Holder, now: datetime) -> None:
+        """Fencing: refuse to claim ``key`` for a job attempt that no longer holds its job with a live lease.
+
+        Raises:
+            LeaseLost: the job was rescued, re-claimed, finished, or its lease expired.
+        """
+        if holder.job_id is None:
+            return  # an effect run outside a job (API, scripts): no lease to check
+        if tx.one("effect_holder_current", job_id=holder.job_id, attempt=holder.attempt,
+                  worker_id=holder.process_id, now=now) is None:
+            raise LeaseLost(holder.job_id, holder.attempt, f"not starting effect {key!r}: this attempt no longer "
+                            "holds the job with an unexpired lease")
 
     def _attempt(self, key: str, holder: Holder, frozen: bytes | None) -> EffectAttempt:
         return EffectAttempt(key=key, frozen=frozen, _ledger=self, _holder=holder)
@@ -343,6 +363,8 @@ class EffectLedger:
                 now = self.clock.now()
                 taken: dict[str, Any] | None = None
                 with self.store.transaction() as tx:
+                    if outcome == "not_done":
+                        self._require_current(tx, key, holder, now)
                     if outcome == "done":
                         tx.run("effect_finish", key=key, from_state="in_doubt", state="done", result=Json(result),
                                detail="reconciled: it had happened", now=now, job_id=row["job_id"],

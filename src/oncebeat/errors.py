@@ -35,6 +35,22 @@ class MigrationError(StoreError):
     """The schema could not be brought to the current version."""
 
 
+class LeaseLost(OncebeatError):
+    """This worker no longer owns the job it is running (fencing): its lease expired or another attempt holds it.
+
+    Raised before a new effect is claimed (and by the worker before it starts a claimed job) when the job's
+    ``(worker, attempt)`` is no longer the current holder with an unexpired lease, or when the worker's
+    heartbeat has kept failing past its lease (self-fencing). The worker stops that job without recording
+    anything on it: the current holder, or the rescue, owns it now. ``job_id`` and ``attempt`` are kept.
+    """
+
+    def __init__(self, job_id: int | None, attempt: int | None, reason: str) -> None:
+        super().__init__(f"job {job_id} attempt {attempt}: lease lost ({reason}); stopping it without recording "
+                         "anything — the rescue or the current holder owns it now")
+        self.job_id = job_id
+        self.attempt = attempt
+
+
 class EffectError(OncebeatError):
     """Base of effect-ledger errors."""
 

@@ -16,6 +16,12 @@ renewing its lease; :meth:`Queue.rescue` puts the job back (``available``)
 with the lease error recorded, or discards it when attempts are exhausted.
 Every attempt's error is kept in ``errors`` (a JSON list).
 
+Fencing: a lease that has expired is never renewed (:meth:`Queue.extend_leases`
+tells the worker which jobs it still holds), and completing, failing or
+returning a job checks that the worker (and for a failure the attempt) still
+holds it, so a worker that was frozen past its lease records nothing on work
+that has moved on.
+
 Example::
 
     q = Queue(store, clock=SystemClock(), source=current_source("api"))
@@ -219,14 +225,20 @@ class Queue:
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return jobs
 
-    def extend_leases(self, worker_id: int, ids: Sequence[int], *, lease_seconds: float = 30.0) -> None:
-        """Heartbeat: push the leases of ``ids`` (held by ``worker_id``) to now + ``lease_seconds``."""
+    def extend_leases(self, worker_id: int, ids: Sequence[int], *, lease_seconds: float = 30.0) -> dict[int, int]:
+        """Heartbeat and fencing check: renew the leases of ``ids`` still held by ``worker_id`` (now + lease).
+
+        Only a running job whose lease has not expired is renewed: an expired lease belongs to the rescue
+        even before it ran (fencing). Returns ``{job id: attempt}`` of the jobs renewed — the ones this
+        worker still holds; an id missing from it is lost (the caller must not start or go on with it).
+        """
         if not ids:
-            return
+            return {}
         now = self.clock.now()
         with self.store.transaction() as tx:
-            tx.run("extend_leases", worker_id=worker_id, ids=list(ids),
-                   lease_expires_at=now + timedelta(seconds=lease_seconds))
+            rows = tx.run("extend_leases", worker_id=worker_id, ids=list(ids), now=now,
+                          lease_expires_at=now + timedelta(seconds=lease_seconds))
+        return {int(r["id"]): int(r["attempt"]) for r in rows}
 
     def complete(self, worker_id: int, ids: Sequence[int]) -> None:
         """Mark jobs ``completed`` in one statement (only those still running under ``worker_id``)."""

@@ -11,12 +11,18 @@ Events (``data`` keys; seconds are floats, instants aware UTC):
 - ``job.batch_done`` — a worker ran its whole batch and is about to record it: ``worker_id``, ``count``.
 - ``job.failed`` — an attempt failed and was recorded: ``task``, ``queue``, ``attempt``, ``state``
   (``retryable``, ``discarded``, ``lost-lease``), ``kind``.
+- ``job.lost`` — fencing: a worker dropped a job it no longer holds (lease expired, taken over, or the worker
+  fenced itself) without recording anything on it: ``task``, ``queue``, ``attempt``, ``started`` (False: dropped
+  before its handler ran), ``reason``.
+- ``worker.fenced`` — a worker's heartbeats failed up to the end of a lease: it starts no new effect, gives its
+  batch up and claims nothing until a heartbeat gets through: ``worker_id``, ``jobs`` (held).
 - ``job.rescued`` — jobs whose lease expired were put back or discarded: ``count``, ``jobs``
   (``[{"id", "task", "state"}]``).
 - ``job.started`` — a worker starts a claimed job: ``task``, ``queue``, ``attempt``,
   ``latency_seconds`` (from the job's ``run_at`` to the start: claim-to-start latency).
 - ``job.finished`` — its handler returned or raised: ``task``, ``queue``, ``outcome`` (``completed``,
-  ``retry``, ``discard``, ``in_doubt``, ``effect_conflict``, ``busy``, ``error``, ``unknown_task``), ``seconds``
+  ``retry``, ``discard``, ``in_doubt``, ``effect_conflict``, ``busy``, ``error``, ``unknown_task``,
+  ``lease_lost``), ``seconds``
   (run time).
 - ``occurrence.recorded`` — the clock (or an operator) recorded an occurrence: ``schedule``, ``outcome``
   (enqueued, missed, coalesced, paused, manual, backfilled), ``lag_seconds`` (recording instant minus
@@ -57,9 +63,9 @@ __all__ = ["EVENTS", "Handler", "attach", "detach", "emit", "listening", "span"]
 log = logging.getLogger("oncebeat.telemetry")
 
 EVENTS = ("job.claimed", "job.batch_step", "job.batch_done", "job.started", "job.finished", "job.failed",
-          "job.rescued", "occurrence.recorded", "occurrence.duplicate", "effect.requested", "effect.no_return",
-          "effect.performed", "effect.recorded", "mail.connecting", "mail.data", "mail.final_dot", "mail.reply",
-          "reminder.finished")
+          "job.lost", "worker.fenced", "job.rescued", "occurrence.recorded", "occurrence.duplicate",
+          "effect.requested", "effect.no_return", "effect.performed", "effect.recorded", "mail.connecting",
+          "mail.data", "mail.final_dot", "mail.reply", "reminder.finished")
 Handler = Callable[[str, Mapping[str, Any]], None]
 _handlers: dict[str, tuple[Handler, ...]] = {}
 _lock = threading.Lock()

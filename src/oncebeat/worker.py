@@ -6,6 +6,16 @@ Lifecycle:
   and heartbeats: every ``lease_seconds / 3`` it renews the leases of the jobs
   it holds and its own ``heartbeat_at``;
 - rescues jobs whose lease expired (their worker died) every ``rescue_interval``;
+- fencing: before it starts each job of a batch, and before each new effect, it checks that it still
+  holds the job (same attempt, lease not expired; near the lease's end it renews it in the database,
+  or learns it lost it) — a job it lost is dropped without recording anything (``job.lost``);
+  completions are committed within ``complete_within`` seconds (0.5) of a job's end, batched with the
+  next claim when that comes sooner;
+- self-fencing: when its heartbeats have failed up to its lease's end it starts no new effect, gives its
+  batch up and claims nothing until a heartbeat gets through again;
+- every store call of the loop (claim, complete, fail, heartbeat, rescue, return) is retried on a fresh
+  connection after a transient error (a dropped connection, a lock timeout), and a store error that
+  outlasts the retries never ends the worker: the job's lease runs out and the rescue puts it back;
 - on SIGTERM/SIGINT it stops claiming, lets running jobs finish within
   ``grace_seconds`` (default 25 s, inside a PaaS's 30 s before SIGKILL), and
   returns unfinished jobs to the queue without burning an attempt.
@@ -35,22 +45,24 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import date, datetime
-from typing import Any
+from datetime import date, datetime, timedelta
+from typing import Any, TypeVar
 
 from . import processes, telemetry
-from .app import App
-from .crashpoints import SimulatedCrash
+from .app import App, TaskDef
+from .crashpoints import SimulatedCrash  # importing it also arms ONCEBEAT_CRASH_AT (the kill tests)
 from .effects import EffectLedger, Holder, OnDone, Reconcile
 from .errors import (
     Discard,
     EffectBusy,
     EffectInDoubt,
     EffectKeyConflict,
+    LeaseLost,
     Retry,
     StoreError,
+    TransientStoreError,
 )
 from .provenance import Source, current_source
 from .queue import Job, Queue
@@ -62,6 +74,9 @@ register_process = processes.register  # kept for callers of 0.1; new code uses 
 __all__ = ["Worker", "JobContext", "register_process"]
 
 log = logging.getLogger("oncebeat.worker")
+
+T = TypeVar("T")
+STORE_RETRY_PAUSES = (0.05, 0.25, 1.0)  # seconds before each retry of a store call after a transient error
 
 
 class JobContext:
@@ -84,6 +99,7 @@ class JobContext:
         self._occurrence: dict[str, Any] | None = None
         self.in_doubt: list[str] = []  # effect keys met in doubt during this attempt (skipped or raised)
         self.conflicts: list[str] = []  # effect keys reused with another payload (EffectKeyConflict text)
+        self.lease_lost = False  # an effect was refused because this attempt no longer holds the job
 
     def effect(self, key: str, fn: Callable[..., Any], *, payload: Any = None, reconcile: Reconcile | None = None,
                freeze: Callable[[], bytes] | None = None, marks_point_of_no_return: bool = False,
@@ -104,12 +120,18 @@ class JobContext:
         Raises:
             EffectBusy: another live attempt holds the key (the job is retried after a lease).
             EffectInDoubt, EffectKeyConflict: only with ``skip=False``.
+            LeaseLost: this attempt no longer holds the job (fencing): let it through; the worker stops the job
+                without recording anything.
         """
         holder = Holder(job_id=self.job.id, attempt=self.job.attempt, process_id=self.worker.process_id)
         try:
+            self.worker.fence(self.job, f"starting effect {key!r}")
             return self._effects.run(key, fn, holder=holder, payload=payload, reconcile=reconcile,
                                      freeze=freeze, marks_point_of_no_return=marks_point_of_no_return,
                                      resource=resource, on_done=on_done)
+        except LeaseLost:
+            self.lease_lost = True  # the worker records nothing on this job, even if the handler swallows it
+            raise
         except EffectInDoubt as exc:
             self.in_doubt.append(key)
             if not skip:
@@ -151,16 +173,25 @@ class Worker:
     Args:
         concurrency: handler slots (threads) in :meth:`run`.
         batch_size: jobs claimed per statement (default 10 per slot).
-        lease_seconds: lease taken at claim and renewed by heartbeat.
+        lease_seconds: lease taken at claim and renewed by heartbeat (every third of it).
         poll_interval: seconds to wait when the queue is empty.
         grace_seconds: how long running jobs may take to finish after SIGTERM.
+        complete_within: seconds within which a finished job's completion is committed (default 0.5); it rides
+            on the next claim when that comes sooner (one commit per batch when jobs are short).
         rng: source of retry jitter (the simulator passes a seeded one).
+
+    Attributes:
+        fence_margin: how long before its lease's end a job stops being taken on trust (a fifth of the lease):
+            from then on each new start or effect renews the lease in the database first — or, with the
+            heartbeat failing, is refused. The margin leaves the effect being started time to end before a
+            rescuer may take the job over, and covers small clock differences between hosts.
     """
 
     def __init__(self, app: App, store: Store, *, clock: Clock | None = None, queues: Sequence[str] = ("default",),
                  concurrency: int = 1, batch_size: int | None = None, lease_seconds: float = 30.0,
                  poll_interval: float = 1.0, grace_seconds: float = 25.0, rescue_interval: float = 15.0,
-                 source: Source | None = None, rng: random.Random | None = None) -> None:
+                 complete_within: float = 0.5, source: Source | None = None,
+                 rng: random.Random | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.app = app
@@ -173,15 +204,21 @@ class Worker:
         self.poll_interval = poll_interval
         self.grace_seconds = grace_seconds
         self.rescue_interval = rescue_interval
+        self.complete_within = complete_within
+        self.fence_margin = timedelta(seconds=lease_seconds / 5)
         self.source = source or current_source("worker")
         self.queue = Queue(store, clock=self.clock, source=self.source, rng=rng, app=app)
         self.effects = EffectLedger(store, clock=self.clock, source=self.source)
         self.process_id: int | None = None
         self.stop_requested = threading.Event()
         self.processed = 0
-        self._holding: set[int] = set()
-        self._last_heartbeat: datetime | None = None
+        self._leases: dict[int, datetime] = {}  # job id -> end of its lease as known here (claim, heartbeat, renewal)
+        self._lost: set[int] = set()  # held jobs whose lease the heartbeat could not renew: expired or taken over
         self._holding_lock = threading.Lock()
+        self._heartbeat_failing = threading.Event()
+        self._fenced = threading.Event()  # heartbeats failed up to a lease's end: no claims until one gets through
+        self._last_heartbeat: datetime | None = None
+        self._last_rescue = float("-inf")
 
     # --- registration -------------------------------------------------------------------------
     def register(self) -> int:
@@ -196,11 +233,91 @@ class Worker:
             processes.stop(self.store, self.process_id, source=self.source, now=now,
                            detail={"processed": self.processed})
 
+    # --- store calls and fencing --------------------------------------------------------------
+    def _db(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One store call of the worker loop, retried after a transient error (a dropped connection, a lock timeout).
+
+        Each try is a new transaction on a connection the pool checked, so a connection that was cut is never
+        used twice. The calls retried are idempotent or fenced (a second completion or failure of the same
+        attempt changes nothing). Raises the last :class:`TransientStoreError` after ``STORE_RETRY_PAUSES``.
+        """
+        for pause in STORE_RETRY_PAUSES:
+            try:
+                return fn(*args, **kwargs)
+            except TransientStoreError as exc:
+                log.warning("%s failed, retrying in %.2f s: %s", what, pause, exc,
+                            extra={"event": "worker.store_retry"})
+                self.clock.sleep(pause)
+        return fn(*args, **kwargs)
+
+    def _hold(self, jobs: Iterable[Job]) -> None:
+        with self._holding_lock:
+            for job in jobs:
+                if job.lease_expires_at is not None:
+                    self._leases[job.id] = job.lease_expires_at
+
+    def _release(self, ids: Iterable[int]) -> None:
+        with self._holding_lock:
+            for job_id in ids:
+                self._leases.pop(job_id, None)
+                self._lost.discard(job_id)
+
+    def fence(self, job: Job, doing: str) -> None:
+        """Fencing: raise :class:`LeaseLost` unless this worker may go on with ``job`` (``doing`` names the step).
+
+        Free while the lease known here has more than :attr:`fence_margin` left. Nearer its end the lease is
+        renewed in the database if this attempt still holds the job with an unexpired lease — unless the
+        heartbeat is failing: then the worker gives the job up rather than go on past a lease it cannot renew
+        (self-fencing). A job not claimed through :meth:`run` or :meth:`drain` is left to the effect ledger's
+        own check of the holder.
+
+        Raises:
+            LeaseLost: the lease expired, another attempt holds the job, or the heartbeat is failing near the end.
+        """
+        with self._holding_lock:
+            until = self._leases.get(job.id)
+            lost = job.id in self._lost
+        if lost:
+            raise LeaseLost(job.id, job.attempt, f"the heartbeat found its lease expired or taken over; not {doing}")
+        now = self.clock.now()
+        if until is None or now < until - self.fence_margin:
+            return
+        if self._heartbeat_failing.is_set():
+            raise LeaseLost(job.id, job.attempt, f"heartbeats are failing and the lease ends at {until.isoformat()}; "
+                            f"not {doing}")
+        try:
+            held = self._db("renewing a lease", self.queue.extend_leases, self.register(), [job.id],
+                            lease_seconds=self.lease_seconds)
+        except StoreError as exc:
+            raise LeaseLost(job.id, job.attempt, f"the lease could not be renewed ({exc}); not {doing}") from exc
+        if held.get(job.id) != job.attempt:
+            raise LeaseLost(job.id, job.attempt, f"the lease ended at {until.isoformat()} or the job moved on; "
+                            f"not {doing}")
+        with self._holding_lock:
+            if job.id in self._leases:
+                self._leases[job.id] = now + timedelta(seconds=self.lease_seconds)
+
+    def _may_start(self, job: Job) -> bool:
+        """Fencing before each job of a batch starts: a job whose lease is lost is dropped (logged, ``job.lost``)."""
+        try:
+            self.fence(job, "starting it")
+        except LeaseLost as exc:
+            self._drop(job, exc, started=False)
+            return False
+        return True
+
+    def _drop(self, job: Job, exc: LeaseLost, *, started: bool) -> None:
+        self._release([job.id])
+        log.warning("%s", exc, extra={"event": "job.lost", "job_id": job.id})
+        telemetry.emit("job.lost", {"task": job.task, "queue": job.queue, "attempt": job.attempt, "started": started,
+                                    "reason": str(exc)})
+
     # --- one job ------------------------------------------------------------------------------
     def execute(self, job: Job) -> bool:
         """Run one claimed job's handler and record failures. Returns True if it should be completed.
 
-        :class:`SimulatedCrash` propagates (the 'process' died: nothing is recorded).
+        :class:`SimulatedCrash` propagates (the 'process' died: nothing is recorded); so does a
+        :class:`StoreError` that outlasted the retries (nothing is recorded either: the lease runs out).
         """
         started = time.monotonic()
         telemetry.emit("job.started", {"task": job.task, "queue": job.queue, "attempt": job.attempt,
@@ -215,48 +332,57 @@ class Worker:
         task = self.app.tasks.get(job.task)
         wid = self.register()
         if task is None:
-            self.queue.fail(job, wid, f"no handler registered for task {job.task!r} in this worker", permanent=True,
-                            kind="unknown_task")
+            self._fail(job, wid, f"no handler registered for task {job.task!r} in this worker", permanent=True,
+                       kind="unknown_task")
             return "unknown_task"
         ctx = JobContext(self, job)
+        error: Exception | None = None
         try:
             task.fn(ctx, **job.args)
+        except Exception as exc:  # noqa: BLE001 - every outcome is recorded below (a SimulatedCrash passes)
+            error = exc
+        if ctx.lease_lost or isinstance(error, LeaseLost):
+            lost = error if isinstance(error, LeaseLost) else LeaseLost(job.id, job.attempt, "an effect was refused")
+            self._drop(job, lost, started=True)  # the current holder or the rescue owns it: record nothing
+            return "lease_lost"
+        return self._record(task, job, wid, ctx, error)
+
+    def _record(self, task: TaskDef, job: Job, wid: int, ctx: JobContext, error: Exception | None) -> str:
+        """Record how a handler ended (``error`` None: it returned); return the outcome."""
+        if isinstance(error, EffectInDoubt) and error.key not in ctx.in_doubt:
+            ctx.in_doubt.append(error.key)
+        if isinstance(error, EffectKeyConflict) and str(error) not in ctx.conflicts:
+            ctx.conflicts.append(str(error))
+        if error is None or isinstance(error, (EffectInDoubt, EffectKeyConflict)):
             return self._settle(job, wid, ctx)
-        except SimulatedCrash:
-            raise
-        except Retry as sig:
-            self.queue.fail(job, wid, sig.reason or "retry requested", delay=sig.delay, kind="retry")
+        if isinstance(error, Retry):
+            self._fail(job, wid, error.reason or "retry requested", delay=error.delay, kind="retry")
             return "retry"
-        except Discard as sig:
-            self.queue.fail(job, wid, sig.reason, permanent=True, kind="discard")
+        if isinstance(error, Discard):
+            self._fail(job, wid, error.reason, permanent=True, kind="discard")
             return "discard"
-        except EffectInDoubt as exc:
-            if exc.key not in ctx.in_doubt:
-                ctx.in_doubt.append(exc.key)
-            return self._settle(job, wid, ctx)
-        except EffectKeyConflict as exc:
-            if str(exc) not in ctx.conflicts:
-                ctx.conflicts.append(str(exc))
-            return self._settle(job, wid, ctx)
-        except EffectBusy as exc:
-            self.queue.fail(job, wid, str(exc), delay=self.lease_seconds, kind="busy")
+        if isinstance(error, EffectBusy):
+            self._fail(job, wid, str(error), delay=self.lease_seconds, kind="busy")
             return "busy"
-        except Exception as exc:
-            permanent = bool(task.permanent_errors) and isinstance(exc, task.permanent_errors)
-            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            log.warning("job %s (%s) attempt %s failed: %s", job.id, job.task, job.attempt, detail,
-                        extra={"event": "job.failed", "job_id": job.id})
-            self.queue.fail(job, wid, detail, permanent=permanent, kind="error")
-            return "error"
+        permanent = bool(task.permanent_errors) and isinstance(error, task.permanent_errors)
+        detail = "".join(traceback.format_exception_only(type(error), error)).strip()
+        log.warning("job %s (%s) attempt %s failed: %s", job.id, job.task, job.attempt, detail,
+                    extra={"event": "job.failed", "job_id": job.id})
+        self._fail(job, wid, detail, permanent=permanent, kind="error")
+        return "error"
+
+    def _fail(self, job: Job, wid: int, error: str, **options: Any) -> None:
+        self._db("recording a failed attempt", self.queue.fail, job, wid, error, **options)
 
     def _settle(self, job: Job, wid: int, ctx: JobContext) -> str:
         """End a handler that ran to its end: ``completed``, or record its conflicts / in-doubt keys."""
         if ctx.conflicts:  # a programming error: never retried, but the other effects did run
             note = f"; effects in doubt: {', '.join(ctx.in_doubt)}" if ctx.in_doubt else ""
-            self.queue.fail(job, wid, "; ".join(ctx.conflicts) + note, permanent=True, kind="effect_conflict")
+            self._fail(job, wid, "; ".join(ctx.conflicts) + note, permanent=True, kind="effect_conflict")
             return "effect_conflict"
         if ctx.in_doubt:
-            self.queue.hold_in_doubt(job, wid, list(dict.fromkeys(ctx.in_doubt)))
+            keys = list(dict.fromkeys(ctx.in_doubt))
+            self._db("recording effects in doubt", self.queue.hold_in_doubt, job, wid, keys)
             return "in_doubt"
         return "completed"
 
@@ -264,12 +390,20 @@ class Worker:
     def run_batch(self) -> int:
         """Claim one batch of due jobs, run them serially in this thread and complete them; return how many."""
         n, done = self._batch(())
-        if n:
-            self.queue.complete(self.register(), done)
+        self._commit(done)
         return n
 
+    def _commit(self, done: Sequence[int]) -> None:
+        if done:
+            self._db("completing jobs", self.queue.complete, self.register(), done)
+            self._release(done)
+
     def _batch(self, finished: Sequence[int]) -> tuple[int, list[int]]:
-        """Complete ``finished`` and claim the next batch in one transaction; run it; return (claimed, done)."""
+        """Complete ``finished`` and claim the next batch in one transaction; run it; return (claimed, done).
+
+        A job whose lease is lost is dropped, not run (fencing); completions are committed on the way once the
+        oldest has waited ``complete_within`` seconds of this worker's clock (else with the next claim).
+        """
         wid = self.register()
         now = self.clock.now()
         if self._last_heartbeat is None or (now - self._last_heartbeat).total_seconds() >= self.lease_seconds / 3:
@@ -279,14 +413,22 @@ class Worker:
             jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size,
                                     lease_seconds=self.lease_seconds, complete=finished)
             claimed["count"] = len(jobs)
+        self._release(finished)
         if not jobs:
             return 0, []
+        self._hold(jobs)
         done: list[int] = []
+        first_done: datetime | None = None
         for i, job in enumerate(jobs):
             if i:
                 telemetry.emit("job.batch_step", {"worker_id": wid, "done": i, "left": len(jobs) - i})
-            if self.execute(job):
+            if self._may_start(job) and self.execute(job):
                 done.append(job.id)
+                first_done = first_done or self.clock.now()
+            if first_done is not None and (self.clock.now() - first_done).total_seconds() >= self.complete_within:
+                self._commit(done)
+                done, first_done = [], None
+        self._release(j.id for j in jobs if j.id not in done)
         telemetry.emit("job.batch_done", {"worker_id": wid, "count": len(jobs)})
         self.processed += len(jobs)
         return len(jobs), done
@@ -294,7 +436,8 @@ class Worker:
     def drain(self, *, max_batches: int | None = None) -> int:
         """Run batches until no job is due now (simulated or real time); return jobs claimed.
 
-        Each batch's completions commit with the next batch's claim; the last ones on their own.
+        Each batch's completions commit with the next batch's claim (or on the way, see :meth:`_batch`); the
+        last ones on their own.
         """
         total = 0
         batches = 0
@@ -307,8 +450,7 @@ class Worker:
             done = done_next
             total += n
             batches += 1
-        if done:
-            self.queue.complete(self.register(), done)
+        self._commit(done)
         return total
 
     def burst(self) -> dict[str, int]:
@@ -343,17 +485,63 @@ class Worker:
                         r["worker_id"], r["state"], extra={"event": "job.rescued", "job_id": r["id"]})
         return rows
 
-    def _complete_retrying(self, wid: int, done: list[int]) -> None:
-        """Complete a batch, retrying through short database blips (else the leases expire and the
-        jobs are rescued and re-run, which the effect ledger makes harmless)."""
-        for attempt in range(5):
-            try:
-                self.queue.complete(wid, done)
-                return
-            except StoreError as exc:
-                log.warning("completing %d jobs failed: %s", len(done), exc, extra={"event": "worker.complete_failed"})
-                if self.stop_requested.wait(min(self.lease_seconds / 4, 0.2 * 2**attempt)):
-                    break
+    # --- heartbeat and self-fencing -----------------------------------------------------------
+    def _heartbeat_loop(self, done: threading.Event) -> None:
+        interval = max(0.05, self.lease_seconds / 3)
+        while not done.wait(interval):
+            self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """Record the process alive and renew the leases of the jobs held; fence itself when that keeps failing.
+
+        A held job whose lease the database no longer renews (it expired, or the job was rescued) is marked
+        lost: it is not started and its effects are refused. When heartbeats fail until a held job's lease is
+        within :attr:`fence_margin` of its end, the worker fences itself: no new effect, its batch given up,
+        no claim until a heartbeat gets through (a ``worker.fenced`` event). Never raises.
+        """
+        wid = self.register()
+        with self._holding_lock:
+            ids = list(self._leases)
+        before = self.clock.now()
+        try:
+            held = self._db("heartbeat", self._beat, wid, ids, before)
+        except Exception as exc:  # noqa: BLE001 - a blip must not kill the heartbeat; the lease margin absorbs it
+            self._heartbeat_failing.set()
+            log.warning("heartbeat failed: %s", exc, extra={"event": "worker.heartbeat_failed"})
+            self._self_fence()
+            return
+        self._heartbeat_failing.clear()
+        self._fenced.clear()
+        lost = []
+        with self._holding_lock:
+            for job_id in ids:
+                if job_id not in self._leases:
+                    continue  # finished meanwhile
+                if job_id in held:
+                    self._leases[job_id] = before + timedelta(seconds=self.lease_seconds)
+                else:
+                    self._lost.add(job_id)
+                    lost.append(job_id)
+        if lost:
+            log.warning("heartbeat: the leases of job(s) %s had expired or were taken over; not starting them, no "
+                        "new effect for them", ", ".join(map(str, lost)), extra={"event": "job.lost"})
+
+    def _beat(self, wid: int, ids: list[int], now: datetime) -> dict[int, int]:
+        processes.heartbeat(self.store, wid, now)
+        return self.queue.extend_leases(wid, ids, lease_seconds=self.lease_seconds)
+
+    def _self_fence(self) -> None:
+        """After a failed heartbeat: fence once a held job's lease is within :attr:`fence_margin` of its end."""
+        now = self.clock.now()
+        with self._holding_lock:
+            ends = list(self._leases.values())
+        if not ends or now < min(ends) - self.fence_margin or self._fenced.is_set():
+            return
+        self._fenced.set()
+        log.error("heartbeats have failed up to the end of the lease: self-fencing — no new effect is started, the "
+                  "%d job(s) held are given up to the rescue, nothing is claimed until a heartbeat gets through",
+                  len(ends), extra={"event": "worker.fenced"})
+        telemetry.emit("worker.fenced", {"worker_id": self.process_id, "jobs": len(ends)})
 
     # --- real process -------------------------------------------------------------------------
     def request_stop(self, *_: Any) -> None:
@@ -362,16 +550,93 @@ class Worker:
                      extra={"event": "worker.stopping"})
         self.stop_requested.set()
 
-    def _heartbeat_loop(self, done: threading.Event) -> None:
-        interval = max(0.05, self.lease_seconds / 3)
-        while not done.wait(interval):
+    def _run_one(self, job: Job) -> bool | BaseException:
+        """A slot's turn: fencing, then the job. A store error that outlasted the retries never ends the worker."""
+        try:
+            return self._may_start(job) and self.execute(job)
+        except StoreError as exc:
+            log.error("job %s (%s): its outcome could not be recorded (%s); its lease will run out and the rescue "
+                      "puts it back", job.id, job.task, exc, extra={"event": "worker.record_failed", "job_id": job.id})
+            self._release([job.id])
+            return False
+        except SimulatedCrash as crash:  # the 'process' died here: the main loop ends the worker as kill -9 would
+            return crash
+        except BaseException as exc:  # noqa: BLE001 - reported to the main loop
+            return exc
+
+    def _claim(self, wid: int, done: list[int]) -> list[Job] | None:
+        """Rescue when due, then commit ``done`` with the next batch's claim; None if the store failed."""
+        try:
+            if time.monotonic() - self._last_rescue >= self.rescue_interval:
+                self._last_rescue = time.monotonic()
+                self._db("rescue", self.rescue)
+            jobs = self._db("claim", self.queue.claim, wid, queues=self.queues, limit=self.batch_size,
+                            lease_seconds=self.lease_seconds, complete=done)
+        except StoreError as exc:  # database away: wait and try again; leases protect held work
+            log.warning("claim failed: %s", exc, extra={"event": "worker.claim_failed"})
+            return None
+        self._release(done)
+        return jobs
+
+    def _flush(self, wid: int, done: list[int]) -> bool:
+        """Commit the completions of ``done`` now; False (kept for the next try) if the store failed."""
+        try:
+            self._db("completing jobs", self.queue.complete, wid, done)
+        except StoreError as exc:
+            log.warning("completing %d jobs failed: %s", len(done), exc, extra={"event": "worker.complete_failed"})
+            return False
+        self._release(done)
+        return True
+
+    def _await_batch(self, wid: int, jobs: list[Job],
+                     results: _queue.Queue[tuple[int, bool | BaseException]]) -> tuple[list[int], set[int]]:
+        """Wait for a dispatched batch; return (completions not committed yet, jobs unfinished at the grace's end).
+
+        A completion waits at most ``complete_within`` seconds for the batch's end (then it rides on the next
+        claim): a worker frozen or killed later has no finished job to be re-run.
+        """
+        pending = {j.id for j in jobs}
+        done: list[int] = []
+        oldest: float | None = None
+        deadline: float | None = None
+        while pending:
+            if self.stop_requested.is_set() and deadline is None:
+                deadline = time.monotonic() + self.grace_seconds
+            timeout = 0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic()))
             try:
-                with self._holding_lock:
-                    ids = list(self._holding)
-                self.queue.extend_leases(self.register(), ids, lease_seconds=self.lease_seconds)
-                processes.heartbeat(self.store, self.register(), self.clock.now())
-            except Exception as exc:  # a blip must not kill the heartbeat; the lease margin absorbs it
-                log.warning("heartbeat failed: %s", exc, extra={"event": "worker.heartbeat_failed"})
+                job_id, outcome = results.get(timeout=timeout)
+            except _queue.Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+            else:
+                pending.discard(job_id)
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                if outcome:
+                    done.append(job_id)
+                    self.processed += 1
+                    oldest = oldest if oldest is not None else time.monotonic()
+            if pending and oldest is not None and time.monotonic() - oldest >= self.complete_within:
+                if self._flush(wid, done):
+                    done, oldest = [], None
+        return done, pending
+
+    def _give_back(self, wid: int, inbox: _queue.Queue[Job | None], unfinished: set[int]) -> int:
+        """Grace period over: drop queued-but-unstarted work and return the unfinished jobs; return how many."""
+        while True:
+            try:
+                inbox.get_nowait()
+            except _queue.Empty:
+                break
+        try:
+            returned = len(self._db("returning jobs", self.queue.return_jobs, wid, sorted(unfinished)))
+        except StoreError as exc:
+            log.warning("returning %d jobs failed (%s); the rescue puts them back when their leases end",
+                        len(unfinished), exc, extra={"event": "worker.returned_jobs"})
+            return 0
+        log.warning("grace period over: returned %d unfinished jobs to the queue", len(unfinished),
+                    extra={"event": "worker.returned_jobs"})
+        return returned
 
     def run(self, *, install_signals: bool = True, stop_after: float | None = None) -> dict[str, int]:
         """Work until SIGTERM/SIGINT (or ``stop_after`` seconds); return counts.
@@ -389,14 +654,8 @@ class Worker:
         inbox: _queue.Queue[Job | None] = _queue.Queue()
 
         def slot() -> None:
-            while True:
-                job = inbox.get()
-                if job is None:
-                    return
-                try:
-                    results.put((job.id, self.execute(job)))
-                except BaseException as exc:  # noqa: BLE001 - reported to the main loop
-                    results.put((job.id, exc))
+            while (job := inbox.get()) is not None:
+                results.put((job.id, self._run_one(job)))
 
         slots = [threading.Thread(target=slot, name=f"oncebeat-slot-{i}", daemon=True) for i in range(self.concurrency)]
         for t in slots:
@@ -405,68 +664,33 @@ class Worker:
         hb = threading.Thread(target=self._heartbeat_loop, args=(hb_done,), name="oncebeat-heartbeat", daemon=True)
         hb.start()
         started = time.monotonic()
-        last_rescue = 0.0
         returned = 0
-        finished: list[int] = []  # done, completed together with the next claim (one commit per batch)
+        done: list[int] = []  # finished, not committed yet: they ride on the next claim
         try:
             while not self.stop_requested.is_set():
                 if stop_after is not None and time.monotonic() - started >= stop_after:
                     break
-                try:
-                    if time.monotonic() - last_rescue >= self.rescue_interval:
-                        last_rescue = time.monotonic()
-                        self.rescue()
-                    jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size,
-                                            lease_seconds=self.lease_seconds, complete=finished)
-                    finished = []
-                except StoreError as exc:  # database away: wait and try again; leases protect held work
-                    log.warning("claim failed: %s", exc, extra={"event": "worker.claim_failed"})
+                if self._fenced.is_set():  # self-fenced: claim nothing until a heartbeat gets through
                     self.stop_requested.wait(self.poll_interval)
                     continue
-                if not jobs:
+                jobs = self._claim(wid, done)
+                if jobs is None or not jobs:
+                    if jobs is not None:
+                        done = []
                     self.stop_requested.wait(self.poll_interval)
                     continue
-                with self._holding_lock:
-                    self._holding.update(j.id for j in jobs)
+                self._hold(jobs)
                 for job in jobs:
                     inbox.put(job)
-                pending = {j.id for j in jobs}
-                done: list[int] = []
-                deadline: float | None = None
-                while pending:
-                    if self.stop_requested.is_set() and deadline is None:
-                        deadline = time.monotonic() + self.grace_seconds
-                    timeout = 0.2 if deadline is None else max(0.0, deadline - time.monotonic())
-                    try:
-                        job_id, outcome = results.get(timeout=timeout)
-                    except _queue.Empty:
-                        if deadline is not None and time.monotonic() >= deadline:
-                            break
-                        continue
-                    pending.discard(job_id)
-                    if isinstance(outcome, BaseException):
-                        raise outcome
-                    if outcome:
-                        done.append(job_id)
-                finished = done
-                self.processed += len(done)
-                if pending:
-                    # Grace period over: drop queued-but-unstarted work and give everything back.
-                    while True:
-                        try:
-                            inbox.get_nowait()
-                        except _queue.Empty:
-                            break
-                    returned += len(self.queue.return_jobs(wid, sorted(pending)))
-                    log.warning("grace period over: returned %d unfinished jobs to the queue", len(pending),
-                                extra={"event": "worker.returned_jobs"})
-                with self._holding_lock:
-                    self._holding.difference_update(j.id for j in jobs)
+                done, unfinished = self._await_batch(wid, jobs, results)
+                if unfinished:
+                    returned += self._give_back(wid, inbox, unfinished)
+                self._release(j.id for j in jobs if j.id not in done)
         finally:
             hb_done.set()
             for _ in slots:
                 inbox.put(None)
-        self._complete_retrying(wid, finished)
+        self._flush(wid, done)
         self.stop_process()
         log.info("worker %s stopped: %d jobs processed, %d returned", wid, self.processed, returned,
                  extra={"event": "worker.stopped"})

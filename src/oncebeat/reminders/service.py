@@ -29,6 +29,7 @@ from ..errors import (
     EffectKeyConflict,
     EffectOutcomeUnknown,
     ImportRejected,
+    LeaseLost,
     OncebeatError,
     PermanentMailError,
     Retry,
@@ -219,7 +220,7 @@ class ReminderService:
             if rows[0]["state"] == "pending":  # this send decided it (not an earlier one)
                 telemetry.emit("reminder.finished", {"stage": rows[0]["stage"], "state": state})
             return state
-        except (Retry, Discard):
+        except (Retry, Discard, LeaseLost):  # LeaseLost: this attempt no longer owns the job; record nothing
             raise
         except Exception as exc:
             # Never leave a reminder pending when its job gives up (G6): the last attempt records it failed.

@@ -27,6 +27,10 @@ Each is a query option of the URL, e.g. ``?keepalives_idle=30&lock_timeout=2s``
 (durations in PostgreSQL's units: ``500ms``, ``5s``, ``2min``; ``0`` turns one off).
 Server settings may also be given as libpq ``options`` (``?options=-c%20work_mem%3D64MB``);
 one set there wins over the default.
+
+Dropped connections: pooled connections are checked before each use (a dropped
+one is replaced, never handed out) and, after an outage, the pool tries to
+reconnect at least every ``RECONNECT_MAX_DELAY`` (2 s).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
 
 from ..errors import MigrationError, StoreError, TransientStoreError
 from ..redact import remember_secrets, unencoded_password
@@ -81,6 +86,42 @@ def _server_options(options: dict[str, str], schema: str | None, url: str) -> st
     if schema:
         parts.append(f"-c search_path={schema}")
     return " ".join(parts)
+
+
+RECONNECT_MAX_DELAY = 2.0  # seconds between reconnect attempts after an outage, at most
+
+
+class _CappedBackoff(AttemptWithBackoff):
+    """psycopg_pool's reconnect backoff (1 s, doubling) capped at RECONNECT_MAX_DELAY: uncapped, one worker
+    reconnected 64 s after the database came back; capped, within 2 s."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_MAX_DELAY)
+
+
+class _Pool(ConnectionPool):
+    """The connection pool, with two rules for dropped connections (issue 9, item 8).
+
+    - Every connection is checked before it is handed out (``ConnectionPool.check_connection``, one empty
+      round trip). A dead one makes the pool check all its idle connections at once, since they usually died
+      together (a server restart, ``pg_terminate_backend``, a network cut): the caller then gets a live
+      connection, never the next dead one.
+    - After an outage, reconnect attempts are at most RECONNECT_MAX_DELAY apart.
+    """
+
+    def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        super().__init__(conninfo, check=self._check_or_purge, **kwargs)
+
+    def _check_or_purge(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            ConnectionPool.check_connection(conn)
+        except Exception:
+            self.check()  # drop the idle connections that died with it (each replaced in the background)
+            raise
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        super()._add_connection(attempt or _CappedBackoff(timeout=self.reconnect_timeout), growing)
 
 
 def _adapt(value: Any) -> Any:
@@ -183,8 +224,7 @@ class PostgresStore(Store):
             reason = " ".join(str(exc).split()) or type(exc).__name__
             raise StoreError(f"cannot connect to {self.url}: {redact_url(reason)}. Is the PostgreSQL server "
                              "running, and are the host, port, database and user in DATABASE_URL right?") from None
-        self._pool = ConnectionPool(conninfo, min_size=1, max_size=pool_size, kwargs=kwargs, open=False,
-                                    name="oncebeat")
+        self._pool = _Pool(conninfo, min_size=1, max_size=pool_size, kwargs=kwargs, open=False, name="oncebeat")
         try:
             self._pool.open(wait=True, timeout=10)
         except Exception as exc:  # psycopg_pool raises PoolTimeout with the connect error chained

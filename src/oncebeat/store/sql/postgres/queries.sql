@@ -197,8 +197,11 @@ WHERE id IN (
 RETURNING *;
 
 -- name: extend_leases
+-- Fencing: only a lease that has not expired is renewed (an expired one belongs to the rescue, whether or not it
+-- has run yet); the rows returned are the jobs this worker still holds.
 UPDATE jobs SET lease_expires_at = :lease_expires_at
-WHERE worker_id = :worker_id AND state = 'running' AND id = ANY(CAST(:ids AS bigint[]));
+WHERE worker_id = :worker_id AND state = 'running' AND id = ANY(CAST(:ids AS bigint[])) AND lease_expires_at >= :now
+RETURNING id, attempt;
 
 -- name: complete_jobs
 UPDATE jobs SET state = 'completed', finished_at = :now, lease_expires_at = NULL
@@ -241,6 +244,15 @@ WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT unne
 SELECT 1 AS alive FROM jobs
 WHERE id = :job_id AND attempt = :attempt AND worker_id = :worker_id AND state = 'running'
   AND lease_expires_at >= :now;
+
+-- name: effect_holder_current
+-- Fencing: a job attempt claims an effect only while it is the job's current holder with an unexpired lease
+-- (the predicate job_holder_alive gives everyone else). Read in the claim's transaction, which keeps
+-- the rescue (FOR UPDATE SKIP LOCKED) off the job until the claim commits, without blocking the heartbeat.
+SELECT 1 AS current FROM jobs
+WHERE id = :job_id AND attempt = :attempt AND worker_id = :worker_id AND state = 'running'
+  AND lease_expires_at >= :now
+FOR KEY SHARE;
 
 -- name: effect_claim
 INSERT INTO effects (key, state, payload_hash, job_id, attempt, process_id, source_kind, source_host, source_pid,

@@ -196,8 +196,12 @@ WHERE id IN (
 RETURNING *;
 
 -- name: extend_leases
+-- Fencing: only a lease that has not expired is renewed (an expired one belongs to the rescue, whether or not it
+-- has run yet); the rows returned are the jobs this worker still holds.
 UPDATE jobs SET lease_expires_at = :lease_expires_at
-WHERE worker_id = :worker_id AND state = 'running' AND id IN (SELECT value FROM json_each(:ids));
+WHERE worker_id = :worker_id AND state = 'running' AND id IN (SELECT value FROM json_each(:ids))
+  AND lease_expires_at >= :now
+RETURNING id, attempt;
 
 -- name: complete_jobs
 UPDATE jobs SET state = 'completed', finished_at = :now, lease_expires_at = NULL
@@ -238,6 +242,14 @@ WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT valu
 
 -- name: job_holder_alive
 SELECT 1 AS alive FROM jobs
+WHERE id = :job_id AND attempt = :attempt AND worker_id = :worker_id AND state = 'running'
+  AND lease_expires_at >= :now;
+
+-- name: effect_holder_current
+-- Fencing: a job attempt claims an effect only while it is the job's current holder with an unexpired lease
+-- (the predicate job_holder_alive gives everyone else). Read in the claim's transaction, which keeps
+-- the rescue off the job until the claim commits (BEGIN IMMEDIATE already serialises writers).
+SELECT 1 AS current FROM jobs
 WHERE id = :job_id AND attempt = :attempt AND worker_id = :worker_id AND state = 'running'
   AND lease_expires_at >= :now;
 
