@@ -283,6 +283,7 @@ class Worker:
         if until is None or now < until - self.fence_margin:
             return
         if self._heartbeat_failing.is_set():
+            self._self_fence()
             raise LeaseLost(job.id, job.attempt, f"heartbeats are failing and the lease ends at {until.isoformat()}; "
                             f"not {doing}")
         try:
@@ -504,12 +505,15 @@ class Worker:
             ids = list(self._leases)
         before = self.clock.now()
         try:
-            held = self._db("heartbeat", self._beat, wid, ids, before)
-        except Exception as exc:  # noqa: BLE001 - a blip must not kill the heartbeat; the lease margin absorbs it
+            held = self._beat(wid, ids, before)
+        except Exception:  # noqa: BLE001 - no lease renewal on trust from now on, then retry on fresh connections
             self._heartbeat_failing.set()
-            log.warning("heartbeat failed: %s", exc, extra={"event": "worker.heartbeat_failed"})
-            self._self_fence()
-            return
+            try:
+                held = self._db("heartbeat", self._beat, wid, ids, before)
+            except Exception as exc:  # noqa: BLE001 - a blip must not kill the heartbeat; the lease margin absorbs it
+                log.warning("heartbeat failed: %s", exc, extra={"event": "worker.heartbeat_failed"})
+                self._self_fence()
+                return
         self._heartbeat_failing.clear()
         self._fenced.clear()
         lost = []
@@ -535,7 +539,8 @@ class Worker:
         now = self.clock.now()
         with self._holding_lock:
             ends = list(self._leases.values())
-        if not ends or now < min(ends) - self.fence_margin or self._fenced.is_set():
+        if not ends or now < min(ends) - self.fence_margin or self._fenced.is_set() \
+                or not self._heartbeat_failing.is_set():
             return
         self._fenced.set()
         log.error("heartbeats have failed up to the end of the lease: self-fencing — no new effect is started, the "
