@@ -402,13 +402,14 @@ class Worker:
     def _batch(self, finished: Sequence[int]) -> tuple[int, list[int]]:
         """Complete ``finished`` and claim the next batch in one transaction; run it; return (claimed, done).
 
-        A job whose lease is lost is dropped, not run (fencing); completions are committed on the way once the
-        oldest has waited ``complete_within`` seconds of this worker's clock (else with the next claim).
+        A job whose lease is lost is dropped, not run (fencing); completions are committed on the way, at the
+        first job end after the oldest has waited ``complete_within`` seconds of this worker's clock (serially,
+        a completion can wait for one more job), else with the next claim.
         """
         wid = self.register()
         now = self.clock.now()
         if self._last_heartbeat is None or (now - self._last_heartbeat).total_seconds() >= self.lease_seconds / 3:
-            processes.heartbeat(self.store, wid, now)  # drain mode has no heartbeat thread
+            self.heartbeat()  # drain mode has no heartbeat thread
             self._last_heartbeat = now
         with telemetry.span("job.claimed", {"worker_id": wid, "queues": list(self.queues)}) as claimed:
             jobs = self.queue.claim(wid, queues=self.queues, limit=self.batch_size,
