@@ -28,10 +28,10 @@ Rules, in order, for ``run(key, fn)``:
    first attempt; every later attempt of the key — an automatic retry or an
    operator-approved resend — gets exactly those bytes
    (:attr:`EffectAttempt.frozen`), never a re-rendering. A done key drops them.
-3. A ``done`` key is never run again: its recorded result is returned.
-   Fencing: the claim (and any take-over) is made only while the caller's job attempt still holds its
-   job with an unexpired lease (checked in the claim's transaction); otherwise
+   Fencing: a caller whose job attempt no longer holds its job with an unexpired lease (checked in the
+   claim's transaction) claims nothing, takes nothing over and gets no recorded result:
    :class:`~oncebeat.errors.LeaseLost` is raised and nothing is recorded.
+3. A ``done`` key is never run again: its recorded result is returned.
 4. A key held (``started``) by a live attempt — same job, same attempt, same
    worker, lease not expired — raises :class:`EffectBusy` (retry later).
 5. A ``started`` key whose holder is dead (lease expired, job re-claimed):
