@@ -23,8 +23,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from conftest import _libpq_url, require_postgres
 
+from conftest import _libpq_url, require_postgres
 from oncebeat.mail import MailSink, read_maildir
 from oncebeat.reminders.model import Customer, Invoice
 from oncebeat.reminders.policy import Policy

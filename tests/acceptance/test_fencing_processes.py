@@ -10,6 +10,7 @@ not of fencing), so the test retries the freeze until it lands between transacti
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import secrets
 import signal
@@ -68,7 +69,7 @@ def stopped(pid: int) -> bool:
 
 
 def freeze(proc: Proc, db_url: str, tag: str, ready: Callable[[], bool]) -> float:
-    """SIGSTOP ``proc`` once ``ready()`` holds when frozen, outside a transaction; return the wall time of the freeze."""
+    """SIGSTOP ``proc`` where ``ready()`` holds, outside a transaction; return the wall time of the freeze."""
     for _ in range(200):
         os.kill(proc.pid, signal.SIGSTOP)
         while not stopped(proc.pid):
@@ -197,10 +198,11 @@ def test_a_node_whose_heartbeat_is_cut_stops_its_job_before_another_node_runs_it
         runs.setdefault((r["pid"], r["attempt"]), {"pid": r["pid"]})[r["kind"]] = r["t"]
     ordered = sorted(runs.values(), key=lambda run: run["start"])
     t0 = ordered[0]["start"]
-    print(f"\nattempts (start, end) in s: {[(round(r['start'] - t0, 2), round(r.get('end', -1) - t0, 2)) for r in ordered]}")
+    spans = [(round(r["start"] - t0, 2), round(r.get("end", -1) - t0, 2)) for r in ordered]
+    print(f"\nattempts (start, end) in s: {spans}")
     assert [run["pid"] for run in ordered] == [node.pid, healthy.pid], "the fenced node claims nothing more"
     assert all("end" in run for run in ordered)
-    for earlier, later in zip(ordered, ordered[1:]):
+    for earlier, later in itertools.pairwise(ordered):
         assert earlier["end"] <= later["start"], f"two attempts of the job ran at once: {ordered}"
     assert deliveries(tmp_path) == {f"work:0:{i}": 1 for i in range(steps)}
     err = node.err.read_text()

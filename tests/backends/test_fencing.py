@@ -12,18 +12,17 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from conftest import _libpq_url
 
+from conftest import _libpq_url
 from oncebeat import telemetry
 from oncebeat.app import App
 from oncebeat.effects import EffectLedger, Holder
-from oncebeat.errors import LeaseLost, TransientStoreError
+from oncebeat.errors import LeaseLost, Retry, TransientStoreError
 from oncebeat.provenance import current_source
 from oncebeat.queue import Queue
 from oncebeat.store import Store, open_store
@@ -332,3 +331,49 @@ def test_after_a_database_outage_the_pool_reconnects_within_seconds(pg_db_url: s
             assert back[0] - healed < 5
     finally:
         proxy.close()
+
+
+def test_every_store_call_of_the_worker_loop_is_retried_after_a_dropped_connection(store: Store) -> None:
+    """Item 8 on both backends: each statement of the loop fails once as a cut connection would; the worker
+    (the real :meth:`Worker.run`, real time) retries every one on a fresh transaction and finishes its work."""
+    app = App()
+    runs: list[int] = []
+
+    @app.task(max_attempts=5)
+    def flaky(ctx: Any, n: int) -> None:
+        runs.append(n)
+        if n == 2:
+            time.sleep(1.0)  # spans a heartbeat (every 0.5 s), which renews its lease
+        if ctx.job.attempt == 1 and n == 0:
+            raise Retry("once more", delay=0.0)
+
+    worker = Worker(app, store, lease_seconds=1.5, poll_interval=0.05, rescue_interval=0.2)
+    q = Queue(store, clock=worker.clock, source=current_source("api"))
+    ids = [q.enqueue("flaky", {"n": n}) for n in range(3)]
+    cut = {"claim_jobs", "complete_jobs", "fail_job", "heartbeat_process", "extend_leases", "rescue_jobs"}
+    failed: set[str] = set()
+
+    def drop_once(name: str) -> None:
+        if name in cut and name not in failed:
+            failed.add(name)
+            raise TransientStoreError(f"query {name}: server closed the connection unexpectedly (test fault)")
+
+    finished = threading.Event()
+
+    def stop_when_done() -> None:
+        while not finished.wait(0.05):
+            if all(q.get(i or 0).state == "completed" for i in ids) and failed == cut:  # type: ignore[union-attr]
+                worker.request_stop()
+                return
+
+    store.before_statement = drop_once
+    watcher = threading.Thread(target=stop_when_done, daemon=True)
+    watcher.start()
+    try:
+        counts = worker.run(install_signals=False, stop_after=30)
+    finally:
+        finished.set()
+        store.before_statement = None
+    assert failed == cut, f"never reached: {cut - failed}"
+    assert [q.get(i or 0).state for i in ids] == ["completed"] * 3  # type: ignore[union-attr]
+    assert sorted(runs) == [0, 0, 1, 2] and counts["processed"] == 3
