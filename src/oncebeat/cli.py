@@ -528,12 +528,11 @@ def tick(database_url: str | None, config: Path | None, app: str | None, time_so
 @APP_OPTION
 def trigger(key: str, database_url: str | None, config: Path | None, app: str | None) -> None:
     """Fire schedule KEY now (recorded as a manual occurrence with this process's provenance)."""
-    from .clock import ClockProcess
-    from .provenance import current_source
+    from .schedule_admin import trigger_schedule
 
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
-        fire = ClockProcess(rt.app, rt.store, source=current_source("cli")).trigger(key, kind="cli")
+        fire = trigger_schedule(rt.store, rt.app, key, clock=rt.clock)
     finally:
         rt.close()
     click.echo(f"triggered {fire.describe()}")
@@ -548,13 +547,12 @@ def trigger(key: str, database_url: str | None, config: Path | None, app: str | 
 @APP_OPTION
 def backfill(key: str, start: str, end: str, database_url: str | None, config: Path | None, app: str | None) -> None:
     """Enqueue the occurrences of KEY in a past range that are not in the ledger yet."""
-    from .clock import ClockProcess
-    from .provenance import current_source
+    from .schedule_admin import backfill_schedule
 
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
-        fires = ClockProcess(rt.app, rt.store, source=current_source("cli")).backfill(
-            key, _parse_instant(start, "--from"), _parse_instant(end, "--until"))
+        fires = backfill_schedule(rt.store, rt.app, key, _parse_instant(start, "--from"),
+                                  _parse_instant(end, "--until"), clock=rt.clock)
     finally:
         rt.close()
     for f in fires:
@@ -598,6 +596,40 @@ def schedules(ctx: click.Context, database_url: str | None, config: Path | None,
             click.echo(f"    paused: nothing fires until `oncebeat schedules resume {r['key']}`")
 
 
+@schedules.command(name="describe")
+@click.argument("key")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+@click.option("--count", default=5, show_default=True, type=click.IntRange(1, 100), help="Next fires to show.")
+@click.option("--history", default=10, show_default=True, type=click.IntRange(0, 1000), help="Ledger rows to show.")
+@click.option("--json", "as_json", is_flag=True)
+def schedules_describe(key: str, database_url: str | None, config: Path | None, app: str | None, count: int,
+                       history: int, as_json: bool) -> None:
+    """One schedule: its definition and origin, state, next fires (local and UTC) and its newest occurrences."""
+    from .schedule_admin import describe_schedule
+
+    rt = _runtime(config=config, database_url=database_url, app=app, migrate=False)
+    try:
+        s = describe_schedule(rt.store, rt.app, key, now=rt.clock.now(), count=count, history=history)
+    finally:
+        rt.close()
+    if as_json:
+        _print_json(s)
+        return
+    origin = "run-time edit" if s["origin"] == "runtime" else s["origin"]
+    click.echo(f"{s['key']}: {s['describe']} -> {s['task']} on queue {s['queue']}")
+    click.echo(f"  state {s['state']}, origin {origin}, version {s['version']}; catch-up {s['catchup']} "
+               f"(window {s['catchup_window']:g} s), overlap {s.get('overlap', 'allow')}, DST gap {s['dst_gap']}, "
+               f"fold {s['dst_fold']}")
+    for n in s["next"]:
+        click.echo(f"  next {n['local']}   = {n['utc']}" + (f"   ({n['dst']})" if n.get("dst") else ""))
+    for o in s["occurrences"]:
+        why = f" ({o['reason']})" if o.get("reason") else ""
+        job = f", job {o['job_id']} {o['job_state']}" if o.get("job_id") else ""
+        click.echo(f"  {o['fire_at'].isoformat()} {o['outcome']}{why}{job} by {o['source_kind']}@{o['source_host']}")
+
+
 @schedules.command(name="next")
 @click.argument("expression")
 @click.option("--tz", required=True, help="IANA zone, e.g. America/Chicago.")
@@ -626,12 +658,12 @@ def schedules_next(expression: str, tz: str, after: str | None, count: int, dst_
 
 
 def _set_state(key: str, state: str, database_url: str | None, config: Path | None, app: str | None) -> None:
-    from .clock import ClockProcess
-    from .provenance import current_source
+    from .schedule_admin import pause_schedule, resume_schedule
 
+    verb = pause_schedule if state == "paused" else resume_schedule
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
-        changed = ClockProcess(rt.app, rt.store, source=current_source("cli")).set_state(key, state)
+        changed = verb(rt.store, rt.app, key, clock=rt.clock)
     finally:
         rt.close()
     click.echo(f"{key}: {state}" if changed else f"{key}: no change (already {state})")

@@ -22,23 +22,32 @@ Example::
     set_schedule(store, "reminders", expression="30 9 * * *", tz="Europe/Paris")
     retire_schedule(store, "old-digest")
     rerun_occurrence(store, 42)           # a manual run for occurrence 42's business date
+    pause_schedule(store, app, "reminders"); resume_schedule(store, app, "reminders")
+    trigger_schedule(store, app, "reminders")   # a manual run now, outside the schedule
+    backfill_schedule(store, app, "reminders", start, end)
+    describe_schedule(store, app, "reminders", now=now)
+
+The verbs that need the code's definitions (``app``) sync them first when no clock has run yet, as a clock
+would, so they work on a fresh database.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from . import audit
 from .app import App, ScheduleDef
-from .clock import TZDATA_VERSION, Fire, enqueue_run, overlap_keys
+from .clock import TZDATA_VERSION, ClockProcess, Fire, enqueue_run, overlap_keys
 from .errors import OncebeatError
 from .provenance import Source, current_source
 from .queue import Queue
 from .store import Store, Tx
 from .timebase import Clock, SystemClock
 
-__all__ = ["EDITABLE", "ScheduleEdit", "rerun_occurrence", "retire_schedule", "set_schedule"]
+__all__ = ["EDITABLE", "ScheduleEdit", "rerun_occurrence", "retire_schedule", "set_schedule", "trigger_schedule",
+           "backfill_schedule", "pause_schedule", "resume_schedule", "describe_schedule"]
 
 EDITABLE = ("expression", "tz", "dst_gap", "dst_fold", "catchup", "catchup_window", "overlap")
 
@@ -185,3 +194,65 @@ def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None 
                              "business_date": str(occ["business_date"])})
     return Fire(schedule_key=row["key"], fire_at=now, local=local, outcome="manual", inserted=True,
                 occurrence_id=new_id, job_id=job_id, reason=reason)
+
+
+def _clock(store: Store, app: App, source: Source | None, clock: Clock | None) -> ClockProcess:
+    """A clock object for one admin action (it fires nothing by itself; its rules are the clock's own)."""
+    return ClockProcess(app, store, clock=clock or SystemClock(), source=source or current_source("cli"))
+
+
+def trigger_schedule(store: Store, app: App, key: str, *, source: Source | None = None,
+                     clock: Clock | None = None) -> Fire:
+    """Fire ``key`` now, outside its schedule: an occurrence recorded ``manual`` with ``source``'s provenance.
+
+    The overlap policy applies (a ``skip`` schedule whose run is unfinished records the manual occurrence
+    without a job). Raises :class:`OncebeatError` when ``key`` is unknown or retired.
+    """
+    source = source or current_source("cli")
+    return _clock(store, app, source, clock).trigger(key, kind=source.kind)
+
+
+def backfill_schedule(store: Store, app: App, key: str, start: datetime, end: datetime, *,
+                      source: Source | None = None, clock: Clock | None = None) -> list[Fire]:
+    """Enqueue every occurrence of ``key`` with ``start <= instant <= end`` (aware, in the past) that the ledger
+    does not hold yet, recorded ``backfilled``; instants already there are returned with ``inserted=False``.
+
+    Raises:
+        OncebeatError: ``key`` unknown or retired, ``end`` before ``start`` or in the future.
+    """
+    return _clock(store, app, source, clock).backfill(key, start, end)
+
+
+def pause_schedule(store: Store, app: App, key: str, *, source: Source | None = None,
+                   clock: Clock | None = None) -> bool:
+    """Pause ``key``: its occurrences are recorded ``paused`` and enqueue nothing (one audit event per pause).
+
+    Returns False when it was already paused. Raises :class:`OncebeatError` for an unknown or retired key.
+    """
+    return _clock(store, app, source, clock).set_state(key, "paused")
+
+
+def resume_schedule(store: Store, app: App, key: str, *, source: Source | None = None,
+                    clock: Clock | None = None) -> bool:
+    """Resume ``key`` from now on (no burst of the occurrences paused). False when it was not paused.
+
+    Raises :class:`OncebeatError` for an unknown or retired key.
+    """
+    return _clock(store, app, source, clock).set_state(key, "active")
+
+
+def describe_schedule(store: Store, app: App, key: str, *, now: datetime, count: int = 5,
+                      history: int = 10) -> dict[str, Any]:
+    """One schedule as :func:`oncebeat.schedules_report.describe_schedules` gives it (definition, origin, state,
+    next ``count`` fires in local time and UTC), plus ``occurrences``: its newest ``history`` ledger rows.
+
+    Raises:
+        OncebeatError: no schedule ``key`` in the code or the database.
+    """
+    from .schedules_report import describe_schedules, occurrence_timeline
+
+    rows = describe_schedules(app, store, now=now, count=count, keys=[key])
+    if not rows:
+        known = ", ".join(r["key"] for r in describe_schedules(app, store, now=now, count=0)) or "none"
+        raise OncebeatError(f"no schedule {key!r} (known: {known})")
+    return {**rows[0], "occurrences": occurrence_timeline(store, key, limit=history)}

@@ -85,3 +85,17 @@ def test_the_overlap_policy_is_set_shown_and_obeyed_from_the_cli(tmp_path: Path,
     assert "(overlap: previous run still running)" in second.stdout
     bad = oncebeat("schedules", "set", "report", "--overlap", "never", cwd=tmp_path, db_url=db_url)
     assert bad.returncode == 2 and "allow" in bad.stderr and "buffer_one" in bad.stderr
+
+
+def test_describe_shows_one_schedule_with_its_next_fires_and_newest_occurrences(tmp_path: Path, db_url: str) -> None:
+    (tmp_path / "jobs.py").write_text(JOBS, encoding="utf-8")
+    assert oncebeat("trigger", "report", cwd=tmp_path, db_url=db_url).returncode == 0  # syncs, then a manual run
+    described = oncebeat("schedules", "describe", "report", "--count", "2", cwd=tmp_path, db_url=db_url)
+    assert described.returncode == 0, described.stderr
+    lines = described.stdout.splitlines()
+    assert lines[0].startswith("report: 0 * * * * in UTC") and lines[0].endswith("-> report on queue default")
+    assert "state active, origin code, version 1" in lines[1] and "overlap allow" in lines[1]
+    assert [line.split()[0] for line in lines[2:4]] == ["next", "next"]
+    assert "manual, job 1 available by cli@" in lines[4]
+    unknown = oncebeat("schedules", "describe", "reprot", cwd=tmp_path, db_url=db_url)
+    assert unknown.returncode == 2 and "no schedule 'reprot' (known: report)" in unknown.stderr

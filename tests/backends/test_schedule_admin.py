@@ -185,3 +185,32 @@ def test_a_paused_schedule_writes_one_audit_event_per_pause_not_one_per_slot(sto
     assert len(ledger(store)) == 36 and {o for _, o in ledger(store)} == {"paused"}
     assert len(events(store, "schedule.paused")) == 1
     assert events(store, "occurrence.paused") == []
+
+
+def test_the_admin_verbs_trigger_pause_resume_backfill_and_describe_on_a_fresh_database(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    from oncebeat.schedule_admin import (
+        backfill_schedule,
+        describe_schedule,
+        pause_schedule,
+        resume_schedule,
+        trigger_schedule,
+    )
+
+    app = app_with()
+    sim_clock.set(at(12, 30))
+    fire = trigger_schedule(store, app, "report", source=operator(), clock=sim_clock)  # syncs first: no clock ran
+    assert fire.inserted and fire.outcome == "manual" and fire.job_id is not None
+    assert pause_schedule(store, app, "report", clock=sim_clock) is True
+    assert pause_schedule(store, app, "report", clock=sim_clock) is False  # already paused
+    assert describe_schedule(store, app, "report", now=sim_clock.now())["next"] == []
+    assert resume_schedule(store, app, "report", clock=sim_clock) is True
+    fires = backfill_schedule(store, app, "report", at(9), at(11), clock=sim_clock)
+    assert [(f.fire_at, f.inserted) for f in fires] == [(at(9), True), (at(10), True), (at(11), True)]
+    described = describe_schedule(store, app, "report", now=sim_clock.now(), count=2, history=10)
+    assert [n["utc"] for n in described["next"]] == ["2026-03-01T13:00:00+00:00", "2026-03-01T14:00:00+00:00"]
+    assert sorted(o["outcome"] for o in described["occurrences"]) == ["backfilled"] * 3 + ["manual"]
+    with pytest.raises(OncebeatError, match="no schedule 'nope'"):
+        describe_schedule(store, app, "nope", now=sim_clock.now())
+    with pytest.raises(OncebeatError, match="no schedule 'nope'"):
+        pause_schedule(store, app, "nope", clock=sim_clock)

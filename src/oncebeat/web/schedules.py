@@ -5,7 +5,9 @@ edits of the definition (``set``), retire, and re-running an occurrence. Every a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from starlette.concurrency import run_in_threadpool
@@ -14,10 +16,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..app import CATCHUP_POLICIES, OVERLAP_POLICIES
-from ..clock import ClockProcess
 from ..errors import OncebeatError
 from ..provenance import Source, current_source
-from ..schedule_admin import rerun_occurrence, retire_schedule, set_schedule
+from ..schedule_admin import (
+    backfill_schedule,
+    pause_schedule,
+    rerun_occurrence,
+    resume_schedule,
+    retire_schedule,
+    set_schedule,
+    trigger_schedule,
+)
 from ..schedules import DST_FOLD_OPTIONS, DST_GAP_OPTIONS
 from ..schedules_report import backfill_preview, describe_schedules, occurrence_timeline
 from .app import action_form, dashboard, redirect_with, render, route
@@ -86,25 +95,26 @@ def schedule_page(request: Request) -> Response:
     })
 
 
-def _clock(request: Request) -> ClockProcess:
+def _admin(request: Request, verb: Callable[..., Any], key: str, *args: Any) -> Any:
+    """Run a schedule_admin verb for ``key`` as the dashboard's operator (provenance ``manual``)."""
     rt = dashboard(request).runtime
-    return ClockProcess(rt.app, rt.store, clock=rt.clock, source=current_source("manual", name=SOURCE_NAME))
+    return verb(rt.store, rt.app, key, *args, source=current_source("manual", name=SOURCE_NAME), clock=rt.clock)
 
 
 async def set_state(request: Request) -> Response:
     await action_form(request)
     key = request.path_params["key"]
     state = "paused" if request.url.path.endswith("/pause") else "active"
-    changed = await run_in_threadpool(_clock(request).set_state, key, state)
+    changed = await run_in_threadpool(_admin, request, pause_schedule if state == "paused" else resume_schedule, key)
     word = "paused" if state == "paused" else "resumed"
-    message = f"{key}: {word}" if changed else f"{key}: no change (unknown, retired, or already {word})"
+    message = f"{key}: {word}" if changed else f"{key}: no change (already {word})"
     return redirect_with(request, message, f"/schedules/{key}")
 
 
 async def trigger(request: Request) -> Response:
     await action_form(request)
     key = request.path_params["key"]
-    fire = await run_in_threadpool(_clock(request).trigger, key, kind="manual")
+    fire = await run_in_threadpool(_admin, request, trigger_schedule, key)
     return redirect_with(request, f"triggered {fire.describe()}", f"/schedules/{key}")
 
 
@@ -116,7 +126,7 @@ async def backfill(request: Request) -> Response:
     end = parse_instant(form.get("until"), str(s["tz"]), "until")
     if start is None or end is None:
         raise OncebeatError("backfill needs both ends of the range (from, until)")
-    fires = await run_in_threadpool(_clock(request).backfill, key, start, end)
+    fires = await run_in_threadpool(_admin, request, backfill_schedule, key, start, end)
     done = sum(1 for f in fires if f.inserted)
     return redirect_with(request, f"{key}: {done} occurrence(s) backfilled, {len(fires) - done} already in the ledger",
                          f"/schedules/{key}")
