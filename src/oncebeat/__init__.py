@@ -10,7 +10,7 @@ Public API, by topic:
 - effects: :class:`EffectLedger` (use ``ctx.effect(key, fn)`` inside handlers)
 - processes: :class:`ClockProcess`, :class:`Worker`, :class:`JobContext`
 - provenance: :func:`current_source`, :class:`Source`
-- errors: :class:`OncebeatError` and its subclasses; handler signals :class:`Retry`, :class:`Discard`
+- errors: :class:`OncebeatError` and its subclasses; handler signals :class:`Retry`, :class:`Snooze`, :class:`Discard`
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from .errors import (
                      OncebeatError,
                      Retry,
                      ScheduleError,
+                     Snooze,
                      StoreError,
 )
 from .provenance import VERSION, Source, current_source
@@ -51,6 +52,6 @@ __all__ = [
     "current_source", "Source",
     # errors and handler signals
     "OncebeatError", "ConfigError", "ScheduleError", "StoreError", "EffectBusy", "EffectInDoubt",
-    "EffectKeyConflict", "Retry", "Discard",
+    "EffectKeyConflict", "Retry", "Snooze", "Discard",
     "__version__",
 ]

@@ -947,6 +947,34 @@ def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
         rt.close()
 
 
+@cli.group()
+def reminders() -> None:
+    """Operate on reminders (retry the failed ones)."""
+
+
+@reminders.command(name="retry")
+@click.option("--failed", "failed", is_flag=True, required=True,
+              help="Retry the reminders that ended failed (never a sent or in-doubt one).")
+@click.option("--since", default=None, metavar="YYYY-MM-DD",
+              help="Only those that failed on or after this date (in the policy's zone).")
+@DB_OPTION
+@CONFIG_OPTION
+def reminders_retry(failed: bool, since: str | None, database_url: str | None, config: Path | None) -> None:  # noqa: ARG001 - --failed is required: it names what is retried
+    """Put failed reminders back to pending with a send job (after fixing the cause: SMTP_URL, the mail server,
+    an address). Prints how many; audited as reminders.retried."""
+    from .provenance import current_source
+
+    day = _parse_date(since, "--since")
+    rt = _runtime(config=config, database_url=database_url, migrate=True)
+    try:
+        ids = rt.service.retry_failed(since=day, source=current_source("cli"))
+    finally:
+        rt.close()
+    scope = f" (failed since {day.isoformat()}, {rt.policy.tz})" if day else ""
+    click.echo(f"{len(ids)} failed reminder(s) put back to pending with a send job{scope}"
+               + (": " + ", ".join(str(i) for i in ids[:20]) + (" …" if len(ids) > 20 else "") if ids else ""))
+
+
 @cli.command()
 @click.option("--days", default=30, show_default=True, type=click.IntRange(1, 3650))
 @click.option("--from", "start", default=None, help="First simulated day YYYY-MM-DD (default 2026-01-05).")
@@ -1020,7 +1048,9 @@ def simulate(days: int, start: str | None, until: str | None, seed: int, faults:
 def check(database_url: str | None, maildir: Path | None, config: Path | None, as_json: bool) -> None:
     """Check the invariants (nothing twice, nothing lost) on a database and a Maildir.
 
-    Exit status 1 on a violation, 2 when the check itself could not run (bad input or an internal error).
+    Exit status 1 on a violation, 3 when every invariant holds but reminders failed (not delivered: retry them
+    with `oncebeat reminders retry --failed` once the cause is fixed), 2 when the check itself could not run
+    (bad input or an internal error).
     A payment counts from the instant the database recorded it (a replay applies a payment dated D at the
     start of D in the schedule's zone, or at its paid_at), so check counts the same due reminders as simulate.
     """
@@ -1035,7 +1065,7 @@ def check(database_url: str | None, maildir: Path | None, config: Path | None, a
         _print_json(report.as_dict())
     else:
         click.echo(report.to_text())
-    sys.exit(0 if report.passed else 1)
+    sys.exit(report.exit_code)
 
 
 @cli.command()
@@ -1116,7 +1146,8 @@ def main() -> None:
     """Entry point: run the CLI; print oncebeat errors as one clear message (exit status 2).
 
     Exit status: 0 fine, 1 a finding (``check``: an invariant violated; ``doctor``: an error found), 2 bad
-    input, configuration or an internal error (the command could not do its job).
+    input, configuration or an internal error (the command could not do its job), 3 ``check``: every invariant
+    holds but reminders failed (not delivered).
     """
     try:
         cli.main(standalone_mode=False)

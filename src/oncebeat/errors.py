@@ -134,6 +134,21 @@ class Retry(JobSignal):
         self.delay = delay
 
 
+class Snooze(JobSignal):
+    """Run the job again after ``delay`` seconds **without using up an attempt**: it was not the job's fault.
+
+    For waits on something outside the job, e.g. a mail server that is down, answering 4xx or refusing
+    TLS/auth (a mail outage is a delay, not a failure). The job goes back ``retryable`` with ``reason`` kept
+    in its errors (kind ``snooze``) and its attempt budget (``max_attempts``) one larger, so the attempts it
+    has left are unchanged. Whoever raises it bounds the total wait (a job that snoozes forever never ends).
+    """
+
+    def __init__(self, reason: str, delay: float) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
+
+
 class Discard(JobSignal):
     """Give up on the job at once: it ends ``discarded`` with ``reason`` kept."""
 

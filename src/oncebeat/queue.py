@@ -276,6 +276,27 @@ class Queue:
                                       "kind": kind})
         return state
 
+    def snooze(self, job: Job, worker_id: int, reason: str, *, delay: float) -> str:
+        """Put a running job back ``retryable`` in ``delay`` seconds without using up an attempt.
+
+        The attempt is kept in ``errors`` (kind ``snooze``) and ``max_attempts`` grows by one, so the attempts
+        left are unchanged and attempt numbers never repeat (an effect's holder stays unique). Not audited per
+        snooze (an outage would write one event per job and try); the job's errors are the record.
+
+        Returns:
+            ``retryable``, or ``lost-lease`` if this worker no longer holds the job.
+        """
+        now = self.clock.now()
+        entry = {"attempt": job.attempt, "at": now.isoformat(), "error": reason[:2000], "kind": "snooze",
+                 "retry_in": round(delay, 3)}
+        with self.store.transaction() as tx:
+            row = tx.one("snooze_job", id=job.id, worker_id=worker_id, attempt=job.attempt,
+                         run_at=now + timedelta(seconds=delay), error=Json(entry))
+        state = "retryable" if row is not None else "lost-lease"
+        telemetry.emit("job.failed", {"task": job.task, "queue": job.queue, "attempt": job.attempt, "state": state,
+                                      "kind": "snooze"})
+        return state
+
     def hold_in_doubt(self, job: Job, worker_id: int, keys: Sequence[str]) -> str:
         """End an attempt whose effects ``keys`` are in doubt: the job waits ``in_doubt`` for an operator.
 

@@ -21,7 +21,8 @@ Lifecycle:
   returns unfinished jobs to the queue without burning an attempt.
 
 Outcomes of a handler: return → ``completed``; :class:`~oncebeat.errors.Retry`
-→ retried after its delay; :class:`~oncebeat.errors.Discard`, a task's
+→ retried after its delay; :class:`~oncebeat.errors.Snooze` → run again after its delay without using
+up an attempt (a wait on something outside the job); :class:`~oncebeat.errors.Discard`, a task's
 ``permanent_errors`` or :class:`~oncebeat.errors.EffectKeyConflict` →
 ``discarded`` at once; any other exception → retried with exponential backoff
 and jitter until ``max_attempts``, then ``discarded``; every error is kept on
@@ -61,6 +62,7 @@ from .errors import (
     EffectKeyConflict,
     LeaseLost,
     Retry,
+    Snooze,
     StoreError,
     TransientStoreError,
 )
@@ -359,6 +361,9 @@ class Worker:
         if isinstance(error, Retry):
             self._fail(job, wid, error.reason or "retry requested", delay=error.delay, kind="retry")
             return "retry"
+        if isinstance(error, Snooze):
+            self._db("recording a snooze", self.queue.snooze, job, wid, error.reason, delay=error.delay)
+            return "snooze"
         if isinstance(error, Discard):
             self._fail(job, wid, error.reason, permanent=True, kind="discard")
             return "discard"

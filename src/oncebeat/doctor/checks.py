@@ -21,7 +21,7 @@ from .facts import Facts, Proc, header, source_text, version_key
 from .model import Evidence, Finding, duration_text
 
 __all__ = ["CHECK_FUNCTIONS", "Skip", "MAX_EVIDENCE", "RESTART_WINDOW", "PENDING_GRACE", "OVERDUE_AFTER",
-           "SKEW_TOLERANCE", "UPCOMING_DST", "LEASE_RESCUE_EXPECTED"]
+           "SKEW_TOLERANCE", "UPCOMING_DST", "LEASE_RESCUE_EXPECTED", "OUTAGE_ALERT"]
 
 MAX_EVIDENCE = 20  # evidence rows per finding; the rest is counted in a note
 MAX_FINDINGS_PER_CHECK = 50
@@ -30,6 +30,7 @@ RESTART_WINDOW = timedelta(minutes=15)  # a clock start this soon after a fire i
 HANDOVER_GRACE = timedelta(seconds=60)
 OLD_VERSION_GRACE = timedelta(minutes=10)  # an old version may outlive a new one's start by this much (rolling deploy)
 PENDING_GRACE = timedelta(hours=1)  # a reminder pending longer than this is reported
+OUTAGE_ALERT = timedelta(hours=1)  # a reminder waiting out a mail outage longer than this is an error
 OVERDUE_AFTER = timedelta(hours=1)  # a due job unclaimed this long means no worker takes its queue
 LEASE_RESCUE_EXPECTED = timedelta(minutes=5)  # workers rescue every 15 s; an expired lease older than this is stuck
 SKEW_TOLERANCE = timedelta(seconds=5)
@@ -730,7 +731,8 @@ def check_lost(facts: Facts) -> list[Finding]:
                    and occs_of[int(r["occurrence_id"])]["schedule_key"] in facts.schedule_keys]
     jobs = facts.load_jobs(int(r["open_job_id"]) for r in pending if r["open_job_id"] is not None)
     orphans = [r for r in pending if r["open_job_id"] is None]
-    slow = [r for r in pending if r["open_job_id"] is not None and now - r["created_at"] > PENDING_GRACE]
+    slow = [r for r in pending if r["open_job_id"] is not None and now - r["created_at"] > PENDING_GRACE
+            and r.get("deferred_since") is None]  # those waiting out a mail outage are check_undelivered's
     if orphans:
         findings.append(Finding(
             code="lost", severity="error",
@@ -1112,6 +1114,52 @@ def check_effect_conflict(facts: Facts) -> list[Finding]:
     return findings
 
 
+# --- undelivered -----------------------------------------------------------------------------------------
+
+
+def _first_line(text: Any) -> str:
+    lines = str(text or "").strip().splitlines()
+    return (lines[0] if lines else "no reason recorded")[:240]
+
+
+def check_undelivered(facts: Facts) -> list[Finding]:
+    """Reminders that did not go out: ``failed`` ones (since ``--since``), and pending ones waiting out a mail
+    outage for more than :data:`OUTAGE_ALERT` (the server refuses sessions: down, 4xx, TLS or login)."""
+    face = facts.face
+    failed = facts.store.read("doctor_failed_reminders", since=facts.since)
+    deferred = facts.store.read("doctor_deferred_reminders", before=facts.now - OUTAGE_ALERT)
+    if facts.invoice_arg is not None:
+        failed = [r for r in failed if r["number"] == facts.invoice_arg]
+        deferred = [r for r in deferred if r["number"] == facts.invoice_arg]
+    findings: list[Finding] = []
+    if failed:
+        last = failed[-1]
+        outage = sum(1 for r in failed if "mail outage" in str(r["reason"] or ""))
+        findings.append(Finding(
+            code="undelivered", severity="error",
+            summary=(f"{_plural(len(failed), 'reminder')} failed: not delivered"
+                     + (f" ({outage} after a mail outage longer than outage_retry)" if outage else "")
+                     + f"; the latest at {face.text(last['updated_at'])}: {_first_line(last['reason'])}"),
+            subject=f"invoice:{last['number']}", evidence=_capped([ev.reminder(r, face) for r in failed]),
+            fix=("Fix the cause each reason names (for a mail outage: SMTP_URL, the mail server, its TLS or login; "
+                 "for a 5xx: the customer's address), then run `oncebeat reminders retry --failed` (add "
+                 "`--since YYYY-MM-DD` to retry only recent ones). Sent and in-doubt reminders are never retried.")))
+    if deferred:
+        first = deferred[0]
+        findings.append(Finding(
+            code="undelivered", severity="error",
+            summary=(f"{_plural(len(deferred), 'reminder')} waiting out a mail outage for more than "
+                     f"{duration_text(OUTAGE_ALERT.total_seconds())} (since {face.text(first['deferred_since'])}, "
+                     f"{duration_text((facts.now - first['deferred_since']).total_seconds())} ago): "
+                     f"{_first_line(deferred[-1]['reason'])}"),
+            subject=f"invoice:{first['number']}", evidence=_capped([ev.reminder(r, face) for r in deferred]),
+            fix=("The mail server refuses the sessions (the reason says how): check SMTP_URL, the server, its TLS "
+                 "certificate and the login. The reminders are tried again with backoff, without using up their "
+                 "attempts, and go out once it answers; after [delivery] outage_retry (default 24h) they end "
+                 "failed.")))
+    return findings
+
+
 CHECK_FUNCTIONS: dict[str, Callable[[Facts], list[Finding]]] = {
     "multiple-clocks": check_multiple_clocks,
     "clock-restart": check_clock_restart,
@@ -1124,4 +1172,5 @@ CHECK_FUNCTIONS: dict[str, Callable[[Facts], list[Finding]]] = {
     "timezone": check_timezone,
     "clock-skew": check_clock_skew,
     "discarded": check_discarded,
+    "undelivered": check_undelivered,
 }

@@ -43,6 +43,7 @@ CHECKS = (
     "timezone",
     "clock-skew",
     "discarded",
+    "undelivered",
 )
 # Causes only the log doctor (``doctor --logs``, :mod:`oncebeat.doctor.logs`) reports: with oncebeat's
 # ledgers a job cannot be enqueued twice for one occurrence nor run twice at once, so the database doctor has none.

@@ -21,6 +21,9 @@ The policy lives in one TOML file, ``oncebeat.toml`` (DESIGN.md §6, §7)::
     reply_to = "accounts@example.com"   # optional
     company = "Example Co"
 
+    [delivery]
+    outage_retry = "24h"         # how long a mail outage is waited out before a reminder is failed (>= 1h)
+
 Every key is optional: a missing key keeps its default, and a missing file
 (or no file at all) gives :class:`Policy` with all defaults. Unknown keys are
 refused, so a typo such as ``timezone = ...`` cannot silently fall back to a
@@ -82,6 +85,9 @@ MIN_STAGE = -365
 MAX_CATCHUP_WINDOW = 31 * 86400.0
 #: Latest stage: about ten years past due.
 MAX_STAGE = 3650
+#: ``[delivery] outage_retry`` bounds (seconds): an outage shorter than an hour must never fail a reminder.
+MIN_OUTAGE_RETRY = 3600.0
+MAX_OUTAGE_RETRY = 31 * 86400.0
 
 _DEFAULT_STAGES_EXAMPLE = "[1, 7, 14, 30]"
 
@@ -123,6 +129,7 @@ class Policy:
     reply_to: str | None = None
     templates: Path | None = None  # folder overriding built-in templates
     company: str = "Example Co"  # shown in emails
+    outage_retry: float = 86400.0  # seconds a mail outage (connect, TLS, auth, 4xx) is waited out per reminder
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -356,6 +363,24 @@ def _check_overlap(value: Any) -> str:
     return value
 
 
+def _check_outage_retry(value: Any) -> float:
+    fix = 'Write a duration of at least an hour, e.g. "24h" (the default) or "2d".'
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _Invalid(f"must be a duration, got {_type_name(value)}", fix, value=value)
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise _Invalid("is not a duration", fix, value=value) from None
+    if seconds < MIN_OUTAGE_RETRY:
+        raise _Invalid("is shorter than 1h: a mail server down, answering 4xx or refusing TLS/auth for that long "
+                       "would mark every reminder due then failed for good", fix, value=value)
+    if seconds > MAX_OUTAGE_RETRY:
+        raise _Invalid(f"is longer than the maximum of {format_duration(MAX_OUTAGE_RETRY)}",
+                       'Use at most "31d"; reminders failed after that can be retried with '
+                       "`oncebeat reminders retry --failed`.", value=value)
+    return seconds
+
+
 COLLAPSE_MODES = ("next", "highest")
 SEND_ZONES = ("schedule", "customer")
 DEFAULT_SCHEDULE = "0 8 * * *"
@@ -515,6 +540,7 @@ _CHECKS = {
     "reply_to": _check_reply_to,
     "templates": _check_templates,
     "company": _check_company,
+    "outage_retry": _check_outage_retry,
 }
 
 
@@ -527,6 +553,7 @@ _LAYOUT: dict[str, dict[str, str]] = {
     "reminders": {"stages": "stages", "collapse": "collapse", "send_zone": "send_zone", "send_at": "send_at",
                   "templates": "templates"},
     "sender": {"from": "sender", "reply_to": "reply_to", "company": "company"},
+    "delivery": {"outage_retry": "outage_retry"},
 }
 
 
@@ -756,6 +783,12 @@ from = {json.dumps(p.sender)}
 # reply_to = "accounts@example.com"
 # Your company name as shown in the emails.
 company = {json.dumps(p.company)}
+
+[delivery]
+# A mail outage (SMTP server down, answering 4xx, refusing TLS or the login) is a
+# delay, not a failure: each reminder due then is retried with backoff, without
+# using up its attempts, for this long before it is marked failed. At least "1h".
+outage_retry = {json.dumps(format_duration(p.outage_retry))}
 """
 
 

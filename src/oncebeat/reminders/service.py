@@ -8,6 +8,12 @@ from a second trigger creates nothing new.
 The send (G4, G6) re-reads the invoice, skips it when no longer open, and
 sends inside ``effect("reminder:<id>")`` with a deterministic Message-ID;
 every reminder ends ``sent``, ``skipped``, ``failed`` or ``in_doubt``.
+
+A mail outage is a delay, not a failure: a session-level failure (connection refused or timed out, TLS or
+login refused, any 4xx reply) says nothing about the reminder, so its send job is snoozed with backoff
+(:class:`~oncebeat.errors.Snooze`: no attempt used up) while ``policy.outage_retry`` (default 24 h) has not
+passed since the first refusal (``reminders.deferred_since``); after that it ends ``failed``. A 5xx for the
+recipient fails it at once. ``retry_failed`` puts failed reminders back (never a sent or in-doubt one).
 """
 
 from __future__ import annotations
@@ -15,12 +21,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from email.headerregistry import Address
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfoNotFoundError
 
-from .. import telemetry
+from .. import audit, telemetry
 from ..effects import EffectAttempt, EffectLedger
 from ..errors import (
     DeliveryUnknown,
@@ -29,10 +35,11 @@ from ..errors import (
     EffectKeyConflict,
     EffectOutcomeUnknown,
     ImportRejected,
+    JobSignal,
     LeaseLost,
     OncebeatError,
     PermanentMailError,
-    Retry,
+    Snooze,
     TransientMailError,
 )
 from ..mail import (
@@ -49,7 +56,7 @@ from ..store import Json, Store, Tx
 from ..timebase import Clock
 from .importing import InvoiceImport, RowProblem
 from .model import Customer, Invoice, Payment, reminder_id_of_key, reminder_key
-from .policy import Policy
+from .policy import Policy, format_duration
 from .render import RenderedEmail, Renderer
 
 if TYPE_CHECKING:
@@ -62,6 +69,18 @@ log = logging.getLogger("oncebeat.reminders")
 SCAN_TASK = "reminders.scan"
 SEND_TASK = "reminders.send"
 SEND_MAX_ATTEMPTS = 8  # backoff 2 s … ~4 min; then the reminder is recorded failed, never left pending
+OUTAGE_FIRST_WAIT = 5.0  # seconds before the first retry of a reminder refused by a mail outage
+OUTAGE_MAX_WAIT = 900.0  # the longest wait between two tries during an outage (a recovery is seen within 15 min)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def outage_wait(waited: float, left: float) -> float:
+    """Seconds until the next try of a reminder that has waited out a mail outage for ``waited`` seconds.
+
+    Half the time waited so far (so tries thin out geometrically, x1.5), at least :data:`OUTAGE_FIRST_WAIT`,
+    at most :data:`OUTAGE_MAX_WAIT`, and never past the ``left`` seconds of ``outage_retry``.
+    """
+    return max(1.0, min(max(OUTAGE_FIRST_WAIT, waited / 2), OUTAGE_MAX_WAIT, left))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -220,7 +239,8 @@ class ReminderService:
             if rows[0]["state"] == "pending":  # this send decided it (not an earlier one)
                 telemetry.emit("reminder.finished", {"stage": rows[0]["stage"], "state": state})
             return state
-        except (Retry, Discard, LeaseLost):  # LeaseLost: this attempt no longer owns the job; record nothing
+        except (JobSignal, LeaseLost):  # Retry, Snooze, Discard steer the job; LeaseLost: this attempt no longer
+            # owns the job. None is a failure of this attempt: record nothing here
             raise
         except Exception as exc:
             # Never leave a reminder pending when its job gives up (G6): the last attempt records it failed.
@@ -285,14 +305,48 @@ class ReminderService:
             return self._finish(reminder_id, "failed", str(exc))
         except PermanentMailError as exc:
             return self._finish(reminder_id, "failed", f"SMTP rejected: {exc}")
-        except TransientMailError as exc:
-            if ctx.job.attempt >= ctx.job.max_attempts:
-                return self._finish(reminder_id, "failed", f"gave up after {ctx.job.attempt} attempts: {exc}")
-            raise Retry(f"SMTP temporary failure: {exc}") from exc
+        except TransientMailError as exc:  # connect, TLS, auth or a 4xx: a mail outage, not this reminder's fault
+            return self._wait_out_outage(reminder_id, exc)
         if recorded:
             return "sent"
         # Done by an earlier attempt or by a reconcile: its own transaction records the reminder (if still pending).
         return self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now())
+
+    def _wait_out_outage(self, reminder_id: int, exc: TransientMailError) -> str:
+        """Snooze the send (no attempt used up) until ``policy.outage_retry`` has passed since the first refusal;
+        then record the reminder ``failed``. Returns the final state, or raises :class:`Snooze`."""
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            row = tx.one("defer_reminder", id=reminder_id, reason=f"mail outage: {exc}"[:2000], now=now)
+        if row is None:  # decided meanwhile by another job
+            return str(self.store.read("get_reminder_for_send", id=reminder_id)[0]["state"])
+        waited = (now - row["deferred_since"]).total_seconds()
+        left = self.policy.outage_retry - waited
+        if left <= 0:
+            return self._finish(reminder_id, "failed", f"gave up after {format_duration(waited)} of mail outage "
+                                f"(outage_retry {format_duration(self.policy.outage_retry)}): {exc}")
+        log.warning("reminder %s: mail outage for %s, next try in %.0f s: %s", reminder_id, format_duration(waited),
+                    outage_wait(waited, left), exc, extra={"event": "reminders.outage", "reminder_id": reminder_id})
+        raise Snooze(f"mail outage (since {row['deferred_since'].isoformat()}): {exc}", delay=outage_wait(waited, left))
+
+    def retry_failed(self, *, since: date | None = None, source: Source) -> list[int]:
+        """An operator's retry: failed reminders become ``pending`` with a send job again (one transaction).
+
+        ``since``: only reminders failed on or after that date (from its start in the policy's zone). A reminder
+        whose email may have gone out (its effect ``done``, ``in_doubt`` or being sent) is never put back, nor a
+        sent or in-doubt reminder. Audited ``reminders.retried`` (count, since, ids). Returns the ids put back.
+        """
+        now = self.clock.now()
+        start = datetime.combine(since, time(0), tzinfo=self.policy.zone).astimezone(UTC) if since else EPOCH
+        with self.store.transaction() as tx:
+            ids = [int(r["id"]) for r in tx.run("retry_failed_reminders", since=start, now=now,
+                                                  reason="retried by operator after failing")]
+            if ids:
+                tx.run("scan_enqueue_sends", queue="default", task=SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS,
+                       now=now, **source.params())
+            audit.record(tx, now=now, kind="reminders.retried", subject="reminders", source=source,
+                         detail={"count": len(ids), "since": since.isoformat() if since else None, "ids": ids[:1000]})
+        return ids
 
     def _finish(self, reminder_id: int, state: str, reason: str | None, *, message_id: str | None = None,
                 sent_at: datetime | None = None, tx: Tx | None = None, from_state: str = "pending") -> str:

@@ -80,16 +80,25 @@ class Invariant:
 
 @dataclass(kw_only=True, slots=True)
 class CheckReport:
+    """The invariants, a summary, and ``attention``: lines about what holds but needs a person (``check`` on a
+    deployment: failed reminders, i.e. not delivered)."""
+
     invariants: dict[str, Invariant]
     summary: dict[str, Any]
+    attention: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return all(i.passed for i in self.invariants.values())
 
+    @property
+    def exit_code(self) -> int:
+        """0 all holds, 1 an invariant is violated, 3 none is but something needs a person (``attention``)."""
+        return 1 if not self.passed else 3 if self.attention else 0
+
     def as_dict(self) -> dict[str, Any]:
         return {"pass": self.passed, "invariants": {k: v.as_dict() for k, v in self.invariants.items()},
-                "summary": self.summary}
+                "summary": self.summary, "attention": self.attention}
 
     def to_text(self) -> str:
         lines = []
@@ -98,6 +107,7 @@ class CheckReport:
             lines.append(f"  {mark} {inv.name:<26} {inv.checked:>7} checked, {inv.violations} violation(s)")
             lines.extend(f"         e.g. {e}" for e in inv.examples)
         lines.append("all invariants hold" if self.passed else "INVARIANT VIOLATIONS FOUND")
+        lines.extend(f"attention: {a}" for a in self.attention)
         return "\n".join(lines)
 
 

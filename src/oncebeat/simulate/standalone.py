@@ -41,7 +41,16 @@ def definitions_from_db(store: Store, app: App) -> dict[str, list[ScheduleDef]]:
 
 
 def check_deployment(store: Store, app: App, policy: Policy, *, maildir: Path | None) -> CheckReport:
-    """Run every invariant on a live or finished deployment (see module docstring)."""
-    return check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
-                 business_date=policy.business_date, definitions=definitions_from_db(store, app),
-                 payments=payments_from_db(store, policy.tz), in_doubt_budget=None)
+    """Run every invariant on a live or finished deployment (see module docstring).
+
+    Failed reminders break no invariant (a failure is recorded, not lost) but were not delivered: they are
+    listed in ``attention`` (so ``check`` exits 3) with the command that retries them.
+    """
+    report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
+                   business_date=policy.business_date, definitions=definitions_from_db(store, app),
+                   payments=payments_from_db(store, policy.tz), in_doubt_budget=None)
+    failed = int(report.summary.get("reminders", {}).get("failed", 0))
+    if failed:
+        report.attention.append(f"{failed} reminder(s) failed (not delivered): `oncebeat doctor` shows why; fix "
+                                "the cause, then `oncebeat reminders retry --failed`")
+    return report

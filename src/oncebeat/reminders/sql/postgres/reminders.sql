@@ -162,7 +162,7 @@ FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i
 ORDER BY i.due_on, i.number;
 
 -- name: get_reminder_for_send
-SELECT r.id, r.stage, r.state, r.business_date, r.occurrence_id, r.message_id,
+SELECT r.id, r.stage, r.state, r.business_date, r.occurrence_id, r.message_id, r.deferred_since,
        i.id AS invoice_id, i.number, i.currency, i.amount_due, i.issued_on, i.due_on, i.status, i.paid_on,
        c.email, c.name, c.locale, c.tz
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
@@ -171,6 +171,21 @@ WHERE r.id = :id;
 -- name: finish_reminder
 UPDATE reminders SET state = :state, reason = :reason, message_id = :message_id, sent_at = :sent_at, updated_at = :now
 WHERE id = :id AND state = :from_state
+RETURNING id;
+
+-- name: defer_reminder
+-- A pending reminder waits out a mail outage: the first refusal's instant is kept, the last refusal is the reason.
+UPDATE reminders SET deferred_since = COALESCE(deferred_since, :now), reason = :reason, updated_at = :now
+WHERE id = :id AND state = 'pending'
+RETURNING deferred_since;
+
+-- name: retry_failed_reminders
+-- An operator's retry: failed reminders (failed since :since) become pending again, never one whose email may
+-- have gone out (its effect done, in doubt or being sent).
+UPDATE reminders SET state = 'pending', reason = :reason, deferred_since = NULL, updated_at = :now
+WHERE state = 'failed' AND updated_at >= :since
+  AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.key = 'reminder:' || reminders.id::text
+                  AND e.state IN ('done', 'in_doubt', 'started'))
 RETURNING id;
 
 -- name: reminder_counts

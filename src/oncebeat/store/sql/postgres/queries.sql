@@ -214,6 +214,14 @@ SET state = :state, run_at = :run_at, finished_at = :finished_at, lease_expires_
 WHERE id = :id AND worker_id = :worker_id AND state = 'running' AND attempt = :attempt
 RETURNING id, state, attempt, max_attempts;
 
+-- name: snooze_job
+-- Back to retryable without using up an attempt: the budget grows by the attempt just spent.
+UPDATE jobs
+SET state = 'retryable', run_at = :run_at, lease_expires_at = NULL, max_attempts = max_attempts + 1,
+    errors = errors || jsonb_build_array(CAST(:error AS jsonb))
+WHERE id = :id AND worker_id = :worker_id AND state = 'running' AND attempt = :attempt
+RETURNING id;
+
 -- name: return_jobs
 UPDATE jobs SET state = 'available', attempt = attempt - 1, worker_id = NULL, lease_expires_at = NULL,
     started_at = NULL

@@ -128,6 +128,17 @@ FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE r.state = 'pending'
 ORDER BY r.created_at, r.id;
 
+-- name: doctor_failed_reminders
+SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
+WHERE r.state = 'failed' AND r.updated_at >= :since
+ORDER BY r.updated_at, r.id;
+
+-- name: doctor_deferred_reminders
+-- Pending reminders waiting out a mail outage that began before :before.
+SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
+WHERE r.state = 'pending' AND r.deferred_since < :before
+ORDER BY r.deferred_since, r.id;
+
 -- name: doctor_invoice
 SELECT i.*, c.email, c.name, c.tz AS customer_tz
 FROM invoices i JOIN customers c ON c.id = i.customer_id
