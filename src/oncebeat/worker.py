@@ -469,8 +469,8 @@ class Worker:
         ``{"completed", "retried", "discarded", "in_doubt", "other"}`` (jobs).
         """
         outcomes: Counter[str] = Counter()
-        names = {"completed": "completed", "retry": "retried", "discard": "discarded", "unknown_task": "discarded",
-                 "effect_conflict": "discarded", "in_doubt": "in_doubt"}
+        names = {"completed": "completed", "retry": "retried", "snooze": "retried", "discard": "discarded",
+                 "unknown_task": "discarded", "effect_conflict": "discarded", "in_doubt": "in_doubt"}
 
         def count(_: str, data: Mapping[str, Any]) -> None:
             outcomes[names.get(str(data.get("outcome")), "other")] += 1
