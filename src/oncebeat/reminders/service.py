@@ -341,9 +341,9 @@ class ReminderService:
         with self.store.transaction() as tx:
             ids = [int(r["id"]) for r in tx.run("retry_failed_reminders", since=start, now=now,
                                                   reason="retried by operator after failing")]
-            if ids:
-                tx.run("scan_enqueue_sends", queue="default", task=SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS,
-                       now=now, **source.params())
+            if ids:  # the send job of every pending reminder without one, as a scan enqueues them
+                Queue(self.store, clock=self.clock, source=source).enqueue_select(
+                    tx, "pending_send_jobs", task=SEND_TASK, queue="default", max_attempts=SEND_MAX_ATTEMPTS)
             audit.record(tx, now=now, kind="reminders.retried", subject="reminders", source=source,
                          detail={"count": len(ids), "since": since.isoformat() if since else None, "ids": ids[:1000]})
         return ids
