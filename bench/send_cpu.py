@@ -23,7 +23,9 @@ JSON object (also written to ``bench/results/<timestamp>-send_cpu.json``).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime
@@ -86,8 +88,11 @@ def steps(n: int = 300) -> dict[str, float]:
     return out
 
 
-def drain(backend: str, n: int, settings: Settings) -> dict[str, float]:
-    """CPU ms per reminder of this process sending ``n`` reminders (sink in its own process)."""
+def drain(backend: str, n: int, settings: Settings, *, profile: bool = False) -> dict[str, Any]:
+    """CPU ms per reminder of this process sending ``n`` reminders (sink in its own process).
+
+    ``profile``: run the drain under cProfile with a CPU-time timer and return the top functions
+    (``profile`` key: cumulative and own CPU ms per reminder)."""
     from bench import invoices
     from bench.w2_scan import BUSINESS_DATE
     from oncebeat.mail import Mailer
@@ -112,9 +117,14 @@ def drain(backend: str, n: int, settings: Settings) -> dict[str, float]:
                 service = ReminderService(store, Policy(), clock=SystemClock(), mailer=mailer)
                 w = Worker(build_app(service), store, concurrency=1, batch_size=100, lease_seconds=30.0)
                 w.register()
+                prof = cProfile.Profile(time.process_time) if profile else None
                 cpu, wall = time.process_time(), time.perf_counter()
+                if prof is not None:
+                    prof.enable()
                 while w.run_batch():
                     pass
+                if prof is not None:
+                    prof.disable()
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 w.stop_process()
                 mailer.close()
@@ -124,7 +134,21 @@ def drain(backend: str, n: int, settings: Settings) -> dict[str, float]:
         sent = int(db.query("SELECT count(*) FROM reminders WHERE state = 'sent'")[0][0])
     if sent != n or accepted != n:
         raise RuntimeError(f"send_cpu: {sent} sent, {accepted} accepted by the sink; expected {n}")
-    return {"reminders": n, "cpu_ms_per_reminder": cpu / n * 1e3, "reminders_per_s_wall": n / wall}
+    out: dict[str, Any] = {"reminders": n, "cpu_ms_per_reminder": cpu / n * 1e3, "reminders_per_s_wall": n / wall}
+    if prof is not None:
+        out["profile"] = _top(prof, n)
+    return out
+
+
+def _top(prof: cProfile.Profile, n: int, count: int = 30) -> list[tuple[str, float, float]]:
+    """(function, cumulative CPU ms per reminder, own CPU ms per reminder), by cumulative time."""
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    rows = []
+    for (path, line, fn), (_cc, _nc, tt, ct, _callers) in stats.items():
+        where = "/".join(path.split("/")[-2:])
+        rows.append((f"{fn} ({where}:{line})", ct / n * 1e3, tt / n * 1e3))
+    rows.sort(key=lambda r: -r[1])
+    return [(f, round(c, 3), round(t, 3)) for f, c, t in rows[:count]]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -133,6 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--n", type=int, default=1000, help="reminders sent in the drain (default 1,000; 0 = steps only)")
     p.add_argument("--backend", default="postgres", choices=("postgres", "sqlite"))
     p.add_argument("--reps", type=int, default=3, help="drains (default 3; median reported with all values)")
+    p.add_argument("--profile", action="store_true", help="one more drain under cProfile (CPU timer): top functions")
     a = p.parse_args(argv)
     settings = Settings.make(reps=a.reps, quick=False)
     out: dict[str, Any] = {"engine": engine_version(), "steps_cpu_us": steps()}
@@ -143,6 +168,8 @@ def main(argv: list[str] | None = None) -> None:
         runs = [drain(a.backend, a.n, settings) for _ in range(a.reps)]
         vals = sorted(r["cpu_ms_per_reminder"] for r in runs)
         out["drain"] = {"backend": a.backend, "runs": runs, "cpu_ms_per_reminder_median": vals[len(vals) // 2]}
+        if a.profile:
+            out["profile"] = drain(a.backend, a.n, settings, profile=True)["profile"]
     write_json("send_cpu", out)
     print(json.dumps(out, indent=2))
 
