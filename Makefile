@@ -1,12 +1,14 @@
-# Two entry points for a fresh machine with Python 3.11+: `make demo` and `make test`.
-# Both create .venv and install oncebeat from this repository (pyproject.toml) on first use.
-PYTHON ?= python3
+# Two entry points for a fresh machine with Python 3.11.10+, 3.12.5+ or 3.13+: `make demo` and `make test`.
+# Both create .venv and install oncebeat from this repository (pyproject.toml) on first use, with the first
+# interpreter that meets the floor (scripts/find-python: $$PYTHON, python3, python3.X, pyenv's versions).
+PYTHON ?= $(shell scripts/find-python)
 VENV ?= .venv
 BIN := $(VENV)/bin
 
 .PHONY: demo test lint install clean
 
 $(BIN)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "make: no suitable Python (see the message above)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
