@@ -464,3 +464,19 @@ def test_instants_come_back_as_aware_utc(store: Store, sim_clock: SimulatedClock
     assert job.args == {"nested": {"list": [1, 2], "text": "é"}}
     assert job.errors == []
 
+
+
+def test_a_sqlite_store_dropped_without_close_closes_its_connections(tmp_path: Path) -> None:
+    import gc
+    import warnings
+
+    store = open_store(f"sqlite:///{tmp_path}/dropped.db")
+    store.migrate()
+    reader = threading.Thread(target=store.read, args=("list_schedules",))  # a second thread's own connection
+    reader.start()
+    reader.join()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del store
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -17,6 +17,7 @@ import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
@@ -108,6 +109,13 @@ class _SqliteTx(Tx):
             raise _translate(exc, "statement") from exc
 
 
+def _close_all(connections: list[sqlite3.Connection], lock: threading.Lock) -> None:
+    with lock:
+        for conn in connections:
+            conn.close()
+        connections.clear()
+
+
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {col[0]: value for col, value in zip(cursor.description, row, strict=True)}
 
@@ -152,6 +160,9 @@ class SqliteStore(Store):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # The store owns its per-thread connections: one dropped without close() closes them when collected
+        # (Python 3.13 warns about every sqlite3 connection left for the garbage collector).
+        weakref.finalize(self, _close_all, self._all, self._lock)
 
     def _connect(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -248,8 +259,5 @@ class SqliteStore(Store):
         return {t: [(c["name"], c["type"]) for c in conn.execute(f'PRAGMA table_info("{t}")')] for t in tables}
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
+        _close_all(self._all, self._lock)
         self._local = threading.local()
