@@ -13,6 +13,7 @@ listen (or failed); the dashboard's pages are read too. Afterwards every row of 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -51,7 +52,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["preview"], ["aging"], ["effects", "list"], ["effects", "resolve", "reminder:1", "done"],
     ["check"], ["doctor"], ["doctor", "--json"], ["simulate", "--days", "1", "--dir", "sim"],
     ["tick"], ["occurrences", "rerun", "1"], ["schedules", "set", "reminders", "--cron", "0 9 * * *", "--tz", "UTC"],
-    ["schedules", "retire", "reminders"],
+    ["schedules", "retire", "reminders"], ["schedules", "describe", "reminders"], ["reminders", "retry", "--failed"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")
 
@@ -66,7 +67,7 @@ def test_the_fuzz_covers_every_command_that_takes_a_database_url() -> None:
         if any(p.name == "database_url" for p in command.params):
             yield " ".join(path)
 
-    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects", "occurrences") and len(c) > 1 and not c[1].startswith("-")
+    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects", "occurrences", "reminders") and len(c) > 1 and not c[1].startswith("-")
                         else c[:1]) for c in SHORT_COMMANDS} | set(LONG_COMMANDS)
     assert set(walk(cli.cli, ())) <= covered
 
@@ -186,7 +187,7 @@ def _registered(db: str, pid: int) -> bool:
     try:
         if db.startswith("sqlite:"):
             path = db.removeprefix("sqlite:///").partition("?")[0]
-            with sqlite3.connect(path) as conn:
+            with contextlib.closing(sqlite3.connect(path)) as conn:  # sqlite3's own `with` does not close
                 return bool(conn.execute("SELECT 1 FROM processes WHERE pid = ?", (pid,)).fetchall())
         schema = db.rpartition("schema=")[2]
         with psycopg.connect(pg_base_url(), connect_timeout=5) as conn:
@@ -248,7 +249,7 @@ def _database_text(schema: str, sqlite_path: Path) -> str:
         for table in tables:
             parts += [str(r) for r in conn.execute(f'SELECT t::text FROM "{schema}"."{table}" t')]
     if sqlite_path.exists():
-        with sqlite3.connect(sqlite_path) as conn:
+        with contextlib.closing(sqlite3.connect(sqlite_path)) as conn:
             for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
                 parts += [str(r) for r in conn.execute(f'SELECT * FROM "{table}"')]
     assert len(parts) > 10, "the commands wrote to the databases"
