@@ -21,7 +21,7 @@ from .errors import ConfigError, StoreError
 from .store import Store, open_store
 from .timebase import Clock, SystemClock
 
-__all__ = ["Deployment", "load_app", "open_deployment", "database_url", "DEFAULT_DATABASE_URL"]
+__all__ = ["Deployment", "load_app", "open_deployment", "open_store_for", "database_url", "DEFAULT_DATABASE_URL"]
 
 DEFAULT_DATABASE_URL = "sqlite:///oncebeat.db"
 

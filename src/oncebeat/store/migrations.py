@@ -13,7 +13,7 @@ Everything runs in the caller's transaction, under the caller's migration lock.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .sqlfiles import SqlLine, load_migrations, split_statements
@@ -96,6 +96,4 @@ def versions_by_line(rows: list[dict[str, Any]]) -> dict[str, list[int]]:
 
 def now_utc() -> datetime:
     """The wall clock for ``applied_at`` (a migration's timestamp is bookkeeping, not scheduling)."""
-    from datetime import UTC
-
     return datetime.now(UTC)
