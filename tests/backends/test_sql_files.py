@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +11,18 @@ from pathlib import Path
 import pytest
 
 from oncebeat.store import Store, open_store
-from oncebeat.store.sqlfiles import ENGINE, SqlLine, load_migrations, load_queries, registered_lines, split_statements
+from oncebeat.store.sqlfiles import (
+    BACKENDS,
+    ENGINE,
+    SqlLine,
+    line_blocks,
+    line_queries,
+    load_migrations,
+    load_queries,
+    query_files,
+    registered_lines,
+    split_statements,
+)
 
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
                  "processes", "events"}
@@ -50,6 +62,112 @@ def test_both_backends_define_exactly_the_same_query_names() -> None:
 
 
 LINES = registered_lines()  # the engine's and the reminder app's (tests/conftest.py imports the app)
+
+
+def _statement(sql: str) -> str:
+    """A block without its comments and with its whitespace collapsed: what the database runs."""
+    return " ".join(" ".join(ln for ln in sql.splitlines() if not ln.strip().startswith("--")).split())
+
+
+@pytest.mark.parametrize("line", LINES, ids=lambda line: line.name)
+def test_every_query_of_a_line_resolves_on_every_backend(line: SqlLine) -> None:
+    names = set(query_files(line))
+    for backend in BACKENDS:
+        assert set(line_queries(backend, line)) == names, backend
+
+
+# Files not yet converted to common + overrides (each backend still holds its own full copy).
+NOT_YET_COMMON = {("reminders", "reminders.sql"), ("engine", "doctor.sql")}
+
+
+def _copies(line: SqlLine) -> list[str]:
+    """Blocks written twice: an override saying what its common block says, or the same text for each backend."""
+    blocks = line_blocks(line)
+    common = {b.name: b for b in blocks if b.folder == "common"}
+    postgres = {b.name: b for b in blocks if b.folder == "postgres"}
+    found = [f"{b.folder}/{b.file}: {b.name} overrides common/{b.file} with the same statement" for b in blocks
+             if b.folder != "common" and b.name in common and _statement(b.sql) == _statement(common[b.name].sql)]
+    found += [f"{b.file}: {b.name} is the same on both backends: write it once in common/{b.file}" for b in blocks
+              if b.folder == "sqlite" and b.name not in common and (line.name, b.file) not in NOT_YET_COMMON
+              and _statement(b.sql) == _statement(postgres[b.name].sql)]
+    return found
+
+
+@pytest.mark.parametrize("line", LINES, ids=lambda line: line.name)
+def test_an_override_differs_from_what_it_replaces_and_nothing_is_written_twice(line: SqlLine) -> None:
+    assert _copies(line) == []
+
+
+def test_the_copy_check_sees_a_pointless_override_and_a_pair_that_should_be_common(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    line = _line_in(tmp_path, monkeypatch, {
+        "common/a.sql": "-- name: q\nSELECT * FROM t;\n",
+        "postgres/a.sql": "-- name: q\n-- the same, only commented\nSELECT *\n  FROM t;\n-- name: r\nSELECT 1;\n",
+        "sqlite/a.sql": "-- name: r\nSELECT 1;\n",
+    })
+    assert _copies(line) == ["postgres/a.sql: q overrides common/a.sql with the same statement",
+                             "a.sql: r is the same on both backends: write it once in common/a.sql"]
+
+
+def test_the_engine_writes_no_block_twice_outside_the_files_not_yet_converted() -> None:
+    files = {b.file for b in line_blocks(ENGINE)}
+    assert {"queue.sql", "clock.sql", "effects.sql", "processes.sql"} <= files
+    assert not {b.file for b in line_blocks(ENGINE) if b.folder != "common"} - {
+        f"{n}.sql" for n in ("audit", "clock", "dbtime", "effects", "ledger", "processes", "queue", "schedules_report",
+                            "doctor")}, "a backend file whose queries no module owns"
+
+
+def _line_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> SqlLine:
+    """A throwaway SQL line (package ``sql_probe_<hex>``) holding ``files`` ({"common/a.sql": text, …})."""
+    package = f"sql_probe_{uuid.uuid4().hex}"  # loads are cached per line: a fresh package each time
+    root = tmp_path / package
+    (root / "sql").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    for rel, text in files.items():
+        (root / "sql" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "sql" / rel).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return SqlLine("probe", package)
+
+
+def test_a_backend_block_replaces_the_common_block_and_only_on_its_backend(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    line = _line_in(tmp_path, monkeypatch, {
+        "common/thing.sql": "-- name: get_thing\nSELECT * FROM t WHERE id = :id;\n"
+                            "-- name: all_things\nSELECT * FROM t;\n",
+        "postgres/thing.sql": "-- name: get_thing\nSELECT * FROM t WHERE id = :id FOR SHARE;\n"
+                              "-- name: now\nSELECT clock_timestamp();\n",
+        "sqlite/thing.sql": "-- name: now\nSELECT strftime('%s', 'now');\n",
+        "postgres/notes.txt": "-- name: ignored\nSELECT 1;\n",
+    })
+    assert line_queries("sqlite", line) == {"get_thing": "SELECT * FROM t WHERE id = :id",
+                                            "all_things": "SELECT * FROM t", "now": "SELECT strftime('%s', 'now')"}
+    assert line_queries("postgres", line) == {"get_thing": "SELECT * FROM t WHERE id = %(id)s FOR SHARE",
+                                              "all_things": "SELECT * FROM t", "now": "SELECT clock_timestamp()"}
+    assert query_files(line) == {"get_thing": "thing.sql", "all_things": "thing.sql", "now": "thing.sql"}
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"common/a.sql": "-- name: q\nSELECT 1;\n", "common/b.sql": "-- name: q\nSELECT 2;\n"},
+     "'q' is defined in common/a.sql and common/b.sql; each query has one owner file"),
+    ({"common/a.sql": "-- name: q\nSELECT 1;\n-- name: q\nSELECT 2;\n"}, "common/a.sql: query 'q' is defined twice"),
+    ({"common/a.sql": "-- name: q\nSELECT 1;\n", "postgres/b.sql": "-- name: q\nSELECT 2;\n"},
+     "postgres/b.sql: query 'q' overrides the block of common/a.sql; move the override to postgres/a.sql"),
+    ({"postgres/a.sql": "-- name: q\nSELECT 2;\n"},
+     "postgres/a.sql: query 'q' has no block in common/a.sql and none in sqlite/a.sql"),
+    ({"postgres/a.sql": "-- name: q\nSELECT 2;\n", "sqlite/b.sql": "-- name: q\nSELECT 3;\n"},
+     "has no block in common/"),
+    ({"sqlite/a.sql": "-- name: q\nSELECT 2;\n", "sqlite/b.sql": "-- name: q\nSELECT 3;\n",
+      "postgres/a.sql": "-- name: q\nSELECT 2;\n"}, "'q' is defined in sqlite/a.sql and sqlite/b.sql"),
+])
+def test_a_broken_layout_is_refused_with_the_file_the_query_and_the_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str], message: str) -> None:
+    line = _line_in(tmp_path, monkeypatch, files)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        line_queries("sqlite", line)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        line_queries("postgres", line)
+
 ALL_MIGRATIONS = [(line.name, v) for line in LINES for v, _, _ in load_migrations("sqlite", line)]
 
 

@@ -1,15 +1,18 @@
 """Load named SQL blocks and migrations from the per-backend ``.sql`` files of each SQL line.
 
-A **SQL line** is a package that owns SQL: ``sql/<backend>/*.sql`` holds its named queries and
-``sql/<backend>/migrations/NNNN_name.sql`` its migrations, numbered 0001, 0002, … without gaps, the same
-numbers on both backends. The engine's line (:data:`ENGINE`, package ``oncebeat.store``) is always
-there; an app registers its own line with :func:`register_line` when it is imported (the reminder app:
-``oncebeat.reminders``), so a library user's app that never imports it gets engine tables and queries only.
+A **SQL line** is a package that owns SQL: ``sql/common/*.sql`` holds its named queries written once for
+every backend, ``sql/<backend>/*.sql`` only the blocks that differ on that backend, and
+``sql/<backend>/migrations/NNNN_name.sql`` its migrations (per backend: DDL differs), numbered 0001, 0002, …
+without gaps, the same numbers on both backends. The engine's line (:data:`ENGINE`, package ``oncebeat.store``)
+is always there; an app registers its own line with :func:`register_line` when it is imported (the reminder
+app: ``oncebeat.reminders``), so a library user's app that never imports it gets engine tables and queries only.
 
-Each query file holds blocks introduced by ``-- name: query_name``; the text up to the next
-``-- name:`` line is the statement. Parameters are written ``:name`` in both backends; for PostgreSQL
-the loader rewrites them to psycopg's ``%(name)s`` (``::type`` casts are left alone). A query name is
-unique across all lines.
+Each query file holds blocks introduced by ``-- name: query_name``; the text up to the next ``-- name:`` line
+is the statement. A block in ``<backend>/<file>.sql`` overrides the block of the same name in
+``common/<file>.sql``; a block with no common block must be written for every backend (a dialect pair). Files
+are named for the module that runs their queries (``queue.sql`` ← ``oncebeat.queue``), one owner per query
+(``tests/unit/test_query_ownership.py``). Parameters are written ``:name``; for PostgreSQL the loader rewrites
+them to psycopg's ``%(name)s`` (``::type`` casts are left alone). A query name is unique across all lines.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-__all__ = ["SqlLine", "ENGINE", "register_line", "registered_lines", "load_queries", "load_migrations",
-           "split_statements", "BACKENDS"]
+__all__ = ["SqlLine", "Block", "ENGINE", "register_line", "registered_lines", "load_queries", "load_migrations",
+           "line_blocks", "query_files", "split_statements", "BACKENDS"]
 
 BACKENDS = ("sqlite", "postgres")
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -93,21 +96,97 @@ def _folder(line: SqlLine, backend: str) -> resources.abc.Traversable:
     return resources.files(line.package) / "sql" / backend
 
 
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One named query as written in a file of a line.
+
+    Attributes:
+        name: the query's name.
+        file: the file's name (``queue.sql``); the same in ``common/`` and in each backend folder.
+        folder: ``"common"`` or a backend name.
+        sql: the statement with its comments, parameters written ``:name``.
+    """
+
+    name: str
+    file: str
+    folder: str
+    sql: str
+
+
+def _read_folder(line: SqlLine, folder: str) -> dict[str, dict[str, str]]:
+    """file name -> {query name -> text} of ``sql/<folder>/*.sql`` ({} when the folder does not exist)."""
+    where = _folder(line, folder)
+    if not where.is_dir():
+        return {}
+    return {entry.name: _split(entry.read_text(encoding="utf-8"), f"{line.package} {folder}/{entry.name}")
+            for entry in sorted(where.iterdir(), key=lambda e: e.name) if entry.name.endswith(".sql")}
+
+
+@cache
+def line_blocks(line: SqlLine) -> tuple[Block, ...]:
+    """Every named block of one line, checked: ``common/`` first, then each backend's overrides.
+
+    The rules (each broken one raises ``ValueError`` naming the file, the query and the fix):
+
+    * a name is defined once in ``common/`` (in one file: one owner per query);
+    * a block in ``<backend>/<file>.sql`` overrides the common block of the same name, which must be in
+      ``common/<file>.sql`` (the override lives next to what it overrides);
+    * a block with no common block is a dialect pair: every backend defines it, in files of the same name.
+    """
+    common = _read_folder(line, "common")
+    backends = {backend: _read_folder(line, backend) for backend in BACKENDS}
+    owner: dict[str, str] = {}
+    for file, queries in common.items():
+        for name in queries:
+            if name in owner:
+                raise ValueError(f"{line.package}: query {name!r} is defined in common/{owner[name]} and "
+                                 f"common/{file}; each query has one owner file")
+            owner[name] = file
+    blocks = [Block(name, file, "common", sql) for file, queries in common.items() for name, sql in queries.items()]
+    for backend, files in backends.items():
+        seen: dict[str, str] = {}
+        for file, queries in files.items():
+            for name, sql in queries.items():
+                if name in seen:
+                    raise ValueError(f"{line.package}: query {name!r} is defined in {backend}/{seen[name]} and "
+                                     f"{backend}/{file}; each query has one owner file")
+                seen[name] = file
+                if name in owner and owner[name] != file:
+                    raise ValueError(f"{line.package} {backend}/{file}: query {name!r} overrides the block of "
+                                     f"common/{owner[name]}; move the override to {backend}/{owner[name]}")
+                if name not in owner:
+                    missing = [b for b in BACKENDS if name not in backends[b].get(file, {})]
+                    if missing:
+                        raise ValueError(
+                            f"{line.package} {backend}/{file}: query {name!r} has no block in common/{file} and "
+                            f"none in {', '.join(f'{b}/{file}' for b in missing)}; write it once in common/{file} "
+                            f"(and keep only real differences in the backend files), or give every backend its "
+                            "own version")
+                blocks.append(Block(name, file, backend, sql))
+    return tuple(blocks)
+
+
 @cache
 def line_queries(backend: str, line: SqlLine) -> dict[str, str]:
     """The named queries of one line: name -> SQL text in the backend's parameter style.
 
+    A backend's block replaces the common block of the same name (see :func:`line_blocks`).
+
     Raises:
-        ValueError: a name is defined twice in the line.
+        ValueError: the line's files break a rule of :func:`line_blocks`, or ``backend`` is unknown.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown SQL backend {backend!r}; expected one of {', '.join(BACKENDS)}")
     queries: dict[str, str] = {}
-    for entry in sorted(_folder(line, backend).iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql"):
-            for name, sql in _split(entry.read_text(encoding="utf-8"), f"{backend}/{entry.name}").items():
-                if name in queries:
-                    raise ValueError(f"{line.package} {backend}/{entry.name}: query {name!r} is defined twice")
-                queries[name] = to_pyformat(sql) if backend == "postgres" else sql
+    for block in line_blocks(line):
+        if block.folder in ("common", backend):
+            queries[block.name] = to_pyformat(block.sql) if backend == "postgres" else block.sql
     return queries
+
+
+def query_files(line: SqlLine) -> dict[str, str]:
+    """Which file of ``line`` holds each query: name -> file name (``"queue.sql"``), the same on every backend."""
+    return {block.name: block.file for block in line_blocks(line)}
 
 
 @cache

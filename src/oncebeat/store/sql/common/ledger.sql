@@ -1,0 +1,27 @@
+-- The schedule rows and the occurrence ledger: reads (and the two small writes) that several engine modules run
+-- today; step 3 of issue 11 gives them one owner module. Written once for both backends; sqlite/ledger.sql and
+-- postgres/ledger.sql hold only the blocks that differ. Parameters are :name.
+
+-- name: list_schedules
+SELECT * FROM schedules ORDER BY key;
+
+-- name: get_schedule
+SELECT * FROM schedules WHERE key = :key;
+
+-- name: set_schedule_state
+UPDATE schedules SET state = :state, updated_at = :now,
+    active_since = CASE WHEN :state = 'active' THEN :now ELSE active_since END
+WHERE key = :key AND state <> :state
+RETURNING key;
+
+-- name: get_occurrence_by_instant
+SELECT * FROM occurrences WHERE schedule_key = :schedule_key AND fire_at = :fire_at;
+
+-- name: set_occurrence_job
+UPDATE occurrences SET job_id = :job_id WHERE id = :id;
+
+-- name: get_occurrence
+SELECT * FROM occurrences WHERE id = :id;
+
+-- name: list_occurrences
+SELECT * FROM occurrences WHERE (:schedule_key IS NULL OR schedule_key = :schedule_key) ORDER BY fire_at, id;

@@ -1,0 +1,43 @@
+-- Queries of oncebeat.queue, written once for both backends. sqlite/queue.sql and postgres/queue.sql hold only
+-- the blocks that differ (each replaces the block of the same name here). Parameters are :name.
+
+-- name: insert_job
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+VALUES (:queue, :task, :args, :state, :priority, :max_attempts, :run_at, :unique_key, :occurrence_id,
+        :src_kind, :src_host, :src_pid, :src_name, :src_version, :now)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: get_job
+SELECT * FROM jobs WHERE id = :id;
+
+-- name: list_jobs
+SELECT * FROM jobs
+WHERE (:state IS NULL OR state = :state) AND (:task IS NULL OR task = :task)
+ORDER BY id DESC LIMIT :limit;
+
+-- name: count_jobs_by_state
+SELECT state, COUNT(*) AS n FROM jobs GROUP BY state ORDER BY state;
+
+-- name: cancel_job
+UPDATE jobs SET state = 'cancelled', finished_at = :now, lease_expires_at = NULL
+WHERE id = :id AND state IN ('available', 'scheduled', 'retryable')
+RETURNING id;
+
+-- name: count_unfinished_jobs_by_queue
+SELECT queue, state, COUNT(*) AS n FROM jobs
+WHERE state IN ('available', 'scheduled', 'running', 'retryable')
+GROUP BY queue, state ORDER BY queue, state;
+
+-- name: enqueue_select
+-- One job per row of another layer's named SELECT, put at the source slot by Tx.run_with: columns args (a JSON
+-- object), unique_key (or NULL), occurrence_id (or NULL). A row whose unique key an unfinished job holds is skipped.
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT :queue, :task, s.args, 'available', :priority, :max_attempts, :now, s.unique_key, s.occurrence_id,
+       :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
+FROM (/*source*/) AS s
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING id;

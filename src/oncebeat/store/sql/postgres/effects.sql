@@ -1,0 +1,57 @@
+-- PostgreSQL's versions of the oncebeat.effects queries that differ from common/effects.sql (each replaces the
+-- block of the same name there); a block not in common/effects.sql is written for each backend.
+
+-- name: effect_holder_current
+-- Fencing: a job attempt claims an effect only while it is the job's current holder with an unexpired lease
+-- (the predicate job_holder_alive gives everyone else). Read in the claim's transaction, which keeps
+-- the rescue (FOR UPDATE SKIP LOCKED) off the job until the claim commits, without blocking the heartbeat.
+SELECT 1 AS current FROM jobs
+WHERE id = :job_id AND attempt = :attempt AND worker_id = :worker_id AND state = 'running'
+  AND lease_expires_at >= :now
+FOR KEY SHARE;
+
+-- name: effect_finish
+-- A done effect drops its frozen input: nothing will ever send it again.
+UPDATE effects SET state = :state, result = :result, detail = :detail, finished_at = :now,
+    frozen = CASE WHEN :state = 'done' THEN NULL ELSE frozen END
+WHERE key = :key AND state = :from_state AND COALESCE(job_id, -1) = COALESCE(CAST(:job_id AS bigint), -1)
+  AND COALESCE(attempt, -1) = COALESCE(CAST(:attempt AS integer), -1)
+RETURNING key;
+
+-- name: effect_no_return
+-- The holder passed its point of no return: from now on its death leaves the key in doubt.
+UPDATE effects SET no_return_at = :now
+WHERE key = :key AND state = 'started' AND COALESCE(job_id, -1) = COALESCE(CAST(:job_id AS bigint), -1)
+  AND COALESCE(attempt, -1) = COALESCE(CAST(:attempt AS integer), -1)
+RETURNING key;
+
+-- name: jobs_in_doubt
+SELECT * FROM jobs WHERE state = 'in_doubt' ORDER BY id;
+
+-- name: job_rerun
+-- An operator judged an in-doubt effect not done: the job runs again (one more attempt allowed), unless another
+-- unfinished job holds its unique key (that one will run the effect).
+UPDATE jobs
+SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
+    max_attempts = GREATEST(max_attempts, attempt + 1), errors = errors || jsonb_build_array(CAST(:entry AS jsonb))
+WHERE id = :id AND state = :from_state
+  AND (unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM jobs other WHERE other.unique_key = jobs.unique_key AND other.id <> jobs.id
+        AND other.state IN ('available', 'scheduled', 'running', 'retryable')))
+RETURNING id;
+
+-- name: job_close_in_doubt
+-- Every in-doubt effect of the job was resolved: it ends completed (the resolution appended to its errors).
+UPDATE jobs SET state = 'completed', finished_at = :now, errors = errors || jsonb_build_array(CAST(:entry AS jsonb))
+WHERE id = :id AND state = 'in_doubt'
+RETURNING id;
+
+-- name: list_effects
+SELECT * FROM effects WHERE (CAST(:state AS text) IS NULL OR state = :state) ORDER BY started_at, key;
+
+-- name: list_effects_page
+-- Oldest first (the longest-waiting decision on top), keyset on (started_at, key).
+SELECT * FROM effects
+WHERE (CAST(:state AS text) IS NULL OR state = :state)
+  AND (CAST(:after_at AS timestamptz) IS NULL OR (started_at, key) > (CAST(:after_at AS timestamptz), CAST(:after_key AS text)))
+ORDER BY started_at, key LIMIT :limit;

@@ -1,0 +1,109 @@
+-- SQLite's versions of the oncebeat.queue queries that differ from common/queue.sql (each replaces the
+-- block of the same name there); a block not in common/queue.sql is written for each backend.
+
+-- name: insert_jobs_bulk
+-- :rows is one JSON array of [queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id]
+-- (run_at as fixed-width UTC text): one statement and one parameter for the whole batch.
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'),
+       json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'),
+       :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
+FROM json_each(:rows)
+WHERE true
+ON CONFLICT DO NOTHING;
+
+-- name: claim_jobs
+-- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
+-- order, so a claim reads about :limit rows however long the backlog is (no sort of the whole queue).
+UPDATE jobs
+SET state = 'running', attempt = attempt + 1, worker_id = :worker_id, lease_expires_at = :lease_expires_at,
+    started_at = :now
+WHERE id IN (
+    SELECT id FROM jobs INDEXED BY jobs_fetch
+    WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
+    ORDER BY priority, run_at, id
+    LIMIT :limit)
+RETURNING *;
+
+-- name: extend_leases
+-- Fencing: only a lease that has not expired is renewed (an expired one belongs to the rescue, whether or not it
+-- has run yet); the rows returned are the jobs this worker still holds.
+UPDATE jobs SET lease_expires_at = :lease_expires_at
+WHERE worker_id = :worker_id AND state = 'running' AND id IN (SELECT value FROM json_each(:ids))
+  AND lease_expires_at >= :now
+RETURNING id, attempt;
+
+-- name: complete_jobs
+UPDATE jobs SET state = 'completed', finished_at = :now, lease_expires_at = NULL
+WHERE worker_id = :worker_id AND state = 'running' AND id IN (SELECT value FROM json_each(:ids));
+
+-- name: fail_job
+UPDATE jobs
+SET state = :state, run_at = :run_at, finished_at = :finished_at, lease_expires_at = NULL,
+    errors = json_insert(errors, '$[#]', json(:error))
+WHERE id = :id AND worker_id = :worker_id AND state = 'running' AND attempt = :attempt
+RETURNING id, state, attempt, max_attempts;
+
+-- name: snooze_job
+-- Back to retryable without using up an attempt: the budget grows by the attempt just spent.
+UPDATE jobs
+SET state = 'retryable', run_at = :run_at, lease_expires_at = NULL, max_attempts = max_attempts + 1,
+    errors = json_insert(errors, '$[#]', json(:error))
+WHERE id = :id AND worker_id = :worker_id AND state = 'running' AND attempt = :attempt
+RETURNING id;
+
+-- name: return_jobs
+UPDATE jobs SET state = 'available', attempt = attempt - 1, worker_id = NULL, lease_expires_at = NULL,
+    started_at = NULL
+WHERE worker_id = :worker_id AND state = 'running' AND id IN (SELECT value FROM json_each(:ids))
+RETURNING id;
+
+-- name: rescue_jobs
+UPDATE jobs
+SET state = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'available' END,
+    finished_at = CASE WHEN attempt >= max_attempts THEN :now ELSE NULL END,
+    run_at = :now, lease_expires_at = NULL,
+    errors = json_insert(errors, '$[#]', json_object('attempt', attempt, 'at', :now,
+        'error', 'lease expired: worker ' || COALESCE(worker_id, '?') || ' stopped heartbeating', 'kind', 'rescue'))
+WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_running_lease
+             WHERE state = 'running' AND lease_expires_at < :now LIMIT :limit)
+RETURNING id, state, attempt, worker_id, task;
+
+-- name: next_run_at
+SELECT MIN(run_at) AS "run_at [TIMESTAMPTZ]" FROM jobs
+WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT value FROM json_each(:queues));
+
+-- name: finished_jobs_histogram
+-- Jobs finished since :since per :bucket-second slot and final state (slot 0 starts at :since).
+SELECT CAST((julianday(finished_at) - julianday(:since)) * 86400.0 / :bucket AS INTEGER) AS slot,
+       state, COUNT(*) AS n
+FROM jobs WHERE finished_at >= :since
+GROUP BY slot, state ORDER BY slot, state;
+
+-- name: list_jobs_page
+-- Newest first, keyset on id; each filter may be NULL. Reads jobs_state_id / jobs_task_id / the primary key.
+SELECT id, queue, task, args, state, priority, attempt, max_attempts, run_at, lease_expires_at, worker_id,
+       unique_key, occurrence_id, source_kind, source_host, source_pid, source_name, source_version,
+       created_at, started_at, finished_at, json_array_length(errors) AS error_count,
+       json_extract(errors, '$[#-1].error') AS last_error
+FROM jobs
+WHERE (:state IS NULL OR state = :state)
+  AND (:task IS NULL OR task = :task)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:since IS NULL OR created_at >= :since)
+  AND (:until IS NULL OR created_at < :until)
+  AND (:before_id IS NULL OR id < :before_id)
+ORDER BY id DESC LIMIT :limit;
+
+-- name: retry_job
+-- An operator's retry: a discarded, cancelled or waiting job runs again now, with one more attempt allowed.
+-- A run held by overlap buffer_one ('overlap-held:<key>') takes its schedule's run key: the unique index then
+-- refuses the retry while the previous run is unfinished (oncebeat.clock.enqueue_run).
+UPDATE jobs SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
+    unique_key = CASE WHEN unique_key LIKE 'overlap-held:%' THEN 'overlap:' || substr(unique_key, 14)
+                      ELSE unique_key END,
+    max_attempts = MAX(max_attempts, attempt + 1)
+WHERE id = :id AND state IN ('discarded', 'cancelled', 'retryable', 'scheduled')
+RETURNING id, state;
