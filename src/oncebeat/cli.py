@@ -114,8 +114,8 @@ def demo(days: int, seed: int, invoices_csv: Path | None, payments_csv: Path | N
     Payments arrive on the business day: one dated D at the start of D in the schedule's zone (before
     that day's run), or at its exact paid_at (payments file column, ISO instant with offset).
     """
-    from .reminders.demo import run_demo
     from .reminders.policy import load_policy
+    from .sample import run_demo
 
     policy = load_policy(config)
     if send_zone is not None:
@@ -1015,8 +1015,8 @@ def simulate(days: int, start: str | None, until: str | None, seed: int, faults:
         result = run_processes(url, workdir, seconds=seconds, seed=seed)
         _print_json(result.as_dict()) if as_json else click.echo(result.to_text())
         sys.exit(0 if result.passed else 1)
-    from .reminders.demo import DEFAULT_DEMO_START
     from .reminders.policy import load_policy
+    from .sample import DEFAULT_DEMO_START
     from .simulate import SimConfig, parse_faults
     from .simulate import simulate as run_simulation
 

@@ -106,7 +106,7 @@ def test_demo_json_on_the_seeded_book_has_no_duplicates_and_nothing_lost(tmp_pat
 
 @pytest.mark.skipif(not SHARED.exists(), reason=f"Chinook sample data not found at {SHARED}")
 def test_demo_runs_on_the_chinook_invoices(tmp_path: Path) -> None:
-    convert = subprocess.run([sys.executable, "-m", "oncebeat.reminders.book", "chinook", "chinook.csv",
+    convert = subprocess.run([sys.executable, "-m", "oncebeat.sample.book", "chinook", "chinook.csv",
                               "--data", str(SHARED), "--payments", "payments.csv"], cwd=tmp_path, text=True,
                              capture_output=True, env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=120)
     assert convert.returncode == 0, convert.stderr

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from oncebeat.csvsafe import FORMULA_STARTS, safe_cell
-from oncebeat.reminders.book import write_invoices_csv, write_payments_csv
 from oncebeat.reminders.importing import read_invoices_csv
 from oncebeat.reminders.model import Customer, Invoice, Payment
+from oncebeat.sample.book import write_invoices_csv, write_payments_csv
 from oncebeat.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +71,7 @@ def test_a_rejects_path_that_is_the_input_or_unwritable_is_refused_before_anythi
 def test_the_generated_book_and_payment_files_escape_formulas_too(tmp_path: Path) -> None:
     from datetime import date
 
-    from oncebeat.reminders.book import Book
+    from oncebeat.sample.book import Book
 
     customer = Customer(email="eve@example.test", name="=HYPERLINK(\"http://evil.example.test\")")
     invoice = Invoice(number="@SUM(1)", customer_email=customer.email, currency="USD", amount_due=100,

@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 
 from oncebeat.doctor.logs import diagnose_logs
-from oncebeat.reminders.book import generate_book
-from oncebeat.reminders.demo import DEFAULT_DEMO_START
 from oncebeat.reminders.policy import Policy
+from oncebeat.sample import DEFAULT_DEMO_START, generate_book
 from oncebeat.simulate.emitlogs import FORMATS, emit_logs, score_logs
 from oncebeat.simulate.faults import parse_faults
 from oncebeat.simulate.naive import run_naive

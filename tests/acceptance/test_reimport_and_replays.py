@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from oncebeat.app import App
-from oncebeat.reminders.demo import run_demo
 from oncebeat.reminders.policy import Policy
+from oncebeat.sample import run_demo
 from oncebeat.simulate import SimConfig, parse_faults, simulate
 from oncebeat.simulate.standalone import check_deployment
 from oncebeat.store import open_store

@@ -13,7 +13,7 @@ import pytest
 from conftest import shared_data
 from babel import Locale
 
-from oncebeat.reminders.book import Book, chinook_book, generate_book, write_invoices_csv, write_payments_csv
+from oncebeat.sample.book import Book, chinook_book, generate_book, write_invoices_csv, write_payments_csv
 from oncebeat.reminders.importing import read_invoices_csv, read_payments_csv
 
 START = date(2026, 3, 2)
@@ -189,7 +189,7 @@ def test_chinook_survives_the_csv_round_trip_with_non_ascii_names(tmp_path: Path
 def test_the_module_script_writes_the_chinook_csv(tmp_path: Path) -> None:
     out = tmp_path / "chinook.csv"
     done = subprocess.run(
-        [sys.executable, "-m", "oncebeat.reminders.book", "chinook", str(out), "--data", str(CHINOOK)],
+        [sys.executable, "-m", "oncebeat.sample.book", "chinook", str(out), "--data", str(CHINOOK)],
         capture_output=True,
         text=True,
         cwd=tmp_path,

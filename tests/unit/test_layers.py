@@ -13,10 +13,11 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "oncebeat"
 ENGINE = ("app", "audit", "clock", "crashpoints", "dbtime", "effects", "errors", "processes", "provenance", "queue",
           "redact", "schedules", "schedules_report", "store", "telemetry", "timebase", "worker")
 FORBIDDEN = {
-    **{name: ("reminders", "web", "cli", "simulate", "doctor", "mail") for name in ENGINE},
-    "mail": ("reminders", "web", "cli", "simulate", "doctor", "clock", "worker", "queue", "effects"),
-    "doctor": ("reminders", "web", "cli", "simulate"),
-    "reminders": ("web", "cli", "simulate", "doctor"),
+    **{name: ("reminders", "sample", "web", "cli", "simulate", "doctor", "mail") for name in ENGINE},
+    "mail": ("reminders", "sample", "web", "cli", "simulate", "doctor", "clock", "worker", "queue", "effects"),
+    "doctor": ("reminders", "sample", "web", "cli", "simulate"),
+    "reminders": ("sample", "web", "cli", "simulate", "doctor"),
+    "sample": ("web", "cli", "simulate", "doctor"),
     "web": ("cli", "simulate"),
 }
 
@@ -53,6 +54,14 @@ def _files() -> list[Path]:
 def test_no_module_imports_a_layer_above_its_own(path: Path) -> None:
     bad = _imported_packages(path) & set(FORBIDDEN[_layer_of(path)])
     assert not bad, f"{path.relative_to(SRC)} imports {sorted(bad)}: see README, Development, layer rules"
+
+
+def test_the_sample_package_sits_above_the_reminder_app() -> None:
+    """``sample`` uses the reminder app (so the rule is not vacuous) and ``simulate`` uses ``sample``."""
+    assert "reminders" in _imported_packages(SRC / "sample" / "demo.py")
+    assert "sample" in _imported_packages(SRC / "simulate" / "runner.py")
+    assert not (SRC / "reminders" / "demo.py").exists() and not (SRC / "reminders" / "book.py").exists()
+    assert not (SRC / "workdir.py").exists()
 
 
 def test_the_rule_checker_sees_relative_imports_from_a_subpackage() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from oncebeat.errors import ConfigError
-from oncebeat.workdir import MARKER, prepare_workdir
+from oncebeat.sample.workdir import MARKER, prepare_workdir
 
 
 def test_a_new_folder_is_created_with_the_marker(tmp_path: Path) -> None:

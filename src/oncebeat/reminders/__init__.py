@@ -1,9 +1,9 @@
 """Overdue-invoice reminders (dunning), built only on oncebeat's public engine API.
 
 Modules: ``model`` (values), ``policy`` (oncebeat.toml), ``importing`` (CSV),
-``book`` (seeded and Chinook invoice books), ``render`` (Jinja2 + Babel),
-``tasks`` (the scan and send tasks), ``service`` (database operations and reports),
-``demo`` (the main job, end to end).
+``render`` (Jinja2 + Babel), ``tasks`` (the scan and send tasks), ``service`` (database
+operations and reports). Sample books and the end-to-end demo live above this app, in
+:mod:`oncebeat.sample`.
 
 The app owns its SQL: ``reminders/sql/<backend>/`` holds its queries and its own migration line
 (``customers``, ``invoices``, ``reminders``, ``stripe_events``), registered here on import as :data:`SQL`,

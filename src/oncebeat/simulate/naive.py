@@ -35,9 +35,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ..mail import Mailer, MailSink, build_message, make_message_id, read_maildir
-from ..reminders.book import Book
-from ..reminders.demo import payment_instant
 from ..reminders.policy import Policy
+from ..sample import Book, payment_instant
 from ..schedules import Schedule
 
 __all__ = ["NaiveReport", "NaiveDay", "NaiveRun", "NaiveAttempt", "TRIGGERS", "run_naive"]

@@ -24,13 +24,12 @@ from typing import Any
 
 from ..app import ScheduleDef
 from ..mail import MailSink
-from ..reminders.book import generate_book
 from ..reminders.model import Payment
 from ..reminders.policy import Policy
 from ..reminders.service import ReminderService
+from ..sample import generate_book, prepare_workdir
 from ..store import open_store
 from ..timebase import SystemClock
-from ..workdir import prepare_workdir
 from .checker import CheckReport, PaymentWindow, check
 
 __all__ = ["ProcessRunReport", "run_processes"]

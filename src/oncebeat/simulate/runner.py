@@ -29,15 +29,13 @@ from ..crashpoints import SimulatedCrash, crashpoints
 from ..errors import TransientStoreError
 from ..mail import Mailer, MailSink
 from ..provenance import Source, current_source
-from ..reminders.book import Book, generate_book
-from ..reminders.demo import DEFAULT_DEMO_START, _load_book, payment_instant
 from ..reminders.model import Payment
 from ..reminders.policy import Policy
 from ..reminders.service import ReminderService
 from ..reminders.tasks import SCHEDULE_KEY, build_app
+from ..sample import DEFAULT_DEMO_START, Book, load_book, payment_instant, prepare_workdir
 from ..store import Store, open_store, redact_url
 from ..timebase import SimulatedClock
-from ..workdir import prepare_workdir
 from ..worker import Worker
 from .checker import CheckReport, PaymentWindow, check
 from .emitlogs import emit_logs
@@ -221,9 +219,8 @@ class _Sim:
         policy = cfg.policy
         if "dst" in self.faults:
             policy = replace(policy, schedule="30 2 * * *", tz="America/Chicago")
-        book = (_load_book(cfg.seed, cfg.start, cfg.invoices_csv, cfg.payments_csv) if cfg.invoices_csv else
-                generate_book(seed=cfg.seed, start=cfg.start, invoices=cfg.invoices,
-                              customers=max(10, cfg.invoices // 5)))
+        book = load_book(seed=cfg.seed, start=cfg.start, invoices_csv=cfg.invoices_csv, payments_csv=cfg.payments_csv,
+                         invoices=cfg.invoices)
         store = open_store(url)
         store.migrate()
         store.before_statement = self.blip

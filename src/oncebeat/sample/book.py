@@ -1,4 +1,4 @@
-"""Invoice books for the demo and the simulator: generated, or converted from Chinook.
+"""Sample invoice books for the demo and the simulator: generated, converted from Chinook, or read from CSV.
 
 A :class:`Book` is the state of a company's receivables at the start of its
 reference day ``as_of``: customers, invoices (``open``, ``void``, or ``paid``
@@ -12,10 +12,10 @@ generator or the wall clock.
 
 Script use (writes the standard invoice CSV, see ``importing.INVOICE_CSV_HELP``)::
 
-    python -m oncebeat.reminders.book chinook OUT.csv [--data DIR] [--seed 7] [--paid-share 0.7]
-                                                     [--today YYYY-MM-DD] [--payments PAYMENTS.csv]
-    python -m oncebeat.reminders.book generate OUT.csv --start YYYY-MM-DD [--seed 7] [--customers 40]
-                                                      [--invoices 200] [--history-days 120] [--payments PAYMENTS.csv]
+    python -m oncebeat.sample.book chinook OUT.csv [--data DIR] [--seed 7] [--paid-share 0.7]
+                                                  [--today YYYY-MM-DD] [--payments PAYMENTS.csv]
+    python -m oncebeat.sample.book generate OUT.csv --start YYYY-MM-DD [--seed 7] [--customers 40]
+                                                   [--invoices 200] [--history-days 120] [--payments PAYMENTS.csv]
 """
 
 from __future__ import annotations
@@ -35,13 +35,14 @@ from babel.numbers import get_currency_precision
 
 from oncebeat.csvsafe import safe_row
 from oncebeat.errors import ConfigError
-from oncebeat.reminders.importing import STANDARD_COLUMNS
+from oncebeat.reminders.importing import STANDARD_COLUMNS, raise_if_problems, read_invoices_csv, read_payments_csv
 from oncebeat.reminders.model import Customer, Invoice, Payment
 
 __all__ = [
     "Book",
     "generate_book",
     "chinook_book",
+    "load_book",
     "write_invoices_csv",
     "write_payments_csv",
     "CHINOOK_NET_DAYS",
@@ -467,6 +468,44 @@ def chinook_book(
     return book, description
 
 
+# --------------------------------------------------------------------------- the book of a run
+
+
+def load_book(
+    *,
+    seed: int = 7,
+    start: date,
+    invoices_csv: Path | None = None,
+    payments_csv: Path | None = None,
+    invoices: int = 200,
+    customers: int | None = None,
+) -> Book:
+    """The book a demo or simulation runs on, as of ``start`` (its first simulated day).
+
+    Without ``invoices_csv``: :func:`generate_book` with ``seed``, ``invoices`` invoices and
+    ``customers`` customers (default one per five invoices, at least 10). With it: the customers and
+    invoices of that file (the import format, ``importing.INVOICE_CSV_HELP``) and the payments of
+    ``payments_csv`` (``invoice_number,paid_on[,paid_at]``; none when not given), sorted by ``paid_on``;
+    ``seed``, ``invoices`` and ``customers`` are then ignored.
+
+    Raises:
+        ImportRejected: a file has invalid rows, or cannot be read (the message names the file, the
+            lines and the fix, as ``oncebeat import`` does).
+        ConfigError: ``invoices`` below 0 or ``customers`` below 1.
+    """
+    if invoices_csv is None:
+        return generate_book(seed=seed, start=start, invoices=invoices,
+                             customers=max(10, invoices // 5) if customers is None else customers)
+    data = read_invoices_csv(invoices_csv)
+    raise_if_problems(data.problems, source=str(invoices_csv), rows_read=data.rows_read)
+    payments: list[Payment] = []
+    if payments_csv is not None:
+        payments, problems = read_payments_csv(payments_csv)
+        raise_if_problems(problems, source=str(payments_csv))
+    return Book(customers=data.customers, invoices=data.invoices, payments=sorted(payments, key=lambda p: p.paid_on),
+                as_of=start)
+
+
 # --------------------------------------------------------------------------- CSV output
 
 
@@ -543,7 +582,7 @@ def _iso_date(text: str) -> date:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m oncebeat.reminders.book",
+        prog="python -m oncebeat.sample.book",
         description="Write an invoice book as a standard invoice CSV (for `oncebeat import`).",
     )
     sub = parser.add_subparsers(dest="command", required=True)

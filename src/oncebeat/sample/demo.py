@@ -29,17 +29,17 @@ from zoneinfo import ZoneInfo
 from ..clock import ClockProcess
 from ..mail import Mailer, MailSink, read_maildir
 from ..provenance import current_source
+from ..reminders.importing import read_invoices_csv
+from ..reminders.model import Invoice, Payment
+from ..reminders.policy import Policy, stages_due
+from ..reminders.service import ReminderService
+from ..reminders.tasks import build_app
+from ..reminders.translations import language_of
 from ..store import Store, open_store
 from ..timebase import SimulatedClock
-from ..workdir import prepare_workdir
 from ..worker import Worker
-from .book import Book, generate_book
-from .importing import raise_if_problems, read_invoices_csv, read_payments_csv
-from .model import Invoice, Payment
-from .policy import Policy, stages_due
-from .service import ReminderService
-from .tasks import build_app
-from .translations import language_of
+from .book import Book, load_book
+from .workdir import prepare_workdir
 
 __all__ = ["DemoResult", "run_demo", "payment_instant", "expected_reminders", "count_duplicates",
            "DEFAULT_DEMO_START"]
@@ -174,19 +174,6 @@ def count_duplicates(maildir: Path) -> tuple[int, int]:
     return len(messages), dup
 
 
-def _load_book(seed: int, start: date, invoices_csv: Path | None, payments_csv: Path | None) -> Book:
-    if invoices_csv is None:
-        return generate_book(seed=seed, start=start)
-    data = read_invoices_csv(invoices_csv)
-    raise_if_problems(data.problems, source=str(invoices_csv), rows_read=data.rows_read)
-    payments: list[Payment] = []
-    if payments_csv is not None:
-        payments, problems = read_payments_csv(payments_csv)
-        raise_if_problems(problems, source=str(payments_csv))
-    return Book(customers=data.customers, invoices=data.invoices, payments=sorted(payments, key=lambda p: p.paid_on),
-                as_of=start)
-
-
 def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path | None = None,
              payments_csv: Path | None = None, policy: Policy | None = None, start: date | None = None,
              workers: int = 1, progress: Callable[[int], None] | None = None) -> DemoResult:
@@ -211,7 +198,7 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
         else:
             probe = read_invoices_csv(invoices_csv)
             start = max((i.issued_on for i in probe.invoices), default=DEFAULT_DEMO_START) + timedelta(days=1)
-    book = _load_book(seed, start, invoices_csv, payments_csv)
+    book = load_book(seed=seed, start=start, invoices_csv=invoices_csv, payments_csv=payments_csv)
     prepare_workdir(workdir)
     db_path = workdir / "oncebeat.db"
     maildir = workdir / "maildir"
