@@ -654,224 +654,20 @@ def read_invoices_csv(
             source=source
         )
 
-    bad_lines: set[int] = {p.line for p in problems}
-    parsed: list[tuple[int, dict[str, object]]] = []
-    numbers_seen: dict[str, int] = {}
-    customers_seen: dict[str, tuple[int, str, dict[str, str]]] = {}  # email -> (line, name, explicit locale/tz)
-
+    rows = _InvoiceRows(source=source, date_format=date_format, default_currency=default_currency,
+                        due_days=due_days, today=today, problems=problems, bad_lines={p.line for p in problems})
     for index, (line, raw_fields) in enumerate(table.rows):
         if progress is not None and index % 1000 == 0 and index:
             progress(index, rows_read)
-        row_problems: list[RowProblem] = []
+        rows.check(line, raw_fields, header, positions, computed)
 
-        def problem(column: str | None, value: str | None, reason: str) -> None:
-            # called only within this iteration, so the loop variables are the current row's
-            row_problems.append(RowProblem(line=line, column=column, value=value, reason=reason,  # noqa: B023
-                                           source=source))
-
-        fields, count_reason = _fit_fields(header, raw_fields)
-        if count_reason:
-            problem(None, None, count_reason)
-            problems.extend(row_problems)
-            bad_lines.add(line)
-            continue
-
-        values = _row_values(fields, positions, computed, problem)
-        if default_currency and not values.get("currency") and "currency" not in {p.column for p in row_problems}:
-            values["currency"] = default_currency
-        due_from_terms = due_days is not None and not values.get("due_on")
-
-        failed = {p.column for p in row_problems}
-        for column in REQUIRED_COLUMNS:
-            if column == "due_on" and due_from_terms:
-                continue
-            if not values.get(column) and column not in failed:
-                problem(column, None, "required value is empty")
-        failed = {p.column for p in row_problems}
-
-        out: dict[str, object] = {}
-
-        # invoice_number, duplicates across the file
-        number = values.get("invoice_number", "")
-        if number:
-            if number in numbers_seen:
-                first = numbers_seen[number]
-                problem("invoice_number", number, f"is a duplicate of line {first}")
-                problems.append(
-                    RowProblem(line=first, column="invoice_number", value=number, reason=f"is duplicated on line "
-                                                                                         f"{line}", source=source)
-                )
-                bad_lines.add(first)
-            else:
-                numbers_seen[number] = line
-            out["number"] = number
-
-        # customer_email
-        email = values.get("customer_email", "")
-        email_ok = False
-        if email:
-            reason = _check_email(email)
-            if reason:
-                problem("customer_email", email, reason)
-            else:
-                email = email.lower()
-                email_ok = True
-                out["email"] = email
-
-        name = " ".join(values.get("customer_name", "").split())
-        if name:
-            out["name"] = name
-
-        # currency
-        currency = values.get("currency", "")
-        currency_ok: str | None = None
-        if currency:
-            code = currency.upper()
-            reason = currency_reason(code)
-            if reason is None:
-                currency_ok = code
-                out["currency"] = code
-            elif "currency" not in failed:
-                problem("currency", currency, reason)
-
-        # amount_due (precision needs a valid currency; sign and syntax do not)
-        amount = values.get("amount_due", "")
-        if amount:
-            minor, reason = _amount_minor(amount, currency_ok)
-            if reason:
-                problem("amount_due", amount, reason)
-            elif minor is not None:
-                out["amount"] = minor
-
-        # dates
-        dates: dict[str, date] = {}
-        for column in ("issued_on", "due_on", "paid_on", "status_on"):
-            text = values.get(column, "")
-            if text and column not in failed:
-                day, reason = _read_date(text, date_format)
-                if day is None:
-                    problem(column, text, reason or date_format.reason)
-                else:
-                    dates[column] = day
-        if due_from_terms and due_days is not None and "issued_on" in dates:
-            dates["due_on"] = dates["issued_on"] + timedelta(days=due_days)
-            if date_range_reason(dates["due_on"]):
-                problem("due_on", None, f"issued_on + {due_days} days is outside {DATE_RANGE_TEXT}")
-        out["issued_on"] = dates.get("issued_on")
-        out["due_on"] = dates.get("due_on")
-        if "issued_on" in dates and "due_on" in dates and dates["due_on"] < dates["issued_on"]:
-            problem("due_on", values["due_on"], f"is before issued_on {dates['issued_on'].isoformat()}")
-
-        # status / paid_on
-        status_text = values.get("status", "")
-        status: str | None = None
-        if status_text:
-            if status_text.lower() in INVOICE_STATUSES:
-                status = status_text.lower()
-            elif "status" not in failed:
-                problem("status", status_text, f"is not a status (use {', '.join(INVOICE_STATUSES[:-1])} or "
-                                               f"{INVOICE_STATUSES[-1]})")
-        elif not values.get("paid_on"):
-            status = "open"
-        paid_text = values.get("paid_on", "")
-        if status_text == "" and paid_text:
-            status = "paid"
-        if status == "paid" and not paid_text and "paid_on" not in failed:
-            problem("paid_on", None, "is empty, but status is paid (give the payment date, YYYY-MM-DD)")
-        elif status is not None and status != "paid" and paid_text:
-            problem("paid_on", paid_text, f"is set, but status is {status} (clear paid_on or set status to paid)")
-        if status == "paid" and "paid_on" in dates:
-            reason = _paid_on_reason(dates["paid_on"], dates.get("issued_on"), today)
-            if reason:
-                problem("paid_on", values["paid_on"], reason)
-        if values.get("status_on") and not status_text:
-            problem("status_on", values["status_on"], "is set, but status is empty (give the status it dates)")
-        out["status"] = status
-        out["paid_on"] = dates.get("paid_on") if status == "paid" else None
-        out["status_on"] = dates.get("status_on")
-
-        # locale / zone (optional)
-        explicit: dict[str, str] = {}
-        locale_text = values.get("customer_locale", "")
-        out["locale"] = DEFAULT_LOCALE
-        if locale_text and "customer_locale" not in failed:
-            locale, reason = _check_locale(locale_text)
-            if reason:
-                problem("customer_locale", locale_text, reason)
-            else:
-                out["locale"] = explicit["locale"] = locale  # type: ignore[assignment]
-        zone_text = values.get("customer_tz", "")
-        out["tz"] = DEFAULT_TZ
-        if zone_text and "customer_tz" not in failed:
-            zone, reason = _check_zone(zone_text)
-            if reason:
-                problem("customer_tz", zone_text, reason)
-            else:
-                out["tz"] = explicit["tz"] = zone  # type: ignore[assignment]
-
-        # one customer per email: names (and explicit locale/zone) must agree
-        if email_ok and name:
-            seen = customers_seen.get(email)
-            if seen is None:
-                customers_seen[email] = (line, name, dict(explicit))
-            else:
-                first_line, first_name, first_explicit = seen
-                if name.casefold() != first_name.casefold():
-                    problem(
-                        "customer_name",
-                        name,
-                        f"conflicts with {first_name!r} on line {first_line} for the same customer_email {email}",
-                    )
-                for key, column in (("locale", "customer_locale"), ("tz", "customer_tz")):
-                    if key in explicit and key in first_explicit and explicit[key] != first_explicit[key]:
-                        problem(
-                            column,
-                            values[column],
-                            f"conflicts with {first_explicit[key]!r} on line {first_line} for the same customer_email "
-                            f"{email}",
-                        )
-                    elif key in explicit and key not in first_explicit:
-                        first_explicit[key] = explicit[key]
-
-        problems.extend(row_problems)
-        if row_problems:
-            bad_lines.add(line)
-        parsed.append((line, out))
-
-    customers: dict[str, Customer] = {}
-    invoices: list[Invoice] = []
-    for line, out in parsed:
-        if line in bad_lines:
-            continue
-        email = str(out["email"])
-        if email not in customers:
-            _, first_name, explicit = customers_seen[email]
-            customers[email] = Customer(
-                email=email,
-                name=first_name,
-                locale=explicit.get("locale", DEFAULT_LOCALE),
-                tz=explicit.get("tz", DEFAULT_TZ),
-            )
-        invoices.append(
-            Invoice(
-                number=str(out["number"]),
-                customer_email=email,
-                currency=str(out["currency"]),
-                amount_due=int(out["amount"]),  # type: ignore[call-overload]
-                issued_on=out["issued_on"],  # type: ignore[arg-type]
-                due_on=out["due_on"],  # type: ignore[arg-type]
-                status=str(out["status"]),
-                paid_on=out["paid_on"],  # type: ignore[arg-type]
-                status_on=out["status_on"],  # type: ignore[arg-type]
-            )
-        )
-
-    rejected = [(line, _row_dict(header, fields)) for line, fields in table.rows if line in bad_lines]
+    customers, invoices = rows.accepted()
+    rejected = [(line, _row_dict(header, fields)) for line, fields in table.rows if line in rows.bad_lines]
     problems.sort(key=lambda p: p.line)
     if progress is not None and rows_read > 1000:
         progress(rows_read, rows_read)
     return InvoiceImport(
-        customers=list(customers.values()),
+        customers=customers,
         invoices=invoices,
         problems=problems,
         rejected_lines=rejected,
@@ -879,6 +675,269 @@ def read_invoices_csv(
         header=header,
         source=source,
     )
+
+
+@dataclass(slots=True)
+class _Row:
+    """One invoice row being checked: its values, its problems so far and what it parses to."""
+
+    line: int
+    source: str
+    values: dict[str, str] = field(default_factory=dict)
+    problems: list[RowProblem] = field(default_factory=list)
+    failed: set[str | None] = field(default_factory=set)  # columns with a problem after the required check
+    out: dict[str, object] = field(default_factory=dict)
+
+    def problem(self, column: str | None, value: str | None, reason: str) -> None:
+        self.problems.append(RowProblem(line=self.line, column=column, value=value, reason=reason, source=self.source))
+
+    def columns_with_problems(self) -> set[str | None]:
+        return {p.column for p in self.problems}
+
+
+@dataclass(slots=True)
+class _InvoiceRows:
+    """The checks of :func:`read_invoices_csv`, row by row, and what they found across the file.
+
+    ``problems`` and ``bad_lines`` are shared with the caller; a row's problems are added in the order the
+    checks below find them (the caller sorts by line, stably), so messages keep their order.
+    """
+
+    source: str
+    date_format: DateFormat
+    default_currency: str | None
+    due_days: int | None
+    today: date | None
+    problems: list[RowProblem]
+    bad_lines: set[int]
+    numbers_seen: dict[str, int] = field(default_factory=dict)
+    # email -> (first line, name, explicit locale/tz)
+    customers_seen: dict[str, tuple[int, str, dict[str, str]]] = field(default_factory=dict)
+    parsed: list[tuple[int, dict[str, object]]] = field(default_factory=list)
+
+    def check(self, line: int, raw_fields: list[str], header: list[str], positions: Mapping[str, int],
+              computed: Sequence[tuple[Computed, Mapping[str, int]]]) -> None:
+        """Check one data row (file line ``line``); record its problems, or what it parses to."""
+        row = _Row(line=line, source=self.source)
+        fields, count_reason = _fit_fields(header, raw_fields)
+        if count_reason:
+            row.problem(None, None, count_reason)
+            self.problems.extend(row.problems)
+            self.bad_lines.add(line)
+            return
+
+        values = row.values = _row_values(fields, positions, computed, row.problem)
+        if self.default_currency and not values.get("currency") and "currency" not in row.columns_with_problems():
+            values["currency"] = self.default_currency
+        due_from_terms = self.due_days is not None and not values.get("due_on")
+        self._required(row, due_from_terms)
+        row.failed = row.columns_with_problems()
+
+        self._number(row)
+        email_ok = self._email(row)
+        name = " ".join(values.get("customer_name", "").split())
+        if name:
+            row.out["name"] = name
+        self._money(row)
+        dates = self._dates(row, due_from_terms)
+        self._status(row, dates)
+        explicit = self._locale_and_zone(row)
+        if email_ok and name:
+            self._same_customer(row, name, explicit)
+
+        self.problems.extend(row.problems)
+        if row.problems:
+            self.bad_lines.add(line)
+        self.parsed.append((line, row.out))
+
+    @staticmethod
+    def _required(row: _Row, due_from_terms: bool) -> None:
+        failed = row.columns_with_problems()
+        for column in REQUIRED_COLUMNS:
+            if column == "due_on" and due_from_terms:
+                continue
+            if not row.values.get(column) and column not in failed:
+                row.problem(column, None, "required value is empty")
+
+    def _number(self, row: _Row) -> None:
+        """invoice_number, and duplicates across the file (reported on both lines)."""
+        number = row.values.get("invoice_number", "")
+        if not number:
+            return
+        if number in self.numbers_seen:
+            first = self.numbers_seen[number]
+            row.problem("invoice_number", number, f"is a duplicate of line {first}")
+            self.problems.append(
+                RowProblem(line=first, column="invoice_number", value=number, reason=f"is duplicated on line "
+                                                                                     f"{row.line}", source=self.source)
+            )
+            self.bad_lines.add(first)
+        else:
+            self.numbers_seen[number] = row.line
+        row.out["number"] = number
+
+    @staticmethod
+    def _email(row: _Row) -> bool:
+        """customer_email: True when valid (``out["email"]`` holds it lower-cased)."""
+        email = row.values.get("customer_email", "")
+        if not email:
+            return False
+        reason = _check_email(email)
+        if reason:
+            row.problem("customer_email", email, reason)
+            return False
+        row.out["email"] = email.lower()
+        return True
+
+    @staticmethod
+    def _money(row: _Row) -> None:
+        """currency, then amount_due (precision needs a valid currency; sign and syntax do not)."""
+        currency = row.values.get("currency", "")
+        currency_ok: str | None = None
+        if currency:
+            code = currency.upper()
+            reason = currency_reason(code)
+            if reason is None:
+                currency_ok = code
+                row.out["currency"] = code
+            elif "currency" not in row.failed:
+                row.problem("currency", currency, reason)
+        amount = row.values.get("amount_due", "")
+        if amount:
+            minor, reason = _amount_minor(amount, currency_ok)
+            if reason:
+                row.problem("amount_due", amount, reason)
+            elif minor is not None:
+                row.out["amount"] = minor
+
+    def _dates(self, row: _Row, due_from_terms: bool) -> dict[str, date]:
+        """issued_on, due_on (or issued_on + ``due_days``), paid_on and status_on that parse."""
+        dates: dict[str, date] = {}
+        for column in ("issued_on", "due_on", "paid_on", "status_on"):
+            text = row.values.get(column, "")
+            if text and column not in row.failed:
+                day, reason = _read_date(text, self.date_format)
+                if day is None:
+                    row.problem(column, text, reason or self.date_format.reason)
+                else:
+                    dates[column] = day
+        if due_from_terms and self.due_days is not None and "issued_on" in dates:
+            dates["due_on"] = dates["issued_on"] + timedelta(days=self.due_days)
+            if date_range_reason(dates["due_on"]):
+                row.problem("due_on", None, f"issued_on + {self.due_days} days is outside {DATE_RANGE_TEXT}")
+        row.out["issued_on"] = dates.get("issued_on")
+        row.out["due_on"] = dates.get("due_on")
+        if "issued_on" in dates and "due_on" in dates and dates["due_on"] < dates["issued_on"]:
+            row.problem("due_on", row.values["due_on"], f"is before issued_on {dates['issued_on'].isoformat()}")
+        return dates
+
+    def _status(self, row: _Row, dates: dict[str, date]) -> None:
+        """status, and whether paid_on and status_on agree with it."""
+        values, failed = row.values, row.failed
+        status_text = values.get("status", "")
+        status: str | None = None
+        if status_text:
+            if status_text.lower() in INVOICE_STATUSES:
+                status = status_text.lower()
+            elif "status" not in failed:
+                row.problem("status", status_text, f"is not a status (use {', '.join(INVOICE_STATUSES[:-1])} or "
+                                                   f"{INVOICE_STATUSES[-1]})")
+        elif not values.get("paid_on"):
+            status = "open"
+        paid_text = values.get("paid_on", "")
+        if status_text == "" and paid_text:
+            status = "paid"
+        if status == "paid" and not paid_text and "paid_on" not in failed:
+            row.problem("paid_on", None, "is empty, but status is paid (give the payment date, YYYY-MM-DD)")
+        elif status is not None and status != "paid" and paid_text:
+            row.problem("paid_on", paid_text, f"is set, but status is {status} (clear paid_on or set status to paid)")
+        if status == "paid" and "paid_on" in dates:
+            reason = _paid_on_reason(dates["paid_on"], dates.get("issued_on"), self.today)
+            if reason:
+                row.problem("paid_on", values["paid_on"], reason)
+        if values.get("status_on") and not status_text:
+            row.problem("status_on", values["status_on"], "is set, but status is empty (give the status it dates)")
+        row.out["status"] = status
+        row.out["paid_on"] = dates.get("paid_on") if status == "paid" else None
+        row.out["status_on"] = dates.get("status_on")
+
+    @staticmethod
+    def _locale_and_zone(row: _Row) -> dict[str, str]:
+        """customer_locale and customer_tz (optional); returns those the row gives explicitly and validly."""
+        explicit: dict[str, str] = {}
+        locale_text = row.values.get("customer_locale", "")
+        row.out["locale"] = DEFAULT_LOCALE
+        if locale_text and "customer_locale" not in row.failed:
+            locale, reason = _check_locale(locale_text)
+            if reason:
+                row.problem("customer_locale", locale_text, reason)
+            else:
+                row.out["locale"] = explicit["locale"] = locale  # type: ignore[assignment]
+        zone_text = row.values.get("customer_tz", "")
+        row.out["tz"] = DEFAULT_TZ
+        if zone_text and "customer_tz" not in row.failed:
+            zone, reason = _check_zone(zone_text)
+            if reason:
+                row.problem("customer_tz", zone_text, reason)
+            else:
+                row.out["tz"] = explicit["tz"] = zone  # type: ignore[assignment]
+        return explicit
+
+    def _same_customer(self, row: _Row, name: str, explicit: dict[str, str]) -> None:
+        """One customer per email: names (and explicit locale/zone) must agree with its first line."""
+        email = str(row.out["email"])
+        seen = self.customers_seen.get(email)
+        if seen is None:
+            self.customers_seen[email] = (row.line, name, dict(explicit))
+            return
+        first_line, first_name, first_explicit = seen
+        if name.casefold() != first_name.casefold():
+            row.problem(
+                "customer_name",
+                name,
+                f"conflicts with {first_name!r} on line {first_line} for the same customer_email {email}",
+            )
+        for key, column in (("locale", "customer_locale"), ("tz", "customer_tz")):
+            if key in explicit and key in first_explicit and explicit[key] != first_explicit[key]:
+                row.problem(
+                    column,
+                    row.values[column],
+                    f"conflicts with {first_explicit[key]!r} on line {first_line} for the same customer_email "
+                    f"{email}",
+                )
+            elif key in explicit and key not in first_explicit:
+                first_explicit[key] = explicit[key]
+
+    def accepted(self) -> tuple[list[Customer], list[Invoice]]:
+        """The customers (first name and explicit locale/zone per email) and invoices of the rows without problems."""
+        customers: dict[str, Customer] = {}
+        invoices: list[Invoice] = []
+        for line, out in self.parsed:
+            if line in self.bad_lines:
+                continue
+            email = str(out["email"])
+            if email not in customers:
+                _, first_name, explicit = self.customers_seen[email]
+                customers[email] = Customer(
+                    email=email,
+                    name=first_name,
+                    locale=explicit.get("locale", DEFAULT_LOCALE),
+                    tz=explicit.get("tz", DEFAULT_TZ),
+                )
+            invoices.append(
+                Invoice(
+                    number=str(out["number"]),
+                    customer_email=email,
+                    currency=str(out["currency"]),
+                    amount_due=int(out["amount"]),  # type: ignore[call-overload]
+                    issued_on=out["issued_on"],  # type: ignore[arg-type]
+                    due_on=out["due_on"],  # type: ignore[arg-type]
+                    status=str(out["status"]),
+                    paid_on=out["paid_on"],  # type: ignore[arg-type]
+                    status_on=out["status_on"],  # type: ignore[arg-type]
+                )
+            )
+        return list(customers.values()), invoices
 
 
 # --------------------------------------------------------------------------- payments
