@@ -383,7 +383,33 @@ def chinook_book(
     zone_rows = {row["CustomerId"]: row for row in _read_csv(data_dir / "customer_timezones.csv")}
     if not invoice_rows:
         raise ConfigError(f"Chinook data: {data_dir / 'csv' / 'Invoice.csv'} has no invoices")
+    customers = _chinook_customers(customer_rows, zone_rows)
 
+    invoice_rows.sort(key=lambda r: int(r["InvoiceId"]))
+    latest = max(_chinook_invoice_date(r) for r in invoice_rows)
+    reference = today if today is not None else latest + timedelta(days=CHINOOK_LEAD_DAYS)
+    shift = (reference - timedelta(days=CHINOOK_LEAD_DAYS)) - latest
+
+    invoices, payments, used, already_paid = _chinook_invoices(invoice_rows, customers, shift=shift,
+                                                               reference=reference, rng=random.Random(seed),
+                                                               paid_share=paid_share)
+    book = Book(
+        customers=[c for key, c in customers.items() if key in used],
+        invoices=invoices,
+        payments=payments,
+        as_of=reference,
+    )
+    return book, _chinook_description(book, reference=reference, latest=latest, shift=shift, seed=seed,
+                                      paid_share=paid_share, already_paid=already_paid)
+
+
+def _chinook_invoice_date(row: dict[str, str]) -> date:
+    return datetime.fromisoformat(row["InvoiceDate"].strip()).date()
+
+
+def _chinook_customers(customer_rows: list[dict[str, str]],
+                       zone_rows: dict[str, dict[str, str]]) -> dict[str, Customer]:
+    """Chinook's customers by CustomerId (in id order), with the zone and locale of ``customer_timezones.csv``."""
     customers: dict[str, Customer] = {}
     for row in sorted(customer_rows, key=lambda r: int(r["CustomerId"])):
         zone = zone_rows.get(row["CustomerId"], {})
@@ -394,16 +420,23 @@ def chinook_book(
             locale=(zone.get("SuggestedLocale") or "en_US").replace("-", "_"),
             tz=zone.get("SuggestedTimeZone") or "UTC",
         )
+    return customers
 
-    def invoice_date(row: dict[str, str]) -> date:
-        return datetime.fromisoformat(row["InvoiceDate"].strip()).date()
 
-    invoice_rows.sort(key=lambda r: int(r["InvoiceId"]))
-    latest = max(invoice_date(r) for r in invoice_rows)
-    reference = today if today is not None else latest + timedelta(days=CHINOOK_LEAD_DAYS)
-    shift = (reference - timedelta(days=CHINOOK_LEAD_DAYS)) - latest
+def _chinook_invoices(
+    invoice_rows: list[dict[str, str]],
+    customers: dict[str, Customer],
+    *,
+    shift: timedelta,
+    reference: date,
+    rng: random.Random,
+    paid_share: float,
+) -> tuple[list[Invoice], list[Payment], set[str], int]:
+    """(invoices, payments still to come sorted by date, CustomerIds used, invoices already paid), in row order.
 
-    rng = random.Random(seed)
+    Raises:
+        ConfigError: an invoice names an unknown customer, or its Total is not whole cents.
+    """
     invoices: list[Invoice] = []
     payments: list[Payment] = []
     used: set[str] = set()
@@ -413,7 +446,7 @@ def chinook_book(
         if customer is None:
             raise ConfigError(f"Chinook data: invoice {row['InvoiceId']} names unknown customer {row['CustomerId']}")
         used.add(row["CustomerId"])
-        issued = invoice_date(row) + shift
+        issued = _chinook_invoice_date(row) + shift
         cents = Decimal(row["Total"].strip()).scaleb(2)
         if cents != cents.to_integral_value():
             raise ConfigError(f"Chinook data: invoice {row['InvoiceId']} Total {row['Total']!r} is not whole cents")
@@ -442,18 +475,19 @@ def chinook_book(
             )
         )
     payments.sort(key=lambda p: (p.paid_on, p.number))
-    book = Book(
-        customers=[c for key, c in customers.items() if key in used],
-        invoices=invoices,
-        payments=payments,
-        as_of=reference,
-    )
+    return invoices, payments, used, already_paid
+
+
+def _chinook_description(book: Book, *, reference: date, latest: date, shift: timedelta, seed: int,
+                         paid_share: float, already_paid: int) -> str:
+    """The paragraph :func:`chinook_book` returns: how the book was made, with its counts."""
+    invoices, payments = book.invoices, book.payments
     never = len(invoices) - already_paid - len(payments)
     shift_text = (
         f"shifted by {shift.days:+d} "
         "days" if shift.days else "left as they are (the default reference date needs no shift)"
     )
-    description = (
+    return (
         f"Converted from the Chinook sample database (MIT; fictitious customers, emails moved to example.com): "
         f"{len(invoices)} invoices of {len(book.customers)} customers. Each invoice is numbered CHINOOK-<InvoiceId>, "
         f"issued on its InvoiceDate, due {CHINOOK_NET_DAYS} days later (net {CHINOOK_NET_DAYS}), for its Total in USD; "
@@ -465,7 +499,6 @@ def chinook_book(
         f"{already_paid} invoices are paid, {len(payments)} payments are still to arrive, and {never} invoices "
         f"will never be paid. The same data, seed and reference date always give the same book."
     )
-    return book, description
 
 
 # --------------------------------------------------------------------------- the book of a run
