@@ -39,7 +39,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ..app import ScheduleDef
-from ..mail import read_maildir
+from ..mail import StoredMessage, read_maildir
 from ..reminders.model import reminder_key
 from ..reminders.policy import stages_due
 from ..store import Store
@@ -152,21 +152,59 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     invoices = {r["number"]: r for r in store.read("list_invoices")}
     reminders = store.read("list_reminders")
     occurrences = store.read("list_occurrences", schedule_key=None)
-    occ_by_id = {o["id"]: o for o in occurrences}
     jobs = store.read("list_jobs", state=None, task=None, limit=10_000_000)
     effects = {e["key"]: e for e in store.read("list_effects", state=None)}
     messages = read_maildir(maildir) if maildir is not None else []
-
-    # --- the due set, from first principles ---------------------------------------------------
-    # Under collapse = next a stage's due date depends on when the previous stage was recorded: that fact is
-    # read from the reminders table (earlier business dates only) and the rule is applied to it here.
     by_pair = {(r["number"], int(r["stage"])): r for r in reminders}
+    ev = _Evidence(invoices=invoices, reminders=reminders, by_pair=by_pair, occurrences=occurrences, jobs=jobs,
+                   effects=effects, messages=messages)
+
+    required, allowed = _due_pairs(ev, stages=stages, payments=payments, collapse=collapse,
+                                   business_date=business_date)
+    _check_due(inv, ev, required, allowed)
+    _check_skip_reasons(inv["skip-reasons-true"], ev, payments)
+    _check_failed(inv["failed-has-server-reply"], ev)
+    in_doubt = _check_in_doubt(inv["in-doubt-bounded"], ev, in_doubt_budget)
+    pair_count = _check_deliveries(inv, ev, maildir_read=maildir is not None)
+    _check_occurrences(inv, ev, definitions)
+
+    states = Counter(r["state"] for r in reminders)
+    summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
+               "messages_delivered": len(messages),
+               "duplicates": sum(n - 1 for n in pair_count.values() if n > 1),
+               "lost": inv["due-reminders-terminal"].violations, "in_doubt": len(in_doubt),
+               "occurrences": dict(sorted(Counter(o["outcome"] for o in occurrences).items()))}
+    return CheckReport(invariants=inv, summary=summary)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Evidence:
+    """What ``check`` judges, read once: the database's rows and the Maildir's messages."""
+
+    invoices: dict[str, dict[str, Any]]  # number -> invoice row
+    reminders: list[dict[str, Any]]
+    by_pair: dict[tuple[str, int], dict[str, Any]]  # (invoice number, stage) -> reminder row
+    occurrences: list[dict[str, Any]]
+    jobs: list[dict[str, Any]]
+    effects: dict[str, dict[str, Any]]  # effect key -> effect row
+    messages: list[StoredMessage]
+
+
+def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, PaymentWindow], collapse: str,
+               business_date: BusinessDate | None) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
+    """(required, allowed): the (invoice, stage) pairs certainly due at some scan, and those possibly due.
+
+    The due set comes from first principles. Under collapse = next a stage's due date depends on when the
+    previous stage was recorded: that fact is read from the reminders table (earlier business dates only)
+    and the rule is applied to it here.
+    """
+    occ_by_id = {o["id"]: o for o in ev.occurrences}
     recorded: dict[str, list[tuple[int, date]]] = defaultdict(list)
-    for r in reminders:
+    for r in ev.reminders:
         recorded[r["number"]].append((int(r["stage"]), r["business_date"]))
     required: set[tuple[str, int]] = set()
     allowed: set[tuple[str, int]] = set()
-    for job in jobs:
+    for job in ev.jobs:
         # A scan ran at some instant between its occurrence's creation and its job's completion
         # (retries and rescues move it later); a job that never completed may still have run.
         if job["task"] != SCAN_TASK or job["attempt"] < 1 or job["occurrence_id"] not in occ_by_id:
@@ -174,7 +212,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         occurrence = occ_by_id[job["occurrence_id"]]
         earliest = occurrence["created_at"]
         completed_at = job["finished_at"] if job["state"] == "completed" else None
-        for number, i in invoices.items():
+        for number, i in ev.invoices.items():
             business = (occurrence["business_date"] if business_date is None
                         else business_date(occurrence["fire_at"], i["customer_tz"], occurrence["business_date"]))
             if i["status"] in ("void", "uncollectible"):
@@ -190,42 +228,53 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                     required.add((number, s))
                 if maybe_open:
                     allowed.add((number, s))
+    return required, allowed
+
+
+def _check_due(inv: dict[str, Invariant], ev: _Evidence, required: set[tuple[str, int]],
+               allowed: set[tuple[str, int]]) -> None:
+    """``due-reminders-terminal`` and ``no-unexpected-reminders``."""
     inv["due-reminders-terminal"].checked = len(required)
     for pair in sorted(required):
-        due = by_pair.get(pair)
+        due = ev.by_pair.get(pair)
         if due is None or due["state"] not in TERMINAL:
             inv["due-reminders-terminal"].fail(f"{pair[0]} stage {pair[1]}: " + ("no reminder" if due is None
                                                                                 else f"still {due['state']}"))
-    inv["no-unexpected-reminders"].checked = len(reminders)
-    for pair, r in by_pair.items():
+    inv["no-unexpected-reminders"].checked = len(ev.reminders)
+    for pair, r in ev.by_pair.items():
         if pair not in allowed and pair not in required:
             inv["no-unexpected-reminders"].fail(f"{pair[0]} stage {pair[1]} ({r['state']}) was never due at a scan")
 
-    # --- reasons ------------------------------------------------------------------------------
-    skip = inv["skip-reasons-true"]
-    for r in reminders:
-        if r["state"] == "skipped":
-            skip.checked += 1
-            reason = r["reason"] or ""
-            number = r["number"]
-            if reason.startswith("superseded: stage "):
-                higher = int(reason.split()[2])
-                other = by_pair.get((number, higher))
-                if not (higher > r["stage"] and other is not None and other["occurrence_id"] == r["occurrence_id"]):
-                    skip.fail(f"{number} stage {r['stage']}: {reason!r} but no stage {higher} from the same scan")
-            elif reason.startswith("invoice paid"):
-                window = payments.get(number)
-                if window is None or window[0] > r["updated_at"]:
-                    skip.fail(f"{number} stage {r['stage']}: {reason!r} but no payment before "
-                              f"{r['updated_at'].isoformat()}")
-            elif reason.startswith("invoice void") or reason.startswith("invoice uncollectible"):
-                if invoices[number]["status"] not in ("void", "uncollectible"):
-                    skip.fail(f"{number} stage {r['stage']}: {reason!r} but the invoice is "
-                              f"{invoices[number]['status']}")
-            else:
-                skip.fail(f"{number} stage {r['stage']}: unknown skip reason {reason!r}")
-    failed = inv["failed-has-server-reply"]
-    for r in reminders:
+
+def _check_skip_reasons(skip: Invariant, ev: _Evidence, payments: Mapping[str, PaymentWindow]) -> None:
+    """``skip-reasons-true``: each skipped reminder's reason is a fact of the evidence."""
+    for r in ev.reminders:
+        if r["state"] != "skipped":
+            continue
+        skip.checked += 1
+        reason = r["reason"] or ""
+        number = r["number"]
+        if reason.startswith("superseded: stage "):
+            higher = int(reason.split()[2])
+            other = ev.by_pair.get((number, higher))
+            if not (higher > r["stage"] and other is not None and other["occurrence_id"] == r["occurrence_id"]):
+                skip.fail(f"{number} stage {r['stage']}: {reason!r} but no stage {higher} from the same scan")
+        elif reason.startswith("invoice paid"):
+            window = payments.get(number)
+            if window is None or window[0] > r["updated_at"]:
+                skip.fail(f"{number} stage {r['stage']}: {reason!r} but no payment before "
+                          f"{r['updated_at'].isoformat()}")
+        elif reason.startswith("invoice void") or reason.startswith("invoice uncollectible"):
+            if ev.invoices[number]["status"] not in ("void", "uncollectible"):
+                skip.fail(f"{number} stage {r['stage']}: {reason!r} but the invoice is "
+                          f"{ev.invoices[number]['status']}")
+        else:
+            skip.fail(f"{number} stage {r['stage']}: unknown skip reason {reason!r}")
+
+
+def _check_failed(failed: Invariant, ev: _Evidence) -> None:
+    """``failed-has-server-reply``: a failed reminder's reason carries a 5xx reply or the give-up note."""
+    for r in ev.reminders:
         if r["state"] == "failed":
             failed.checked += 1
             reason = r["reason"] or ""
@@ -233,18 +282,25 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                     or reason.startswith("gave up after")):
                 failed.fail(f"{r['number']} stage {r['stage']}: reason {reason!r} has no server reply")
 
-    in_doubt = [r for r in reminders if r["state"] == "in_doubt"]
-    doubt = inv["in-doubt-bounded"]
+
+def _check_in_doubt(doubt: Invariant, ev: _Evidence, in_doubt_budget: int | None) -> list[dict[str, Any]]:
+    """``in-doubt-bounded``; returns the in-doubt reminders."""
+    in_doubt = [r for r in ev.reminders if r["state"] == "in_doubt"]
     doubt.checked = len(in_doubt)
     for r in in_doubt:
-        e = effects.get(reminder_key(r["id"]))
+        e = ev.effects.get(reminder_key(r["id"]))
         if e is None or e["state"] != "in_doubt":
             doubt.fail(f"{r['number']} stage {r['stage']} is in_doubt but its effect is "
                        f"{e['state'] if e else 'missing'}")
     if in_doubt_budget is not None and len(in_doubt) > in_doubt_budget:
         doubt.fail(f"{len(in_doubt)} reminders in doubt but only {in_doubt_budget} faults could cause that")
+    return in_doubt
 
-    # --- deliveries (Maildir) -----------------------------------------------------------------
+
+def _check_deliveries(inv: dict[str, Invariant], ev: _Evidence, *,
+                      maildir_read: bool) -> Counter[tuple[str | None, str | None]]:
+    """``no-duplicate-delivery`` and (with a Maildir) ``sent-matches-maildir``; returns deliveries per pair."""
+    messages = ev.messages
     dup = inv["no-duplicate-delivery"]
     dup.checked = len(messages)
     pair_count = Counter((m.headers.get("X-Oncebeat-Invoice"), m.headers.get("X-Oncebeat-Stage")) for m in messages)
@@ -255,32 +311,37 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     for mid, n in id_count.items():
         if n > 1:
             dup.fail(f"Message-ID {mid} delivered {n} times")
+    if not maildir_read:
+        return pair_count
     match = inv["sent-matches-maildir"]
-    if maildir is not None:
-        delivered_ids = set(id_count)
-        by_mid = {r["message_id"]: r for r in reminders if r["message_id"]}
-        for r in reminders:
-            if r["state"] == "sent":
-                match.checked += 1
-                if r["message_id"] not in delivered_ids:
-                    match.fail(f"{r['number']} stage {r['stage']} is sent but {r['message_id']} is not in the Maildir")
-        for m in messages:
+    delivered_ids = set(id_count)
+    by_mid = {r["message_id"]: r for r in ev.reminders if r["message_id"]}
+    for r in ev.reminders:
+        if r["state"] == "sent":
             match.checked += 1
-            pair = (m.headers.get("X-Oncebeat-Invoice") or "", int(m.headers.get("X-Oncebeat-Stage") or -10**6))
-            owner = by_mid.get(m.message_id) or by_pair.get(pair)
-            if owner is None or owner["state"] not in ("sent", "in_doubt"):
-                match.fail(f"{m.message_id} ({pair[0]} stage {pair[1]}) was delivered but its reminder is "
-                           f"{owner['state'] if owner else 'missing'}")
+            if r["message_id"] not in delivered_ids:
+                match.fail(f"{r['number']} stage {r['stage']} is sent but {r['message_id']} is not in the Maildir")
+    for m in messages:
+        match.checked += 1
+        pair = (m.headers.get("X-Oncebeat-Invoice") or "", int(m.headers.get("X-Oncebeat-Stage") or -10**6))
+        owner = by_mid.get(m.message_id) or ev.by_pair.get(pair)
+        if owner is None or owner["state"] not in ("sent", "in_doubt"):
+            match.fail(f"{m.message_id} ({pair[0]} stage {pair[1]}) was delivered but its reminder is "
+                       f"{owner['state'] if owner else 'missing'}")
+    return pair_count
 
-    # --- occurrences --------------------------------------------------------------------------
+
+def _check_occurrences(inv: dict[str, Invariant], ev: _Evidence,
+                       definitions: Mapping[str, list[ScheduleDef]]) -> None:
+    """``one-job-per-occurrence``, ``no-fire-on-start`` and ``business-date-local``."""
     jobs_by_occ: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for job in jobs:
+    for job in ev.jobs:
         if job["occurrence_id"] is not None:
             jobs_by_occ[job["occurrence_id"]].append(job)
     one = inv["one-job-per-occurrence"]
     fire = inv["no-fire-on-start"]
     local = inv["business-date-local"]
-    for o in occurrences:
+    for o in ev.occurrences:
         defs = definitions.get(o["schedule_key"], [])
         tasks = {d.task for d in defs}
         own = [j for j in jobs_by_occ.get(o["id"], []) if not tasks or j["task"] in tasks]
@@ -301,12 +362,3 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         if o["business_date"] != expected_date or (defs and o["tz"] not in {d.tz for d in defs}):
             local.fail(f"occurrence {o['id']} at {o['fire_at'].isoformat()} in {o['tz']}: business date "
                        f"{o['business_date']} (expected {expected_date})")
-
-    states = Counter(r["state"] for r in reminders)
-    summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
-               "messages_delivered": len(messages),
-               "duplicates": sum(n - 1 for n in pair_count.values() if n > 1),
-               "lost": inv["due-reminders-terminal"].violations, "in_doubt": len(in_doubt),
-               "occurrences": dict(sorted(Counter(o["outcome"] for o in occurrences).items()))}
-    return CheckReport(invariants=inv, summary=summary)
-
