@@ -1071,11 +1071,12 @@ def check(database_url: str | None, maildir: Path | None, config: Path | None, a
 @cli.command()
 @click.option("--since", default=None, help="Only history after this ISO instant (with offset).")
 @click.option("--schedule", default=None, help="Only this schedule key.")
-@click.option("--invoice", default=None, help="Only this invoice number.")
+@click.option("--invoice", default=None, help="Only this invoice number (the reminder app's scope).")
 @click.option("--maildir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="A Maildir the SMTP server delivered to: duplicate deliveries are found there.")
-@click.option("--explain", "explain_", nargs=2, default=None, metavar="occurrence|job|invoice ID",
-              help="Tell the full story of one occurrence, job or invoice instead.")
+@click.option("--explain", "explain_", nargs=2, default=None, metavar="KIND ID",
+              help="Tell the full story of one thing instead: occurrence ID, job ID (and, with the reminder app, "
+                   "invoice NUMBER).")
 @click.option("--logs", "logs", is_flag=True,
               help="Instead: read FILE... (- for stdin), logs of Heroku/Clockwork/Sidekiq or Celery, not a database.")
 @click.option("--until", default=None, help="With --logs: only lines before this instant (or through this date).")
@@ -1095,7 +1096,7 @@ def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir
 
     Exit status 1 when an error is found, 2 when the doctor itself could not run (an internal error).
     """
-    from .doctor import explain, run_doctor
+    from .doctor import explain, explain_kinds, numeric_kind, run_doctor
 
     if logs or files:
         _doctor_logs(logs, files, since, until, tz, job, log_tz, as_json)
@@ -1105,13 +1106,16 @@ def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir
     try:
         if explain_ is not None:
             kind, ident = explain_
-            if kind not in ("occurrence", "job", "invoice"):
-                raise click.BadParameter("use occurrence, job or invoice", param_hint="--explain")
-            for line in explain(rt.store, kind, ident if kind == "invoice" else int(ident)):
+            if kind not in explain_kinds():
+                raise click.BadParameter(f"use {' or '.join(explain_kinds())}", param_hint="--explain")
+            if numeric_kind(kind) and not ident.isdigit():
+                raise click.BadParameter(f"{kind} ids are whole numbers, not {ident!r}", param_hint="--explain")
+            for line in explain(rt.store, kind, ident):
                 click.echo(line)
             return
         report = run_doctor(rt.store, now=rt.clock.now(), since=_parse_instant(since, "--since") if since else None,
-                            schedule=schedule, invoice=invoice, maildir=maildir, definitions=rt.app)
+                            schedule=schedule, maildir=maildir, definitions=rt.app,
+                            **({"invoice": invoice} if invoice is not None else {}))
     finally:
         rt.close()
     if as_json:

@@ -81,3 +81,36 @@ def test_the_reminder_app_is_the_default_and_adds_its_own_line(tmp_path: Path, d
     with open_store(db_url) as store:
         assert {"customers", "invoices", "reminders", "stripe_events"} <= set(store.table_columns())
         assert store.schema_versions().keys() == {"engine", "reminders"}
+
+
+ENGINE_CHECKS = ["multiple-clocks", "clock-restart", "leftover-trigger", "retry-side-effect", "in-doubt",
+                 "effect-conflict", "duplicate-delivery", "lost", "timezone", "clock-skew", "discarded"]
+
+
+def test_a_library_apps_doctor_runs_the_engines_checks_alone(tmp_path: Path, db_url: str) -> None:
+    """The doctor's core knows no invoice: on an engine-only database, without the reminder app loaded,
+    it runs cleanly and its report names the engine's checks only."""
+    (tmp_path / "libapp.py").write_text(LIBAPP, encoding="utf-8")
+    for command in (["migrate"], ["tick"], ["trigger", "hourly-report"], ["worker", "--burst"]):
+        report, out = _cli(tmp_path, *command, "--app", "libapp:app", "--db", db_url)
+        assert report == {"code": 0, "reminders_loaded": []}, (command, out)
+    report, out = _cli(tmp_path, "doctor", "--json", "--app", "libapp:app", "--db", db_url)
+    assert report == {"code": 0, "reminders_loaded": []}, out
+    data = json.loads(out[: out.rindex("}") + 1])
+    assert [c["code"] for c in data["checks"]] == ENGINE_CHECKS
+    assert set(data["scope"]) == {"since", "schedule", "maildir"}
+    assert data["exit_code"] == 0 and data["counts"]["error"] == 0, out
+    assert all(c["ran"] for c in data["checks"] if c["code"] not in ("duplicate-delivery", "clock-skew")), out
+    leftover = [f for f in data["findings"] if f["code"] == "leftover-trigger"]
+    assert leftover and "hourly-report" in leftover[0]["summary"], "the manual trigger is seen: the checks really ran"
+    assert "invoice" not in out.lower() and "reminder" not in out.lower()
+
+    report, out = _cli(tmp_path, "doctor", "--explain", "job", "1", "--app", "libapp:app", "--db", db_url)
+    assert report == {"code": 0, "reminders_loaded": []}, out
+    assert out.startswith("job 1 (report) in queue default: completed"), out
+    report, out = _cli(tmp_path, "doctor", "--explain", "invoice", "INV-1", "--app", "libapp:app", "--db", db_url)
+    assert report["code"] == 2 and report["reminders_loaded"] == [], out
+    assert "use occurrence or job" in out
+    report, out = _cli(tmp_path, "doctor", "--invoice", "INV-1", "--app", "libapp:app", "--db", db_url)
+    assert report["code"] == 2 and report["reminders_loaded"] == [], out
+    assert "doctor --invoice: no such scope" in out and "Traceback" not in out

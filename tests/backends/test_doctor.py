@@ -23,17 +23,29 @@ import pytest
 
 from oncebeat.app import App
 from oncebeat.clock import ClockProcess, Fire, fire_occurrence
-from oncebeat.doctor import CHECKS, SCHEMA, DoctorReport, Finding, explain, prune_audit, run_doctor
+from oncebeat.doctor import (
+    SCHEMA,
+    DoctorReport,
+    Finding,
+    check_codes,
+    explain,
+    explain_kinds,
+    prune_audit,
+    registry,
+    run_doctor,
+)
 from oncebeat.errors import Discard, OncebeatError
 from oncebeat.crashpoints import SimulatedCrash, crashpoints
 from oncebeat.mail import Mailer, MailSink
 from oncebeat.provenance import Source
 from oncebeat.queue import Queue
+from oncebeat.reminders.doctor import check_undelivered
 from oncebeat.reminders.model import Customer, Invoice
 from oncebeat.reminders.policy import Policy
 from oncebeat.reminders.service import ReminderService
 from oncebeat.reminders.tasks import build_app
 from oncebeat.store import Store, open_store
+from oncebeat.store.sqlfiles import ENGINE
 from oncebeat.timebase import SimulatedClock, SystemClock
 from oncebeat.worker import Worker, register_process
 
@@ -594,6 +606,55 @@ def test_pending_reminder_whose_send_job_is_gone_is_reported_lost(billing: Billi
     assert "oncebeat trigger reminders" in finding.fix
 
 
+def test_the_reminder_apps_checks_are_registered_and_find_a_lost_reminder_by_invoice(billing: Billing) -> None:
+    """The doctor's core knows no invoice: the reminder app registers its part of lost, undelivered, the
+    invoice scope and explain kind (oncebeat.reminders.doctor), and they run in the doctor's report."""
+    parts = {(p.code, p.part): p for p in registry.check_parts()}
+    assert parts[("lost", "reminders")].sql_line == "reminders" and ("lost", "engine") in parts
+    assert parts[("undelivered", "reminders")].fn is check_undelivered
+    assert "invoice" in registry.scopes() and "invoice" in explain_kinds()
+    billing.add_invoice("INV-9", date(2026, 2, 27))
+    billing.first_fire()
+    billing.worker().drain(max_batches=1)
+    [send] = billing.store.read("list_jobs", state="available", task="reminders.send", limit=10)
+    assert Queue(billing.store, clock=billing.clock, source=src("cli", "laptop", 9, "oncebeat jobs")).cancel(send["id"])
+
+    report = doctor(billing.store, billing.clock, invoice="INV-9")
+    [finding] = report.by_code("lost")
+    assert finding.subject == "invoice:INV-9" and "1 reminder pending with no unfinished send job" in finding.summary
+    assert report.to_json()["scope"]["invoice"] == "INV-9"
+    runs = {c.code: c for c in report.checks}
+    assert runs["lost"].ran and runs["lost"].findings == 1 and runs["undelivered"].ran
+    assert list(runs) == list(check_codes()) and list(runs)[-1] == "undelivered"
+
+
+def test_an_engine_only_database_skips_the_reminder_apps_part_cleanly(db_url: str, sim_clock: SimulatedClock) -> None:
+    """Even with the reminder app imported, a database without its tables gets the engine's checks: the app's
+    parts are skipped with a note, and its scope and explain kind say why they cannot run."""
+    engine_only = open_store(db_url)
+    try:
+        engine_only.migrate(lines=(ENGINE,))
+        assert engine_only.schema_versions().keys() == {"engine"}
+        ClockProcess(simple_app(), engine_only, clock=sim_clock).start()
+        sim_clock.advance(3600)
+        report = doctor(engine_only, sim_clock)
+        runs = {c.code: c for c in report.checks}
+        assert runs["lost"].ran, "the engine's part of lost ran"
+        assert not runs["undelivered"].ran and "no reminders tables" in str(runs["undelivered"].note)
+        assert report.exit_code == 0, report.to_text()
+        with pytest.raises(OncebeatError, match="no tables of the 'reminders' SQL line"):
+            doctor(engine_only, sim_clock, invoice="INV-1")
+        with pytest.raises(OncebeatError, match="no tables of the 'reminders' SQL line"):
+            explain(engine_only, "invoice", "INV-1")
+        with pytest.raises(OncebeatError, match="no such scope"):
+            doctor(engine_only, sim_clock, customer="ana@example.com")
+    finally:
+        engine_only.close()
+        drop_schema = getattr(engine_only, "drop_schema", None)
+        if drop_schema is not None:
+            drop_schema()
+
+
 def test_occurrence_recorded_without_its_job_is_reported_lost(store: Store, sim_clock: SimulatedClock) -> None:
     app = simple_app()
     ClockProcess(app, store, clock=sim_clock).start()
@@ -776,7 +837,7 @@ def test_clean_reminder_run_gives_no_finding_above_info(store: Store, tmp_path: 
     assert len(list((b.maildir / "new").iterdir())) == 2, "INV-1 stage 7 and INV-2 stage 1, once each"
     assert [f for f in report.findings if f.severity != "info"] == [], report.to_text()
     assert report.exit_code == 0
-    assert {c.code for c in report.checks if c.ran} >= set(CHECKS) - {"clock-skew"}
+    assert {c.code for c in report.checks if c.ran} >= set(check_codes()) - {"clock-skew"}
 
 
 def test_json_report_has_the_documented_shape(store: Store, sim_clock: SimulatedClock) -> None:
@@ -790,11 +851,11 @@ def test_json_report_has_the_documented_shape(store: Store, sim_clock: Simulated
     assert set(data["database"]) == {"backend", "url"} and data["exit_code"] == 1
     assert data["scope"] == {"since": "2026-03-01T11:00:00+00:00", "schedule": None, "invoice": None, "maildir": None}
     assert set(data["counts"]) == {"error", "warning", "info"}
-    assert [c["code"] for c in data["checks"]] == list(CHECKS)
+    assert [c["code"] for c in data["checks"]] == list(check_codes())
     assert all(set(c) == {"code", "ran", "findings", "note"} for c in data["checks"])
     for f in data["findings"]:
         assert set(f) == {"code", "severity", "summary", "fix", "subject", "evidence"}
-        assert f["code"] in CHECKS and f["severity"] in ("info", "warning", "error")
+        assert f["code"] in check_codes() and f["severity"] in ("info", "warning", "error")
         for e in f["evidence"]:
             assert isinstance(e["kind"], str) and isinstance(e["text"], str)
     severities = [f["severity"] for f in data["findings"]]
@@ -804,7 +865,7 @@ def test_json_report_has_the_documented_shape(store: Store, sim_clock: Simulated
                            "started_at", "finished_at", "detail"}
     assert set(effect["started_at"]) == {"utc", "local", "tz"}
     docs = (Path(__file__).parents[2] / "docs" / "doctor.md").read_text(encoding="utf-8")
-    for name in [*data, *CHECKS, "measurement", "transition", "last_seen_at", "maildir_key"]:
+    for name in [*data, *check_codes(), "measurement", "transition", "last_seen_at", "maildir_key"]:
         assert f"`{name}`" in docs, f"docs/doctor.md does not document {name}"
 
 

@@ -6,15 +6,18 @@ live system too. Each finding carries a cause code (:data:`CHECKS`), a
 severity (``info``, ``warning``, ``error``), evidence (ids, instants in local
 time and UTC, hosts and pids) and a fix in one or two sentences.
 
-Checks (see ``docs/doctor.md`` for what each one reads and reports):
+Checks come from a registry (:mod:`oncebeat.doctor.registry`): the engine's are
+registered here; an app adds its own checks, scopes and ``explain`` kinds when it is
+imported (see ``docs/doctor.md`` for what each check reads and reports):
 
 - ``multiple-clocks`` — clock processes alive at the same time; duplicate fires the ledger rejected.
 - ``clock-restart`` — clock restarts near fire instants and the catch-up policy's decisions.
 - ``leftover-trigger`` — manual/cli/api fires, unregistered firers, old versions, retired schedules.
 - ``retry-side-effect`` — retries and rescues, and what happened to their effects.
 - ``in-doubt`` — effects in doubt, oldest first, with how to resolve each.
-- ``duplicate-delivery`` — the same reminder (invoice, stage) or Message-ID delivered twice (Maildir).
-- ``lost`` — pending reminders without a job, occurrences without a job, expired leases, unclaimed jobs.
+- ``effect-conflict`` — effect keys reused with another payload.
+- ``duplicate-delivery`` — one message delivered twice (Maildir): by Message-ID, or as an app names it.
+- ``lost`` — occurrences without a job, expired leases, unclaimed jobs (and an app's own lost work).
 - ``timezone`` — process TZ vs schedule zones, two fires on one business date, DST moves past and coming.
 - ``clock-skew`` — process clocks ahead of the PostgreSQL server's clock (not checked on SQLite).
 - ``discarded`` — jobs that gave up, with their last error.
@@ -25,7 +28,7 @@ Example::
     print(report.to_text())
     sys.exit(report.exit_code)          # 0 clean, 1 if any error
 
-    for line in explain(store, "invoice", "INV-1001"):
+    for line in explain(store, "job", 42):
         print(line)
 """
 
@@ -41,10 +44,12 @@ from ..errors import OncebeatError
 from ..provenance import Source, current_source
 from ..store import Store
 from ..timebase import SystemClock, require_aware
-from .checks import CHECK_FUNCTIONS, Skip
-from .explain import EXPLAIN_KINDS, explain
+from . import registry
+from .checks import Skip
+from .explain import explain, explain_kinds, numeric_kind
 from .facts import Facts
-from .model import CHECKS, SCHEMA, SEVERITIES, CheckRun, DoctorReport, Evidence, Finding
+from .model import SCHEMA, SEVERITIES, CheckRun, DoctorReport, Evidence, Finding
+from .registry import CheckPart, check_codes, scopes
 
 __all__ = [
     "run_doctor",
@@ -54,54 +59,52 @@ __all__ = [
     "Finding",
     "Evidence",
     "CheckRun",
-    "CHECKS",
+    "check_codes",
+    "scopes",
     "SEVERITIES",
     "SCHEMA",
-    "EXPLAIN_KINDS",
+    "explain_kinds",
+    "numeric_kind",
 ]
 
 
 def run_doctor(store: Store, *, now: datetime, since: datetime | None = None, schedule: str | None = None,
-               invoice: str | None = None, maildir: Path | str | None = None,
-               definitions: App | Iterable[ScheduleDef] | None = None) -> DoctorReport:
-    """Run every check and return the report.
+               maildir: Path | str | None = None, definitions: App | Iterable[ScheduleDef] | None = None,
+               **scope: str | None) -> DoctorReport:
+    """Run every registered check and return the report.
 
     Args:
         store: the database to examine (only read).
         now: the current instant (aware); leases, pending ages and coming DST changes are judged against it.
         since: examine history (events, occurrences, discarded jobs, processes, mail) from this instant on;
-            current state (in-doubt effects, pending reminders, expired leases) is always examined.
+            current state (in-doubt effects, expired leases, an app's pending work) is always examined.
         schedule: only what belongs to this schedule key.
-        invoice: only what belongs to this invoice number.
         maildir: a Maildir holding the delivered mail (evidence from outside the database).
         definitions: the schedules as the deployed code defines them (an :class:`App` or ScheduleDefs),
             compared with the database.
+        scope: registered scopes (:func:`scopes`), e.g. an app's ``NAME="value"``: only what belongs to it;
+            a None value is ignored.
     Returns:
-        A :class:`DoctorReport`; ``exit_code`` is 1 when any finding is an error.
+        A :class:`DoctorReport`; ``exit_code`` is 1 when any finding is an error. Its ``checks`` name each
+        registered cause code in run order; a check whose app tables are not in this database is skipped.
     Raises:
-        OncebeatError: ``schedule`` or ``invoice`` does not exist.
+        OncebeatError: ``schedule`` or a scope's value does not exist, or a scope is not registered.
     """
     now = require_aware(now, "now")
     since = require_aware(since, "since") if since is not None else None
-    facts = Facts(store, now=now, since=since, schedule=schedule, invoice=invoice, maildir=maildir,
-                  definitions=definitions)
+    given = {k: str(v) for k, v in scope.items() if v is not None}
+    facts = Facts(store, now=now, since=since, schedule=schedule, maildir=maildir, definitions=definitions,
+                  scopes=given)
     defined = bool(facts.definitions and schedule in facts.definitions)
     if schedule is not None and schedule not in facts.schedules and not defined:
         known = ", ".join(sorted(facts.schedules)) or "none"
         raise OncebeatError(f"doctor --schedule {schedule!r}: no such schedule in the database (known: {known})")
-    if invoice is not None and facts.invoice_row is None:
-        raise OncebeatError(f"doctor --invoice {invoice!r}: no such invoice number in the database")
     findings: list[Finding] = []
-    runs: list[CheckRun] = []
-    for code in CHECKS:
-        try:
-            found = CHECK_FUNCTIONS[code](facts)
-        except Skip as skip:
-            findings.extend(skip.findings)
-            runs.append(CheckRun(code=code, ran=False, findings=len(skip.findings), note=str(skip)))
-            continue
+    runs: dict[str, CheckRun] = {}
+    for part in registry.check_parts():
+        found, run = _run_part(part, facts)
         findings.extend(found)
-        runs.append(CheckRun(code=code, ran=True, findings=len(found)))
+        runs[part.code] = _merge(runs.get(part.code), run)
     notes = []
     pruned = [e for e in store.read("doctor_events", since=facts.since, kinds=["audit.pruned"])]
     if pruned:
@@ -109,12 +112,33 @@ def run_doctor(store: Store, *, now: datetime, since: datetime | None = None, sc
         before = (last.get("detail") or {}).get("before")
         notes.append(f"the audit trail was pruned of events before {before} (on {facts.face.text(last['at'])}); "
                      "older history cannot be examined")
-    if facts.invoice_arg is not None and not facts.invoice_reminders:
-        notes.append(f"invoice {facts.invoice_arg} has no reminders yet")
-    scope = {"since": since, "schedule": schedule, "invoice": invoice,
+    notes.extend(facts.scope_notes)
+    shown = {"since": since, "schedule": schedule, **{name: given.get(name) for name in scopes()},
              "maildir": str(maildir) if maildir is not None else None}
     return DoctorReport(generated_at=facts.now, backend=store.backend, database=store.url, tz=facts.face.default_tz,
-                        scope=scope, checks=tuple(runs), findings=DoctorReport.ordered(findings), notes=tuple(notes))
+                        scope=shown, checks=tuple(runs.values()), findings=DoctorReport.ordered(findings),
+                        notes=tuple(notes))
+
+
+def _run_part(part: CheckPart, facts: Facts) -> tuple[list[Finding], CheckRun]:
+    """Run one registered part; a Skip (or an app part whose SQL line is not migrated) gives a skipped run."""
+    if part.sql_line is not None and part.sql_line not in facts.lines:
+        return [], CheckRun(code=part.code, ran=False, note=f"this database has no {part.sql_line} tables "
+                                                            f"({part.part}'s part of the check)")
+    try:
+        found = part.fn(facts)
+    except Skip as skip:
+        return skip.findings, CheckRun(code=part.code, ran=False, findings=len(skip.findings), note=str(skip))
+    return found, CheckRun(code=part.code, ran=True, findings=len(found))
+
+
+def _merge(a: CheckRun | None, b: CheckRun) -> CheckRun:
+    """One report entry per code: it ran if any part ran; notes of skipped parts are kept when none ran."""
+    if a is None:
+        return b
+    ran = a.ran or b.ran
+    note = None if ran else "; ".join(n for n in (a.note, b.note) if n) or None
+    return CheckRun(code=a.code, ran=ran, findings=a.findings + b.findings, note=note)
 
 
 def prune_audit(store: Store, older_than_seconds: float, *, now: datetime | None = None,

@@ -17,11 +17,12 @@ from typing import Any
 from ..schedules import Schedule
 from . import evidence as ev
 from .dst import Transition, fates, transitions
-from .facts import Facts, Proc, header, source_text, version_key
+from .facts import Facts, Proc, source_text, version_key
 from .model import Evidence, Finding, duration_text
+from .registry import register_check
 
-__all__ = ["CHECK_FUNCTIONS", "Skip", "MAX_EVIDENCE", "RESTART_WINDOW", "PENDING_GRACE", "OVERDUE_AFTER",
-           "SKEW_TOLERANCE", "UPCOMING_DST", "LEASE_RESCUE_EXPECTED", "OUTAGE_ALERT"]
+__all__ = ["Skip", "MAX_EVIDENCE", "MAX_FINDINGS_PER_CHECK", "RESTART_WINDOW", "OVERDUE_AFTER", "SKEW_TOLERANCE",
+           "UPCOMING_DST", "LEASE_RESCUE_EXPECTED", "capped", "plural"]
 
 MAX_EVIDENCE = 20  # evidence rows per finding; the rest is counted in a note
 MAX_FINDINGS_PER_CHECK = 50
@@ -29,8 +30,6 @@ RESTART_WINDOW = timedelta(minutes=15)  # a clock start this soon after a fire i
 # two clocks overlapping this briefly, rejecting nothing, are a deploy's handover
 HANDOVER_GRACE = timedelta(seconds=60)
 OLD_VERSION_GRACE = timedelta(minutes=10)  # an old version may outlive a new one's start by this much (rolling deploy)
-PENDING_GRACE = timedelta(hours=1)  # a reminder pending longer than this is reported
-OUTAGE_ALERT = timedelta(hours=1)  # a reminder waiting out a mail outage longer than this is an error
 OVERDUE_AFTER = timedelta(hours=1)  # a due job unclaimed this long means no worker takes its queue
 LEASE_RESCUE_EXPECTED = timedelta(minutes=5)  # workers rescue every 15 s; an expired lease older than this is stuck
 SKEW_TOLERANCE = timedelta(seconds=5)
@@ -50,7 +49,8 @@ class Skip(Exception):
         self.findings = list(findings)
 
 
-def _capped(items: Iterable[Evidence], total: int | None = None, what: str = "rows") -> tuple[Evidence, ...]:
+def capped(items: Iterable[Evidence], total: int | None = None, what: str = "rows") -> tuple[Evidence, ...]:
+    """At most :data:`MAX_EVIDENCE` items, then a note counting the rest (of ``total`` when given)."""
     out = list(items)
     n = total if total is not None else len(out)
     if len(out) > MAX_EVIDENCE:
@@ -60,8 +60,9 @@ def _capped(items: Iterable[Evidence], total: int | None = None, what: str = "ro
     return tuple(out)
 
 
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (plural or word + 's')}"
+def plural(n: int, word: str, plural_form: str | None = None) -> str:
+    """``plural(2, "job")`` → ``"2 jobs"``; ``plural_form`` for irregular words."""
+    return f"{n} {word if n == 1 else (plural_form or word + 's')}"
 
 
 def _clocks(facts: Facts) -> list[Proc]:
@@ -121,11 +122,11 @@ def check_multiple_clocks(facts: Facts) -> list[Finding]:
         peak, start = _most_alive_at_once(group)
         more = f", {len(group)} clocks overlapping over the whole stretch" if len(group) > peak else ""
         summary = (f"{peak} clock processes were alive at the same time (at {face.text(start)}{more}); "
-                   f"the occurrence ledger rejected {_plural(len(rejected), 'duplicate fire')} ({counts})")
+                   f"the occurrence ledger rejected {plural(len(rejected), 'duplicate fire')} ({counts})")
         items = [ev.process(p, face) for p in group] + overlaps + [_dup_evidence(facts, d) for d in rejected]
         findings.append(Finding(
             code="multiple-clocks", severity="warning", summary=summary, subject=f"process:{group[0].id}",
-            evidence=_capped(items),
+            evidence=capped(items),
             fix=("Run exactly one clock: scale the clock process (or `oncebeat run`) to one instance and stop the "
                  "others. Nothing ran twice: the ledger's unique (schedule, instant) key turned their fires away.")))
 
@@ -138,9 +139,9 @@ def check_multiple_clocks(facts: Facts) -> list[Finding]:
     for (host, pid, name), rows in sorted(by_source.items()):
         findings.append(Finding(
             code="multiple-clocks", severity="warning",
-            summary=(f"another clock ({name} pid {pid} on {host}) tried to fire {_plural(len(rows), 'occurrence')} "
+            summary=(f"another clock ({name} pid {pid} on {host}) tried to fire {plural(len(rows), 'occurrence')} "
                      "that were already recorded; the ledger rejected them"),
-            subject=str(rows[0]["subject"]), evidence=_capped(_dup_evidence(facts, d) for d in rows),
+            subject=str(rows[0]["subject"]), evidence=capped(_dup_evidence(facts, d) for d in rows),
             fix=("Find and stop the second clock on that host; only one clock should run. Nothing ran twice: the "
                  "ledger rejected each duplicate.")))
     return findings
@@ -260,7 +261,7 @@ def check_clock_restart(facts: Facts) -> list[Finding]:
         keys = sorted({str(c["subject"]).partition(":")[2] for c in mine})
         findings.append(Finding(
             code="clock-restart", severity="warning" if missed else "info", summary=summary,
-            subject=f"process:{p.id}", evidence=_capped(items), fix=_restart_fix(missed, keys)))
+            subject=f"process:{p.id}", evidence=capped(items), fix=_restart_fix(missed, keys)))
 
     for c in catchups:  # catch-ups not made at a start: the clock was stalled, suspended or starved
         if int(c["id"]) in used:
@@ -275,7 +276,7 @@ def check_clock_restart(facts: Facts) -> list[Finding]:
         findings.append(Finding(
             code="clock-restart", severity="warning" if missed else "info",
             summary=f"catch-up {start_note}: {detail.get('summary')}", subject=str(c["subject"]),
-            evidence=_capped([ev.event(c, face, facts.tz_of(key))] + ([ev.process(proc, face)] if proc else [])),
+            evidence=capped([ev.event(c, face, facts.tz_of(key))] + ([ev.process(proc, face)] if proc else [])),
             fix=_restart_fix(missed, [key])))
     return findings
 
@@ -283,7 +284,7 @@ def check_clock_restart(facts: Facts) -> list[Finding]:
 def _restart_fix(missed: int, keys: list[str]) -> str:
     if missed:
         key = keys[0] if keys else "KEY"
-        return (f"{_plural(missed, 'occurrence')} did not run (catch-up policy or window). If they should have, "
+        return (f"{plural(missed, 'occurrence')} did not run (catch-up policy or window). If they should have, "
                 f"run `oncebeat backfill {key} --start ... --end ...`; to catch up by itself next time set "
                 "catchup = \"latest\" or \"all\" with a wider catchup_window.")
     return ("Nothing to do: the clock decided from the occurrence ledger, never from its own memory, so the restart "
@@ -295,11 +296,19 @@ def _restart_fix(missed: int, keys: list[str]) -> str:
 
 
 def check_leftover_trigger(facts: Facts) -> list[Finding]:
+    """Fires and jobs from outside the clock, old versions and definitions, retired schedules still held."""
+    findings: list[Finding] = []
+    for part in (_manual_fires, _rejected_manual_fires, _direct_jobs, _unregistered_clocks, _old_versions,
+                 _stale_definitions, _retired_schedules, _definitions_differ):
+        findings.extend(part(facts))
+    return findings
+
+
+def _manual_fires(facts: Facts) -> list[Finding]:
+    """Occurrences fired outside the schedule (manual / cli / api), and backfills."""
     face = facts.face
     findings: list[Finding] = []
     registry = facts.registry()
-
-    # a) occurrences fired outside the schedule (manual / cli / api), and backfills
     occs = [o for o in facts.store.read("doctor_triggered_occurrences", since=facts.since) if facts.occurrence_ok(o)]
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for o in occs:
@@ -313,7 +322,7 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
         minutes = [t.hour * 60 + t.minute for t in times]
         repeating = len({t.date() for t in times}) >= 2 and max(minutes) - min(minutes) <= 10
         what = "backfilled" if only_backfill else "fired outside its schedule"
-        summary = (f"schedule {key} was {what} {_plural(len(rows), 'time')} by {kind} {name} on {host}"
+        summary = (f"schedule {key} was {what} {plural(len(rows), 'time')} by {kind} {name} on {host}"
                    + (" (not a registered process: a one-off command, a cron entry or an old deployment)"
                       if unknown else "")
                    + ("; the fires repeat at about the same local time each day: looks like a leftover cron "
@@ -327,9 +336,13 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
                    "- a cron entry, a PaaS scheduler add-on, an old deploy - and remove it; the clock already fires "
                    f"{key}, and every manual fire is a run of its own.")
         findings.append(Finding(code="leftover-trigger", severity="info" if only_backfill else "warning",
-                                summary=summary, subject=f"schedule:{key}", evidence=_capped(items), fix=fix))
+                                summary=summary, subject=f"schedule:{key}", evidence=capped(items), fix=fix))
+    return findings
 
-    # a') manual fires at an instant already in the ledger: rejected, but someone is still triggering
+def _rejected_manual_fires(facts: Facts) -> list[Finding]:
+    """Manual fires at an instant already in the ledger: rejected, but someone is still triggering."""
+    findings: list[Finding] = []
+    registry = facts.registry()
     refused = [d for d in facts.events("occurrence.duplicate_rejected") if d["source_kind"] in ("manual", "cli", "api")]
     by_trigger: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for d in refused:
@@ -338,19 +351,24 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
         unregistered = any((d["source_host"], int(d["source_pid"])) not in registry for d in rows)
         findings.append(Finding(
             code="leftover-trigger", severity="warning",
-            summary=(f"{_plural(len(rows), 'manual fire')} of {key} by {rows[0]['source_kind']} {name} on {host} hit "
+            summary=(f"{plural(len(rows), 'manual fire')} of {key} by {rows[0]['source_kind']} {name} on {host} hit "
                      "an "
                      "instant already in the ledger and were rejected"
                      + (" (not a registered process)" if unregistered else "")),
-            subject=f"schedule:{key}", evidence=_capped(_dup_evidence(facts, d) for d in rows),
+            subject=f"schedule:{key}", evidence=capped(_dup_evidence(facts, d) for d in rows),
             fix=(f"Nothing ran twice; but if no person did this, find what runs `oncebeat trigger {key}` on {host} "
                  "and remove it.")))
+    return findings
 
-    # b) jobs of scheduled tasks enqueued directly (not through an occurrence)
+def _direct_jobs(facts: Facts) -> list[Finding]:
+    """Jobs of scheduled tasks enqueued directly (not through an occurrence)."""
+    face = facts.face
+    findings: list[Finding] = []
+    registry = facts.registry()
     tasks = sorted({str(r["task"]) for r in facts.schedule_rows(include_retired=True)})
     if tasks:
         direct = [j for j in facts.store.read("doctor_triggered_jobs", since=facts.since, tasks=tasks)
-                  if j["occurrence_id"] is None and facts.invoice_arg is None]
+                  if j["occurrence_id"] is None and not facts.app_scoped]
         by_src: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
         for j in direct:
             by_src[(j["task"], j["source_host"], j["source_name"])].append(j)
@@ -359,14 +377,19 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
             kinds = sorted({str(j["source_kind"]) for j in rows})
             findings.append(Finding(
                 code="leftover-trigger", severity="info" if kinds == ["api"] else "warning",
-                summary=(f"{_plural(len(rows), 'job')} of scheduled task {task} {'was' if len(rows) == 1 else 'were'} "
+                summary=(f"{plural(len(rows), 'job')} of scheduled task {task} {'was' if len(rows) == 1 else 'were'} "
                          f"enqueued directly ({'/'.join(kinds)}) by {name} on {host}, outside any schedule occurrence"
                          + (" (not a registered process)" if unregistered else "")),
-                subject=f"job:{rows[0]['id']}", evidence=_capped(ev.job(j, face) for j in rows),
+                subject=f"job:{rows[0]['id']}", evidence=capped(ev.job(j, face) for j in rows),
                 fix=(f"Remove whatever enqueues {task} by hand on {host} (an old cron or script); the schedule "
                      "already runs it, and work enqueued outside an occurrence has no business date.")))
+    return findings
 
-    # c) schedule fires (as a clock) from processes that are not in the registry
+def _unregistered_clocks(facts: Facts) -> list[Finding]:
+    """Schedule fires (as a clock) from processes that are not in the registry."""
+    face = facts.face
+    findings: list[Finding] = []
+    registry = facts.registry()
     for s in facts.store.read("doctor_occurrence_sources", since=facts.since):
         if s["source_kind"] != "clock" or not facts.schedule_ok(s["schedule_key"]):
             continue
@@ -376,7 +399,7 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
         findings.append(Finding(
             code="leftover-trigger", severity="warning",
             summary=(f"an unregistered process ({s['source_name']} pid {s['source_pid']} on {s['source_host']}, "
-                     f"v{s['source_version']}) recorded {_plural(int(s['n']), 'occurrence')} of {s['schedule_key']} "
+                     f"v{s['source_version']}) recorded {plural(int(s['n']), 'occurrence')} of {s['schedule_key']} "
                      f"as a clock between {face.text(s['first_at'], zone)} and {face.text(s['last_at'], zone)}"),
             subject=f"schedule:{s['schedule_key']}",
             evidence=(ev.note("the process registry has no row for this host and pid",
@@ -384,8 +407,12 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
                               version=s["source_version"], count=int(s["n"])),),
             fix=("Find that process and stop it, or upgrade it: every oncebeat clock registers itself, so this is "
                  "an old version or code that writes the ledger without ClockProcess.")))
+    return findings
 
-    # d) an old version still running next to a newer one
+def _old_versions(facts: Facts) -> list[Finding]:
+    """An old version still running next to a newer one."""
+    face = facts.face
+    findings: list[Finding] = []
     procs = [p for p in facts.processes() if p.role in ("clock", "worker")]
     if len({p.version for p in procs}) > 1:
         newest = max((p.version for p in procs), key=version_key)
@@ -394,14 +421,18 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
         if old:
             findings.append(Finding(
                 code="leftover-trigger", severity="warning",
-                summary=(f"{_plural(len(old), 'process', 'processes')} of an older version "
+                summary=(f"{plural(len(old), 'process', 'processes')} of an older version "
                          f"({', '.join(sorted({p.version for p in old}, key=version_key))}) kept running after "
                          f"v{newest} started at {face.text(first_new)}"),
-                subject=f"process:{old[0].id}", evidence=_capped(ev.process(p, face) for p in old),
+                subject=f"process:{old[0].id}", evidence=capped(ev.process(p, face) for p in old),
                 fix=("Stop the old processes (check for a second app, a forgotten dyno formation or a host that was "
                      "not redeployed); mixed versions may disagree about schedules and tasks.")))
+    return findings
 
-    # e) clocks running older schedule definitions
+def _stale_definitions(facts: Facts) -> list[Finding]:
+    """Clocks running older schedule definitions."""
+    face = facts.face
+    findings: list[Finding] = []
     stale = facts.events("clock.stale_definitions")
     by_proc: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for e in stale:
@@ -414,10 +445,14 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
                      f"{host}, v{rows[0]['source_version']}): it changes nothing and fires only the schedules it "
                      "shares with the newest set"),
             subject=f"process:{rows[0].get('process_id')}",
-            evidence=_capped(([ev.process(p, face)] if p else []) + [ev.event(e, face) for e in rows]),
+            evidence=capped(([ev.process(p, face)] if p else []) + [ev.event(e, face) for e in rows]),
             fix="Stop that clock and redeploy it with the current code (an old release is still running)."))
+    return findings
 
-    # f) retired schedules still defined by running clocks, or (never) still firing
+def _retired_schedules(facts: Facts) -> list[Finding]:
+    """Retired schedules still defined by running clocks, or (never) still firing."""
+    face = facts.face
+    findings: list[Finding] = []
     for row in facts.schedule_rows(include_retired=True):
         if row["state"] != "retired":
             continue
@@ -433,20 +468,24 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
                 summary=f"retired schedule {key} (retired {face.text(retired_at, tz)}) has occurrences recorded after "
                         "it was retired",
                 subject=f"schedule:{key}",
-                evidence=_capped([ev.schedule(row, face)] + [ev.occurrence(o, face) for o in fired]),
+                evidence=capped([ev.schedule(row, face)] + [ev.occurrence(o, face) for o in fired]),
                 fix="Stop the process that recorded them (see each occurrence's source); a retired schedule must never "
                     "fire."))
         if holders:
             findings.append(Finding(
                 code="leftover-trigger", severity="warning",
                 summary=(f"retired schedule {key} (retired {face.text(retired_at, tz)}) is still defined by "
-                         f"{_plural(len(holders), 'clock process', 'clock processes')} that ran after its retirement; "
+                         f"{plural(len(holders), 'clock process', 'clock processes')} that ran after its retirement; "
                          "they do not fire it"),
                 subject=f"schedule:{key}",
-                evidence=_capped([ev.schedule(row, face)] + [ev.process(p, face) for p in holders]),
+                evidence=capped([ev.schedule(row, face)] + [ev.process(p, face) for p in holders]),
                 fix="Redeploy or stop those clocks: they run an old release that still defines the schedule."))
+    return findings
 
-    # g) the caller's definitions against the database
+def _definitions_differ(facts: Facts) -> list[Finding]:
+    """The caller's definitions against the database."""
+    face = facts.face
+    findings: list[Finding] = []
     if facts.definitions is not None:
         for key, defn in sorted(facts.definitions.items()):
             if not facts.schedule_ok(key):
@@ -494,16 +533,17 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
 
 
 def _mail_counts(facts: Facts) -> tuple[Counter[str], Counter[str]]:
-    """Messages per reminder id and per Message-ID in the Maildir (empty without one)."""
-    by_reminder: Counter[str] = Counter()
+    """Messages per effect key (as an app reads it from the message) and per Message-ID in the Maildir
+    (empty without one)."""
+    by_effect: Counter[str] = Counter()
     by_mid: Counter[str] = Counter()
     for m in facts.messages():
-        rid = header(m, "X-Oncebeat-Reminder")
-        if rid:
-            by_reminder[rid] += 1
+        key = facts.message_effect(m)
+        if key:
+            by_effect[key] += 1
         if m.message_id:
             by_mid[m.message_id] += 1
-    return by_reminder, by_mid
+    return by_effect, by_mid
 
 
 def check_retry_side_effect(facts: Facts) -> list[Finding]:
@@ -517,7 +557,7 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
         return []
     jobs = facts.load_jobs(by_job)
     effects = facts.effects_of_jobs(by_job)
-    by_reminder, _ = _mail_counts(facts)
+    by_effect, _ = _mail_counts(facts)
     reconciled_keys = {str(e["subject"]).partition(":")[2]: e for e in reconciled}
     findings: list[Finding] = []
     for jid in sorted(by_job, key=lambda j: by_job[j][0]["id"]):
@@ -528,8 +568,7 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
         rescued = sum(1 for e in rows if e["kind"] == "job.rescued")
         held = effects.get(jid, [])
         states = Counter(e["state"] for e in held)
-        twice = [e for e in held
-                 if e["key"].startswith("reminder:") and by_reminder.get(e["key"].partition(":")[2], 0) > 1]
+        twice = [e for e in held if by_effect.get(e["key"], 0) > 1]
         again = [e for e in held if e["key"] in reconciled_keys
                  and (reconciled_keys[e["key"]].get("detail") or {}).get("outcome") == "not_done"]
         parts = []
@@ -543,7 +582,7 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
             parts.append(f"{states['started']} started by a live attempt")
         effect_text = "; effects: " + ", ".join(parts) if parts else "; no effect was started by this job"
         if twice:
-            verdict = f"; {_plural(len(twice), 'effect')} reached the Maildir more than once"
+            verdict = f"; {plural(len(twice), 'effect')} reached the Maildir more than once"
             severity = "error"
         elif states.get("in_doubt"):
             verdict = "; no effect is known to have run twice, but the in-doubt one must be resolved"
@@ -552,8 +591,8 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
             verdict = "; no effect ran twice" if held else ""
             severity = "info"
         task = job["task"] if job else "?"
-        what = " and ".join(x for x in (f"retried {_plural(retried, 'time')}" if retried else "",
-                                        f"rescued {_plural(rescued, 'time')}" if rescued else "") if x)
+        what = " and ".join(x for x in (f"retried {plural(retried, 'time')}" if retried else "",
+                                        f"rescued {plural(rescued, 'time')}" if rescued else "") if x)
         summary = f"job {jid} ({task}) was {what}{effect_text}{verdict}"
         items: list[Evidence] = ([ev.job(job, face, tz)] if job else [ev.note(f"job {jid} is no longer in the jobs "
                                                                               "table (pruned)")])
@@ -569,9 +608,8 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
             items.append(ev.event(e, face, tz, text=text))
         for e in held:
             holder = facts.proc(e.get("process_id"))
-            n = by_reminder.get(e["key"].partition(":")[2], 0) if e["key"].startswith("reminder:") else 0
-            in_maildir = facts.maildir is not None and e["key"].startswith("reminder:")
-            note = f"{n} copies in the Maildir" if in_maildir else ""
+            in_maildir = facts.maildir is not None and facts.effect_sends_mail(e["key"])
+            note = f"{by_effect.get(e['key'], 0)} copies in the Maildir" if in_maildir else ""
             if e in again:
                 note = (note + "; " if note else "") + "re-run after it was reconciled as not done"
             items.append(ev.effect(e, face, holder, tz, note=note))
@@ -584,7 +622,7 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
             fix = ("Nothing to do: the effect ledger returned the recorded result to the retry instead of running "
                    "the effect again. Look at the errors if retries are frequent.")
         findings.append(Finding(code="retry-side-effect", severity=severity, summary=summary, subject=f"job:{jid}",
-                                evidence=_capped(items), fix=fix))
+                                evidence=capped(items), fix=fix))
         if len(findings) >= MAX_FINDINGS_PER_CHECK:
             break
     return findings
@@ -598,10 +636,7 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
     rows = [e for e in facts.store.read("list_effects", state="in_doubt") if facts.effect_ok(e)]
     rows.sort(key=lambda e: (e["started_at"], e["key"]))
     _, by_mid = _mail_counts(facts)
-    reminder_ids = [int(e["key"].partition(":")[2]) for e in rows
-                    if e["key"].startswith("reminder:") and e["key"].partition(":")[2].isdigit()]
-    reminder_rows = facts.store.read("doctor_reminders_by_ids", ids=reminder_ids) if reminder_ids else []
-    reminders = {int(r["id"]): r for r in reminder_rows}
+    context = facts.effect_context([e["key"] for e in rows[:MAX_FINDINGS_PER_CHECK]])
     jobs = facts.load_jobs(int(e["job_id"]) for e in rows if e["job_id"] is not None)
     findings: list[Finding] = []
     for e in rows[:MAX_FINDINGS_PER_CHECK]:
@@ -615,16 +650,14 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
             items.append(ev.job(job, face, tz))
         if holder:
             items.append(ev.process(holder, face, tz))
-        mid = None
-        tail = key.partition(":")[2]
-        rem = reminders.get(int(tail)) if key.startswith("reminder:") and tail.isdigit() else None
-        if rem:
-            items.append(ev.reminder(rem, face, tz))
-            mid = rem.get("message_id")
+        app = context.get(key)
+        mid = app.message_id if app else None
+        if app:
+            items.extend(app.evidence)
         delivered = None
         if facts.maildir is not None and mid:
             delivered = by_mid.get(mid, 0)
-            items.append(ev.note(f"the Maildir {facts.maildir} holds {_plural(delivered, 'message')} with Message-ID "
+            items.append(ev.note(f"the Maildir {facts.maildir} holds {plural(delivered, 'message')} with Message-ID "
                                  f"{mid}",
                                  maildir=str(facts.maildir), message_id=mid, copies=delivered))
         summary = (f"effect {key} is in doubt since {face.text(e['started_at'], tz)}: attempt {e['attempt']} of job "
@@ -641,7 +674,7 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
             fix = (f"Check whether it happened{look}, then run `oncebeat effects resolve {key} done` if it did or "
                    f"`oncebeat effects resolve {key} not_done` to allow one re-run.")
         findings.append(Finding(code="in-doubt", severity="error", summary=summary, subject=f"effect:{key}",
-                                evidence=_capped(items), fix=fix))
+                                evidence=capped(items), fix=fix))
     if len(rows) > MAX_FINDINGS_PER_CHECK:
         findings.append(Finding(
             code="in-doubt", severity="error", summary=f"{len(rows) - MAX_FINDINGS_PER_CHECK} more effects are in "
@@ -655,49 +688,17 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
 
 
 def check_duplicate_delivery(facts: Facts) -> list[Finding]:
+    """One message delivered more than once (Maildir): copies an app names as one message (whatever their
+    Message-IDs), then copies sharing a Message-ID."""
     if facts.maildir is None:
         raise Skip("no Maildir given (--maildir DIR): mail evidence not examined")
     if not facts.maildir.is_dir():
         raise Skip(f"Maildir {facts.maildir} does not exist")
-    face = facts.face
-    messages = facts.messages()
-    groups: dict[tuple[str, str], list[Any]] = defaultdict(list)
-    by_mid: dict[str, list[Any]] = defaultdict(list)
-    for m in messages:
-        invoice, stage = header(m, "X-Oncebeat-Invoice"), header(m, "X-Oncebeat-Stage")
-        if invoice and stage:
-            groups[(invoice, stage)].append(m)
-        if m.message_id:
-            by_mid[m.message_id].append(m)
-    dup_sets: list[tuple[str, list[Any]]] = []
-    seen: set[str] = set()
-    for (invoice, stage), ms in groups.items():
-        if len(ms) > 1:
-            dup_sets.append((f"invoice {invoice} stage {stage}", ms))
-            seen |= {m.key for m in ms}
-    for mid, ms in by_mid.items():
-        if len(ms) > 1 and not {m.key for m in ms} <= seen:
-            dup_sets.append((f"Message-ID {mid}", ms))
-            seen |= {m.key for m in ms}
     findings: list[Finding] = []
-    reminders = {(str(r["number"]), str(r["stage"])): r
-                 for r in facts.store.read("doctor_reminders_of_invoices",
-                                           numbers=sorted({k[0] for k in groups}))} if groups else {}
-    for label, ms in dup_sets[:MAX_FINDINGS_PER_CHECK]:
+    for label, ms in _duplicate_sets(facts)[:MAX_FINDINGS_PER_CHECK]:
         mids = {m.message_id for m in ms}
-        invoice, stage = header(ms[0], "X-Oncebeat-Invoice"), header(ms[0], "X-Oncebeat-Stage")
-        rem = reminders.get((invoice or "", stage or ""))
-        items: list[Evidence] = [ev.message(m, face) for m in ms]
-        tz = None
-        if rem:
-            items.append(ev.reminder(rem, face))
-            key = f"reminder:{rem['id']}"
-            for e in facts.effects_by_keys([key]):
-                items.append(ev.effect(e, face, facts.proc(e.get("process_id"))))
-            for j in facts.store.read("doctor_jobs_by_unique_keys", keys=[key]):
-                items.append(ev.job(j, face, tz))
-            for e in facts.store.read("doctor_events_for_subjects", subjects=[f"effect:{key}"]):
-                items.append(ev.event(e, face))
+        app = facts.group_context(ms)
+        items: list[Evidence] = [_message(facts, m) for m in ms] + list(app.evidence if app else ())
         if len(mids) == 1:
             cause = ("all copies carry one Message-ID, so one effect was delivered more than once: a resend of an "
                      "in-doubt effect judged not done, an SMTP retry after a lost reply, or the relay duplicated it")
@@ -707,58 +708,56 @@ def check_duplicate_delivery(facts: Facts) -> list[Finding]:
         findings.append(Finding(
             code="duplicate-delivery", severity="error",
             summary=f"{label} was delivered {len(ms)} times to {ms[0].to}: {cause}",
-            subject=f"invoice:{invoice}" if invoice else None, evidence=_capped(items),
-            fix=("Tell the customer if needed, then follow the evidence: with one Message-ID check the effect's "
-                 "history (`oncebeat doctor --invoice N`); with several, find the other sender and stop it.")))
+            subject=app.subject if app else None, evidence=capped(items),
+            fix=app.fix if app and app.fix else (
+                "Tell the recipient if needed, then follow the evidence: with one Message-ID check the effect's "
+                "history (`oncebeat doctor --explain job ID`); with several, find the other sender and stop it.")))
     return findings
+
+
+def _duplicate_sets(facts: Facts) -> list[tuple[str, list[Any]]]:
+    """(label, copies) of each message delivered more than once, app-named groups first."""
+    groups: dict[str, list[Any]] = defaultdict(list)
+    by_mid: dict[str, list[Any]] = defaultdict(list)
+    for m in facts.messages():
+        label = facts.message_group(m)
+        if label:
+            groups[label].append(m)
+        if m.message_id:
+            by_mid[m.message_id].append(m)
+    dup_sets: list[tuple[str, list[Any]]] = []
+    seen: set[str] = set()
+    for label, ms in groups.items():
+        if len(ms) > 1:
+            dup_sets.append((label, ms))
+            seen |= {m.key for m in ms}
+    for mid, ms in by_mid.items():
+        if len(ms) > 1 and not {m.key for m in ms} <= seen:
+            dup_sets.append((f"Message-ID {mid}", ms))
+            seen |= {m.key for m in ms}
+    return dup_sets
+
+
+def _message(facts: Facts, m: Any, tz: str | None = None) -> Evidence:
+    text, data = facts.message_fields(m)
+    return ev.message(m, facts.face, tz, app_text=text, app_data=data)
 
 
 # --- lost ------------------------------------------------------------------------------------------------
 
 
 def check_lost(facts: Facts) -> list[Finding]:
+    """The engine's losses: occurrences without a job, jobs past their lease, due jobs nobody claims.
+
+    (An app adds its own part of ``lost``: its work that nothing will do.)
+    """
+    return _occurrences_without_job(facts) + _expired_leases(facts) + _unclaimed_jobs(facts)
+
+
+def _occurrences_without_job(facts: Facts) -> list[Finding]:
+    """Occurrences that should have a job and have none: they never ran."""
     face = facts.face
     findings: list[Finding] = []
-    now = facts.now
-
-    # a) reminders still pending
-    pending = facts.store.read("doctor_pending_reminders")
-    if facts.invoice_arg is not None:
-        pending = [r for r in pending if r["number"] == facts.invoice_arg]
-    elif facts.schedule_keys is not None:
-        occs_of = facts.load_occurrences(int(r["occurrence_id"]) for r in pending if r["occurrence_id"] is not None)
-        pending = [r for r in pending if r["occurrence_id"] is not None and int(r["occurrence_id"]) in occs_of
-                   and occs_of[int(r["occurrence_id"])]["schedule_key"] in facts.schedule_keys]
-    jobs = facts.load_jobs(int(r["open_job_id"]) for r in pending if r["open_job_id"] is not None)
-    orphans = [r for r in pending if r["open_job_id"] is None]
-    slow = [r for r in pending if r["open_job_id"] is not None and now - r["created_at"] > PENDING_GRACE
-            and r.get("deferred_since") is None]  # those waiting out a mail outage are check_undelivered's
-    if orphans:
-        findings.append(Finding(
-            code="lost", severity="error",
-            summary=(f"{_plural(len(orphans), 'reminder')} pending with no unfinished send job (oldest created "
-                     f"{face.text(orphans[0]['created_at'])}): nothing will send them until the next scan"),
-            subject=f"invoice:{orphans[0]['number']}",
-            evidence=_capped([ev.reminder(r, face) for r in orphans]),
-            fix=("Run the scan again (`oncebeat trigger reminders`): it re-enqueues a send job for every pending "
-                 "reminder. Then find out what cancelled or dropped the jobs.")))
-    if slow:
-        items = []
-        for r in slow:
-            items.append(ev.reminder(r, face))
-            j = jobs.get(int(r["open_job_id"]))
-            if j:
-                items.append(ev.job(j, face))
-        findings.append(Finding(
-            code="lost", severity="warning",
-            summary=(f"{_plural(len(slow), 'reminder')} pending for more than "
-                     f"{duration_text(PENDING_GRACE.total_seconds())} "
-                     f"(oldest created {face.text(slow[0]['created_at'])}), their send jobs not finished"),
-            subject=f"invoice:{slow[0]['number']}", evidence=_capped(items),
-            fix="Check that workers are running and look at the send jobs' last errors (SMTP down, retries backing "
-                "off)."))
-
-    # b) occurrences that should have a job and have none
     occs = [o for o in facts.store.read("doctor_occurrences_without_job", since=facts.since) if facts.occurrence_ok(o)]
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for o in occs:
@@ -766,14 +765,20 @@ def check_lost(facts: Facts) -> list[Finding]:
     for key, rows in sorted(by_key.items()):
         findings.append(Finding(
             code="lost", severity="error",
-            summary=(f"{_plural(len(rows), 'occurrence')} of {key} recorded as "
+            summary=(f"{plural(len(rows), 'occurrence')} of {key} recorded as "
                      f"{'/'.join(sorted({r['outcome'] for r in rows}))} "
                      f"with no job (first at {face.text(rows[0]['fire_at'], str(rows[0]['tz']))}): they never ran"),
-            subject=f"schedule:{key}", evidence=_capped(ev.occurrence(o, face) for o in rows),
+            subject=f"schedule:{key}", evidence=capped(ev.occurrence(o, face) for o in rows),
             fix=(f"Something wrote the ledger without enqueueing (an old version or a hand-made insert; see the "
                  f"source). Run `oncebeat trigger {key}` to run it now.")))
+    return findings
 
-    # c) running jobs whose lease expired
+
+def _expired_leases(facts: Facts) -> list[Finding]:
+    """Running jobs whose lease expired: their worker died (an error once no worker rescues them)."""
+    face = facts.face
+    now = facts.now
+    findings: list[Finding] = []
     expired = [j for j in facts.store.read("doctor_expired_leases", now=now) if facts.job_ok(j)]
     if expired:
         stuck = [j for j in expired if now - j["lease_expires_at"] > LEASE_RESCUE_EXPECTED]
@@ -786,15 +791,21 @@ def check_lost(facts: Facts) -> list[Finding]:
                 items.append(ev.process(p, face))
         findings.append(Finding(
             code="lost", severity="error" if stuck else "warning",
-            summary=(f"{_plural(len(expired), 'job')} still marked running past the lease (oldest expired "
+            summary=(f"{plural(len(expired), 'job')} still marked running past the lease (oldest expired "
                      f"{face.text(expired[0]['lease_expires_at'])}): their worker died"
                      + ("; no worker has rescued them" if stuck else "")),
-            subject=f"job:{expired[0]['id']}", evidence=_capped(items),
+            subject=f"job:{expired[0]['id']}", evidence=capped(items),
             fix=("Start a worker: workers rescue expired leases every 15 s and the jobs run again (effects already "
                  "done are not repeated)." if stuck else
                  "Nothing to do yet: the next rescue (every 15 s in any worker) puts them back in the queue.")))
+    return findings
 
-    # d) due jobs that nobody claims
+
+def _unclaimed_jobs(facts: Facts) -> list[Finding]:
+    """Due jobs that nobody claims: no worker takes their queue."""
+    face = facts.face
+    now = facts.now
+    findings: list[Finding] = []
     overdue = [j for j in facts.store.read("doctor_overdue_jobs", before=now - OVERDUE_AFTER, limit=1000)
                if facts.job_ok(j)]
     if overdue:
@@ -803,10 +814,10 @@ def check_lost(facts: Facts) -> list[Finding]:
         items = [ev.job(j, face) for j in overdue] + [ev.process(p, face) for p in workers]
         findings.append(Finding(
             code="lost", severity="warning",
-            summary=(f"{_plural(len(overdue), 'job')} due for more than {duration_text(OVERDUE_AFTER.total_seconds())} "
+            summary=(f"{plural(len(overdue), 'job')} due for more than {duration_text(OVERDUE_AFTER.total_seconds())} "
                      f"and not claimed (queues: {', '.join(f'{q} {n}' for q, n in sorted(queues.items()))}); "
-                     f"{_plural(len(workers), 'worker')} alive"),
-            subject=f"job:{overdue[0]['id']}", evidence=_capped(items, total=len(overdue) + len(workers)),
+                     f"{plural(len(workers), 'worker')} alive"),
+            subject=f"job:{overdue[0]['id']}", evidence=capped(items, total=len(overdue) + len(workers)),
             fix="Start workers for those queues (`oncebeat worker --queue NAME`); jobs wait, they are not lost."))
     return findings
 
@@ -840,11 +851,11 @@ def check_timezone(facts: Facts) -> list[Finding]:
         zones = ", ".join(sorted({f"{r['key']} in {r['tz']}" for r in differ}))
         findings.append(Finding(
             code="timezone", severity="warning",
-            summary=(f"{_plural(len(ps), 'process', 'processes')} run with TZ={tz_env} while schedules are in other "
+            summary=(f"{plural(len(ps), 'process', 'processes')} run with TZ={tz_env} while schedules are in other "
                      f"zones ({zones}): oncebeat uses each schedule's zone, but task code that calls date.today() "
                      f"or datetime.now() gets {tz_env} dates"),
             subject=f"process:{ps[0].id}",
-            evidence=_capped([ev.process(p, face) for p in ps] + [ev.schedule(r, face) for r in differ],
+            evidence=capped([ev.process(p, face) for p in ps] + [ev.schedule(r, face) for r in differ],
                              total=len(ps) + len(differ)),
             fix=("Use ctx.business_date() (the occurrence's local date in the schedule zone) in task code, never the "
                  "host's date; or set TZ to the schedule's zone on these processes.")))
@@ -869,12 +880,12 @@ def check_timezone(facts: Facts) -> list[Finding]:
                     for c in between)) if between else "without a schedule change between them"
                 findings.append(Finding(
                     code="timezone", severity="warning",
-                    summary=(f"daily schedule {key} fired {_plural(len(fired), 'time')} for business date "
+                    summary=(f"daily schedule {key} fired {plural(len(fired), 'time')} for business date "
                              f"{day['business_date']} ({why})"),
                     subject=f"schedule:{key}",
-                    evidence=_capped([ev.occurrence(o, face) for o in fired]
+                    evidence=capped([ev.occurrence(o, face) for o in fired]
                                      + [ev.event(c, face, tz) for c in between]),
-                    fix=("Harmless for reminders (the scan is idempotent per business date); other tasks should key "
+                    fix=("Harmless for a task that is idempotent per business date; other tasks should key "
                          "their effects by ctx.business_date(). Change a schedule's zone or time after the day's run "
                          "only if a second run that day is acceptable.")))
 
@@ -926,15 +937,15 @@ def _moved_fires(facts: Facts, row: dict[str, Any], sched: Schedule, tr: Transit
     if not fired and not dropped:
         return None  # the schedule did not run then (paused, or not yet defined)
     rule_text = "; ".join(dict.fromkeys(rules))
-    what = (f"{_plural(len(fired), 'fire')} at instants chosen by the DST rule" if fired else "")
-    what += (", " if fired and dropped else "") + (f"{_plural(len(dropped), 'wall time')} with no "
+    what = (f"{plural(len(fired), 'fire')} at instants chosen by the DST rule" if fired else "")
+    what += (", " if fired and dropped else "") + (f"{plural(len(dropped), 'wall time')} with no "
                                                    "run" if dropped else "")
     return Finding(
         code="timezone", severity="info",
         summary=(f"{key} ({row['expression']} in {tz}) around the {tr.kind} of {tr.window()[0]:%Y-%m-%d}: {what} "
                  f"({rule_text})"),
         subject=f"schedule:{key}",
-        evidence=_capped([_transition_evidence(facts, tr)] + fired + dropped),
+        evidence=capped([_transition_evidence(facts, tr)] + fired + dropped),
         fix="Nothing to do: this is the documented DST rule; choose dst_gap/dst_fold on the schedule to change it.")
 
 
@@ -949,9 +960,9 @@ def _upcoming(facts: Facts, row: dict[str, Any], sched: Schedule, tr: Transition
     return Finding(
         code="timezone", severity="info",
         summary=(f"in {duration_text((tr.at - facts.now).total_seconds())} ({tr.window()[0]:%Y-%m-%d}) {tz} has a "
-                 f"{tr.kind}; {key} ({row['expression']}) matches {_plural(len(walls), 'wall time')} in it: "
+                 f"{tr.kind}; {key} ({row['expression']}) matches {plural(len(walls), 'wall time')} in it: "
                  f"{walls[0].rule}"),
-        subject=f"schedule:{key}", evidence=_capped(items),
+        subject=f"schedule:{key}", evidence=capped(items),
         fix=("Nothing to do if that is what you want; otherwise set dst_gap (shift|skip) or dst_fold "
              "(first|second|both) on the schedule, or move it out of the transition hour."))
 
@@ -992,7 +1003,7 @@ def check_clock_skew(facts: Facts) -> list[Finding]:
         worst[k] = max(worst.get(k, d), d)
         label.setdefault(k, f"{r['source_name']} pid {r['source_pid']} on {r['source_host']}")
         ahead[k].append(ev.measurement(
-            text=(f"{_plural(int(r['n']), 'audit event')} from {r['source_name']} pid {r['source_pid']} on "
+            text=(f"{plural(int(r['n']), 'audit event')} from {r['source_name']} pid {r['source_pid']} on "
                   f"{r['source_host']} are stamped in the server's future (latest {face.text(r['last_at'])})"),
             what="events_ahead_of_server", value_seconds=d.total_seconds(), at=r["last_at"], reference=db_now,
             face=face, process_id=r.get("process_id"), host=r["source_host"], pid=r["source_pid"], count=int(r["n"])))
@@ -1002,7 +1013,7 @@ def check_clock_skew(facts: Facts) -> list[Finding]:
             code="clock-skew", severity="error" if d >= SKEW_ERROR else "warning",
             summary=(f"the clock of {label[k]} runs at least {duration_text(d.total_seconds())} ahead of the "
                      "database server's"),
-            subject=f"host:{k[0]}", evidence=_capped(items),
+            subject=f"host:{k[0]}", evidence=capped(items),
             fix=("Synchronise that host's clock (NTP/chrony): leases and fire instants written by one host are "
                  "judged by others, so a clock ahead rescues live jobs early and fires early.")))
     return findings
@@ -1015,10 +1026,7 @@ def check_discarded(facts: Facts) -> list[Finding]:
     face = facts.face
     rows = [j for j in facts.store.read("doctor_discarded_jobs", since=facts.since) if facts.job_ok(j)]
     findings: list[Finding] = []
-    reminder_ids = [int(j["args"]["reminder_id"]) for j in rows
-                    if isinstance(j.get("args"), dict) and isinstance(j["args"].get("reminder_id"), int)]
-    reminder_rows = facts.store.read("doctor_reminders_by_ids", ids=reminder_ids) if reminder_ids else []
-    reminders = {int(r["id"]): r for r in reminder_rows}
+    context = facts.job_context(rows[:MAX_FINDINGS_PER_CHECK])
     occs = facts.load_occurrences(int(j["occurrence_id"]) for j in rows if j["occurrence_id"] is not None)
     events = {str(e["subject"]): e for e in facts.events("job.discarded", "job.rescued")}
     for j in rows[:MAX_FINDINGS_PER_CHECK]:
@@ -1033,10 +1041,9 @@ def check_discarded(facts: Facts) -> list[Finding]:
                                  **{k: e.get(k) for k in ("attempt", "at", "kind", "error")}))
         if occ:
             items.append(ev.occurrence(occ, face))
-        rid = j["args"].get("reminder_id") if isinstance(j.get("args"), dict) else None
-        rem = reminders.get(rid) if isinstance(rid, int) else None
-        if rem:
-            items.append(ev.reminder(rem, face, tz))
+        app = context.get(int(j["id"]))
+        if app:
+            items.extend(app.evidence)
         if f"job:{j['id']}" in events:
             last = events[f"job:{j['id']}"]
             d = last.get("detail") or {}
@@ -1058,14 +1065,13 @@ def check_discarded(facts: Facts) -> list[Finding]:
                    "before enqueueing it again.")
         else:
             fix = ("Fix the cause named in the last error, then enqueue the work again"
-                   + ("; the next reminder scan re-enqueues pending reminders by "
-                      "itself." if rem and rem["state"] == "pending" else "."))
+                   + (f"; {app.fix}." if app and app.fix else "."))
         first = str(err.get("error") or "no error recorded").strip().splitlines()
         findings.append(Finding(
             code="discarded", severity="error",
-            summary=(f"job {j['id']} ({j['task']}) gave up after {_plural(int(j['attempt']), 'attempt')} at "
+            summary=(f"job {j['id']} ({j['task']}) gave up after {plural(int(j['attempt']), 'attempt')} at "
                      f"{face.text(j['finished_at'], tz)}: {(first[-1] if first else '')[:200]}"),
-            subject=f"job:{j['id']}", evidence=_capped(items), fix=fix))
+            subject=f"job:{j['id']}", evidence=capped(items), fix=fix))
     if len(rows) > MAX_FINDINGS_PER_CHECK:
         findings.append(Finding(
             code="discarded", severity="error", summary=f"{len(rows) - MAX_FINDINGS_PER_CHECK} more jobs were "
@@ -1101,7 +1107,7 @@ def check_effect_conflict(facts: Facts) -> list[Finding]:
                      + (f" by job {d.get('job_id')} attempt {d.get('attempt')}" if d.get("job_id") else "")
                      + f" (payload hash {d.get('payload_hash')}, first {d.get('first_payload_hash')}): "
                        "that effect was not run; the job's other effects were"),
-            subject=f"effect:{key}", evidence=_capped(items),
+            subject=f"effect:{key}", evidence=capped(items),
             fix=("A key must name exactly one effect: put what differs (e.g. the recipient or the amount) into "
                  "the key, or keep the payload the same. Then enqueue the work again if the second effect is "
                  "still wanted.")))
@@ -1114,63 +1120,21 @@ def check_effect_conflict(facts: Facts) -> list[Finding]:
     return findings
 
 
-# --- undelivered -----------------------------------------------------------------------------------------
+_ENGINE_CHECKS: tuple[tuple[str, Callable[[Facts], list[Finding]], str], ...] = (
+    ("multiple-clocks", check_multiple_clocks, "clock processes alive at once; duplicate fires the ledger rejected"),
+    ("clock-restart", check_clock_restart, "clock restarts near fire instants and the catch-up decisions"),
+    ("leftover-trigger", check_leftover_trigger, "fires and jobs from outside the clock, old versions, retired "
+                                                 "schedules"),
+    ("retry-side-effect", check_retry_side_effect, "retries and rescues, and what happened to their effects"),
+    ("in-doubt", check_in_doubt, "effects in doubt, oldest first, with how to resolve each"),
+    ("effect-conflict", check_effect_conflict, "effect keys reused with another payload"),
+    ("duplicate-delivery", check_duplicate_delivery, "one message delivered twice (Maildir)"),
+    ("lost", check_lost, "occurrences without a job, expired leases, unclaimed jobs"),
+    ("timezone", check_timezone, "process TZ against schedule zones, two fires on one date, DST moves"),
+    ("clock-skew", check_clock_skew, "process clocks ahead of the PostgreSQL server's"),
+    ("discarded", check_discarded, "jobs that gave up, with their last error"),
+)
+"""The engine's checks as (code, function, title), in run order (orders 10, 20, …; apps place theirs between)."""
 
-
-def _first_line(text: Any) -> str:
-    lines = str(text or "").strip().splitlines()
-    return (lines[0] if lines else "no reason recorded")[:240]
-
-
-def check_undelivered(facts: Facts) -> list[Finding]:
-    """Reminders that did not go out: ``failed`` ones (since ``--since``), and pending ones waiting out a mail
-    outage for more than :data:`OUTAGE_ALERT` (the server refuses sessions: down, 4xx, TLS or login)."""
-    face = facts.face
-    failed = facts.store.read("doctor_failed_reminders", since=facts.since)
-    deferred = facts.store.read("doctor_deferred_reminders", before=facts.now - OUTAGE_ALERT)
-    if facts.invoice_arg is not None:
-        failed = [r for r in failed if r["number"] == facts.invoice_arg]
-        deferred = [r for r in deferred if r["number"] == facts.invoice_arg]
-    findings: list[Finding] = []
-    if failed:
-        last = failed[-1]
-        outage = sum(1 for r in failed if "mail outage" in str(r["reason"] or ""))
-        findings.append(Finding(
-            code="undelivered", severity="error",
-            summary=(f"{_plural(len(failed), 'reminder')} failed: not delivered"
-                     + (f" ({outage} after a mail outage longer than outage_retry)" if outage else "")
-                     + f"; the latest at {face.text(last['updated_at'])}: {_first_line(last['reason'])}"),
-            subject=f"invoice:{last['number']}", evidence=_capped([ev.reminder(r, face) for r in failed]),
-            fix=("Fix the cause each reason names (for a mail outage: SMTP_URL, the mail server, its TLS or login; "
-                 "for a 5xx: the customer's address), then run `oncebeat reminders retry --failed` (add "
-                 "`--since YYYY-MM-DD` to retry only recent ones). Sent and in-doubt reminders are never retried.")))
-    if deferred:
-        first = deferred[0]
-        findings.append(Finding(
-            code="undelivered", severity="error",
-            summary=(f"{_plural(len(deferred), 'reminder')} waiting out a mail outage for more than "
-                     f"{duration_text(OUTAGE_ALERT.total_seconds())} (since {face.text(first['deferred_since'])}, "
-                     f"{duration_text((facts.now - first['deferred_since']).total_seconds())} ago): "
-                     f"{_first_line(deferred[-1]['reason'])}"),
-            subject=f"invoice:{first['number']}", evidence=_capped([ev.reminder(r, face) for r in deferred]),
-            fix=("The mail server refuses the sessions (the reason says how): check SMTP_URL, the server, its TLS "
-                 "certificate and the login. The reminders are tried again with backoff, without using up their "
-                 "attempts, and go out once it answers; after [delivery] outage_retry (default 24h) they end "
-                 "failed.")))
-    return findings
-
-
-CHECK_FUNCTIONS: dict[str, Callable[[Facts], list[Finding]]] = {
-    "multiple-clocks": check_multiple_clocks,
-    "clock-restart": check_clock_restart,
-    "leftover-trigger": check_leftover_trigger,
-    "retry-side-effect": check_retry_side_effect,
-    "in-doubt": check_in_doubt,
-    "effect-conflict": check_effect_conflict,
-    "duplicate-delivery": check_duplicate_delivery,
-    "lost": check_lost,
-    "timezone": check_timezone,
-    "clock-skew": check_clock_skew,
-    "discarded": check_discarded,
-    "undelivered": check_undelivered,
-}
+for _n, (_code, _fn, _title) in enumerate(_ENGINE_CHECKS, start=1):
+    register_check(_code, _fn, title=_title, order=10 * _n)

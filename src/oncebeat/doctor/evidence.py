@@ -10,10 +10,10 @@ from datetime import datetime
 from typing import Any
 
 from ..mail.sink import StoredMessage
-from .facts import Proc, header, message_date, source_of, source_text
+from .facts import Proc, message_date, source_of, source_text
 from .model import Evidence, Timeface, duration_text
 
-__all__ = ["process", "occurrence", "job", "effect", "event", "reminder", "message", "schedule", "note",
+__all__ = ["process", "occurrence", "job", "effect", "event", "message", "schedule", "note",
            "measurement", "transition", "last_error"]
 
 
@@ -94,30 +94,15 @@ def event(ev: dict[str, Any], face: Timeface, tz: str | None = None, *, text: st
                           "process_id": ev.get("process_id"), "source": source_of(ev), "detail": detail})
 
 
-def reminder(r: dict[str, Any], face: Timeface, tz: str | None = None) -> Evidence:
-    text = (f"reminder {r['id']} for invoice {r.get('number')} stage {r['stage']}: {r['state']}"
-            f", created {face.text(r['created_at'], tz)} by occurrence {r.get('occurrence_id')}"
-            + (f", sent {face.text(r['sent_at'], tz)}" if r.get("sent_at") else "")
-            + (f", Message-ID {r['message_id']}" if r.get("message_id") else "")
-            + (f"; {r['reason']}" if r.get("reason") else ""))
-    return Evidence(kind="reminder", text=text, data={
-        "id": r["id"], "invoice": r.get("number"), "stage": r["stage"], "state": r["state"],
-        "occurrence_id": r.get("occurrence_id"), "business_date": r.get("business_date"),
-        "created_at": face.json(r["created_at"], tz), "sent_at": face.json(r.get("sent_at"), tz),
-        "message_id": r.get("message_id"), "reason": r.get("reason")})
-
-
-def message(m: StoredMessage, face: Timeface, tz: str | None = None) -> Evidence:
+def message(m: StoredMessage, face: Timeface, tz: str | None = None, *, app_text: str = "",
+            app_data: dict[str, Any] | None = None) -> Evidence:
+    """A delivered message; ``app_text``/``app_data`` are what an app reads from its headers
+    (:meth:`~oncebeat.doctor.registry.Hooks.message_fields`)."""
     when = message_date(m)
-    invoice, stage = header(m, "X-Oncebeat-Invoice"), header(m, "X-Oncebeat-Stage")
-    rid = header(m, "X-Oncebeat-Reminder")
-    text = (f"Maildir message {m.key}: Message-ID {m.message_id or '(none)'}, to {m.to}"
-            + (f", invoice {invoice} stage {stage}" if invoice else "")
-            + (f", reminder {rid}" if rid else "") + (f", dated {face.text(when, tz)}" if when else ""))
+    text = (f"Maildir message {m.key}: Message-ID {m.message_id or '(none)'}, to {m.to}{app_text}"
+            + (f", dated {face.text(when, tz)}" if when else ""))
     return Evidence(kind="message", text=text, data={
-        "maildir_key": m.key, "message_id": m.message_id, "to": m.to, "subject": m.subject, "invoice": invoice,
-        "stage": int(stage) if stage and stage.isdigit() else stage,
-        "reminder_id": int(rid) if rid and rid.isdigit() else rid,
+        "maildir_key": m.key, "message_id": m.message_id, "to": m.to, "subject": m.subject, **(app_data or {}),
         "date": face.json(when, tz)})
 
 

@@ -1,30 +1,31 @@
 """What the doctor reads: one :class:`Facts` per run, loading rows lazily and once.
 
 The doctor only reads. Everything comes from named queries (``store/sql/*/doctor.sql``
-and the engine's own read queries), the Maildir when one is given, and the
+and the engine's own read queries; an app's checks read its own SQL line), the Maildir when one is given, and the
 schedule definitions when the caller passes them.
 
 Scope: ``since`` limits history (events, occurrences, discarded jobs, processes,
-mail); current state (effects in doubt, pending reminders, expired leases,
-overdue jobs) is always examined. ``schedule`` keeps what belongs to one
+mail); current state (effects in doubt, expired leases, overdue jobs, an
+app's pending work) is always examined. ``schedule`` keeps what belongs to one
 schedule (its occurrences, the jobs they caused, their effects and events);
-``invoice`` keeps what belongs to one invoice (its reminders, their jobs,
-effects and mail, and the schedule occurrences that created them).
+an app's scope (:func:`~oncebeat.doctor.registry.register_scope`) keeps the jobs, effects, schedules and mail that
+belong to one of its values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ..app import App, ScheduleDef
-from ..errors import ScheduleError
+from ..errors import OncebeatError, ScheduleError
 from ..mail.sink import StoredMessage, read_maildir
 from ..schedules import Schedule
 from ..store import Store
+from . import registry
 from .model import Timeface
 
 __all__ = ["Facts", "Proc", "LIVENESS_MARGIN", "EPOCH"]
@@ -104,11 +105,19 @@ def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
 
 
 class Facts:
-    """Rows the checks need, loaded on first use; plus the run's scope and time rendering."""
+    """Rows the checks need, loaded on first use; plus the run's scope and time rendering.
+
+    ``scopes`` are the registered scopes given (:func:`~oncebeat.doctor.registry.register_scope`), as
+    ``{name: value}``; ``lines`` are the SQL lines migrated in the database, and ``hooks`` the registered
+    :class:`~oncebeat.doctor.registry.Hooks` whose line is among them.
+
+    Raises:
+        OncebeatError: an unknown scope, or one whose value does not exist (e.g. no such order number).
+    """
 
     def __init__(self, store: Store, *, now: datetime, since: datetime | None = None, schedule: str | None = None,
-                 invoice: str | None = None, maildir: Path | str | None = None,
-                 definitions: App | Iterable[ScheduleDef] | None = None) -> None:
+                 maildir: Path | str | None = None, definitions: App | Iterable[ScheduleDef] | None = None,
+                 scopes: Mapping[str, str] | None = None) -> None:
         if now.tzinfo is None or since is not None and since.tzinfo is None:
             raise ValueError("now and since must be timezone-aware instants")
         self.store = store
@@ -116,7 +125,7 @@ class Facts:
         self.since_arg = since.astimezone(UTC) if since is not None else None
         self.since = self.since_arg or EPOCH
         self.schedule_arg = schedule
-        self.invoice_arg = invoice
+        self.scope_args: dict[str, str] = dict(scopes or {})
         self.maildir = Path(maildir) if maildir is not None else None
         if definitions is None:
             self.definitions: dict[str, ScheduleDef] | None = None
@@ -125,6 +134,8 @@ class Facts:
         else:
             self.definitions = {d.key: d for d in definitions}
         self._cache: dict[str, Any] = {}
+        self.lines: set[str] = set(store.schema_versions())
+        self.hooks: list[registry.Hooks] = registry.hooks(self.lines)
         self.schedules: dict[str, dict[str, Any]] = {r["key"]: r for r in store.read("list_schedules")}
         self.face = Timeface(self._default_tz())
         self._occ_keys: dict[int, str] = {}
@@ -142,33 +153,42 @@ class Facts:
         return str(zones.pop()) if len(zones) == 1 else "UTC"
 
     def _resolve_scope(self) -> None:
-        self.schedule_keys: set[str] | None = None
-        self.invoice_row: dict[str, Any] | None = None
-        self.invoice_reminders: list[dict[str, Any]] = []
-        self.invoice_job_ids: set[int] | None = None
-        self.invoice_effect_keys: set[str] | None = None
-        self.invoice_occurrence_ids: set[int] | None = None
-        if self.schedule_arg is not None:
-            self.schedule_keys = {self.schedule_arg}
-        if self.invoice_arg is not None:
-            rows = self.store.read("doctor_invoice", number=self.invoice_arg)
-            self.invoice_row = rows[0] if rows else None
-            self.invoice_reminders = self.store.read("doctor_reminders_of_invoices", numbers=[self.invoice_arg])
-            rids = [int(r["id"]) for r in self.invoice_reminders]
-            self.invoice_effect_keys = {f"reminder:{rid}" for rid in rids}
-            occ_ids = {int(r["occurrence_id"]) for r in self.invoice_reminders if r["occurrence_id"] is not None}
-            self.invoice_occurrence_ids = occ_ids
-            jobs = self.store.read("doctor_jobs_by_unique_keys", keys=sorted(self.invoice_effect_keys)) if rids else []
-            occs = self.store.read("doctor_occurrences_by_ids", ids=sorted(occ_ids)) if occ_ids else []
-            self.invoice_job_ids = {int(j["id"]) for j in jobs} | {int(o["job_id"]) for o in occs if o["job_id"]}
-            for j in jobs:
-                self._jobs[int(j["id"])] = j
-            keys = {str(o["schedule_key"]) for o in occs}
-            self.schedule_keys = keys if self.schedule_keys is None else self.schedule_keys & keys
+        self.schedule_keys: set[str] | None = {self.schedule_arg} if self.schedule_arg is not None else None
+        self.scope_job_ids: set[int] | None = None
+        self.scope_effect_keys: set[str] | None = None
+        self.scope_notes: list[str] = []
+        self._message_filters: list[Any] = []
+        known = registry.scopes()
+        for name, value in self.scope_args.items():
+            sdef = known.get(name)
+            if sdef is None:
+                names = ", ".join(f"--{n}" for n in sorted(known)) or "none (no app that adds one is loaded)"
+                raise OncebeatError(f"doctor --{name}: no such scope (scopes: {names})")
+            if sdef.sql_line is not None and sdef.sql_line not in self.lines:
+                raise OncebeatError(f"doctor --{name} {value!r}: this database has no tables of the {sdef.sql_line!r} "
+                                    f"SQL line (run `oncebeat migrate` with that app installed)")
+            scope = sdef.resolve(self, value)
+            if scope.job_ids is not None:
+                self.scope_job_ids = set(scope.job_ids) if self.scope_job_ids is None else (
+                    self.scope_job_ids & scope.job_ids)
+            if scope.effect_keys is not None:
+                self.scope_effect_keys = set(scope.effect_keys) if self.scope_effect_keys is None else (
+                    self.scope_effect_keys & scope.effect_keys)
+            if scope.schedule_keys is not None:
+                self.schedule_keys = set(scope.schedule_keys) if self.schedule_keys is None else (
+                    self.schedule_keys & scope.schedule_keys)
+            if scope.message_ok is not None:
+                self._message_filters.append(scope.message_ok)
+            self.scope_notes.extend(scope.notes)
+
+    @property
+    def app_scoped(self) -> bool:
+        """A registered (app) scope limits this run."""
+        return bool(self.scope_args)
 
     @property
     def scoped(self) -> bool:
-        return self.schedule_keys is not None or self.invoice_arg is not None
+        return self.schedule_keys is not None or self.app_scoped
 
     def schedule_ok(self, key: str | None) -> bool:
         return self.schedule_keys is None or key in self.schedule_keys
@@ -180,7 +200,7 @@ class Facts:
         if job is None:
             return not self.scoped
         jid = int(job["id"])
-        if self.invoice_job_ids is not None and jid not in self.invoice_job_ids:
+        if self.scope_job_ids is not None and jid not in self.scope_job_ids:
             return False
         if self.schedule_keys is not None:
             occ = job.get("occurrence_id")
@@ -188,7 +208,7 @@ class Facts:
         return True
 
     def effect_ok(self, effect: dict[str, Any]) -> bool:
-        if self.invoice_effect_keys is not None and effect["key"] not in self.invoice_effect_keys:
+        if self.scope_effect_keys is not None and effect["key"] not in self.scope_effect_keys:
             return False
         if self.schedule_keys is not None:
             jid = effect.get("job_id")
@@ -213,11 +233,50 @@ class Facts:
         return True
 
     def message_ok(self, msg: StoredMessage) -> bool:
-        if self.invoice_arg is None:
-            return True
-        return _header(msg, "X-Oncebeat-Invoice") == self.invoice_arg
+        return all(ok(msg) for ok in self._message_filters)
+
+    # --- what the apps add (registry.Hooks) ----------------------------------------------------
+    def effect_context(self, keys: Sequence[str]) -> dict[str, registry.Context]:
+        """The apps' word about effect keys (their rows, the Message-ID mailed); keys no app knows are absent."""
+        out: dict[str, registry.Context] = {}
+        for h in self.hooks:
+            out.update(h.effect_context(self, list(keys)))
+        return out
+
+    def job_context(self, jobs: Sequence[dict[str, Any]]) -> dict[int, registry.Context]:
+        """The apps' word about job rows (their rows, how the app redoes the work)."""
+        out: dict[int, registry.Context] = {}
+        for h in self.hooks:
+            out.update(h.job_context(self, list(jobs)))
+        return out
+
+    def message_effect(self, msg: StoredMessage) -> str | None:
+        """The effect key that sent ``msg``, if an app can tell from the message."""
+        return next((k for h in self.hooks if (k := h.message_effect(msg))), None)
+
+    def effect_sends_mail(self, key: str) -> bool:
+        return any(h.effect_sends_mail(key) for h in self.hooks)
+
+    def message_group(self, msg: StoredMessage) -> str | None:
+        """What ``msg`` is, in an app's words, the same for each copy (``order X step 1``); None if no app says."""
+        return next((g for h in self.hooks if (g := h.message_group(msg))), None)
+
+    def message_fields(self, msg: StoredMessage) -> tuple[str, dict[str, Any]]:
+        text, data = "", {}
+        for h in self.hooks:
+            t, d = h.message_fields(msg)
+            text += t
+            data.update(d)
+        return text, data
+
+    def group_context(self, messages: Sequence[StoredMessage]) -> registry.Context | None:
+        return next((c for h in self.hooks if (c := h.group_context(self, messages)) is not None), None)
 
     # --- rows ----------------------------------------------------------------------------------
+    def once(self, key: str, load: Any) -> Any:
+        """``load()``'s value, computed once per run under ``key`` (apps' checks share rows this way)."""
+        return self._once(key, load)
+
     def _once(self, key: str, load: Any) -> Any:
         if key not in self._cache:
             self._cache[key] = load()
@@ -317,6 +376,22 @@ class Facts:
         for chunk in self.store.iter_chunks(sorted(set(keys)), 500):
             out.extend(self.store.read("doctor_effects_by_keys", keys=chunk))
         return out
+
+    def jobs_by_unique_keys(self, keys: Iterable[str]) -> list[dict[str, Any]]:
+        """The jobs enqueued with one of these unique keys, oldest first."""
+        out: list[dict[str, Any]] = []
+        for chunk in self.store.iter_chunks(sorted(set(keys)), 500):
+            out.extend(self.store.read("doctor_jobs_by_unique_keys", keys=chunk))
+        for j in out:
+            self._jobs[int(j["id"])] = j
+        return sorted(out, key=lambda j: int(j["id"]))
+
+    def events_for_subjects(self, subjects: Iterable[str]) -> list[dict[str, Any]]:
+        """Every audit event about these subjects (``effect:KEY``, ``job:42``), whatever ``since``, oldest first."""
+        out: list[dict[str, Any]] = []
+        for chunk in self.store.iter_chunks(sorted(set(subjects)), 500):
+            out.extend(self.store.read("doctor_events_for_subjects", subjects=chunk))
+        return sorted(out, key=lambda e: int(e["id"]))
 
     def effects_of_jobs(self, job_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
         out: dict[int, list[dict[str, Any]]] = {}

@@ -16,8 +16,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from . import registry
+
 __all__ = [
-    "CHECKS",
     "LOG_CHECKS",
     "SEVERITIES",
     "SCHEMA",
@@ -31,24 +32,11 @@ __all__ = [
 
 SCHEMA = "oncebeat.doctor/1"
 SEVERITIES = ("info", "warning", "error")
-CHECKS = (
-    "multiple-clocks",
-    "clock-restart",
-    "leftover-trigger",
-    "retry-side-effect",
-    "in-doubt",
-    "effect-conflict",
-    "duplicate-delivery",
-    "lost",
-    "timezone",
-    "clock-skew",
-    "discarded",
-    "undelivered",
-)
+# The database doctor's cause codes are those registered (:func:`oncebeat.doctor.registry.check_codes`): the
+# engine's, plus those of the apps imported (an app may add codes of its own).
 # Causes only the log doctor (``doctor --logs``, :mod:`oncebeat.doctor.logs`) reports: with oncebeat's
 # ledgers a job cannot be enqueued twice for one occurrence nor run twice at once, so the database doctor has none.
 LOG_CHECKS = ("double-enqueue", "concurrent-run")
-_CODES = CHECKS + LOG_CHECKS
 _RANK = {"error": 0, "warning": 1, "info": 2}
 
 
@@ -143,8 +131,9 @@ class Evidence:
 
     Attributes:
         kind: what the fact is about: ``process``, ``occurrence``, ``job``, ``effect``,
-            ``event``, ``reminder``, ``message``, ``schedule``, ``transition``,
-            ``measurement``, ``note`` or (log doctor) ``log`` (see ``docs/doctor.md`` for each kind's fields).
+            ``event``, ``message``, ``schedule``, ``transition``, ``measurement``, ``note``,
+            (log doctor) ``log``, or a kind an app adds for its own rows (``docs/doctor.md`` lists each kind's
+            fields).
         text: the fact as one human-readable line (instants local and UTC).
         data: the fact's fields, JSON-ready (instants as ``{"utc", "local", "tz"}``).
     """
@@ -162,12 +151,12 @@ class Finding:
     """One cause the doctor found.
 
     Attributes:
-        code: the cause, one of :data:`CHECKS` (e.g. ``multiple-clocks``) or :data:`LOG_CHECKS`.
+        code: the cause, a registered check's code (e.g. ``multiple-clocks``) or one of :data:`LOG_CHECKS`.
         severity: ``info``, ``warning`` or ``error``.
         summary: one line saying what happened (or may happen).
         fix: what to do, in one or two sentences.
         subject: what it is about, in the audit trail's notation (``schedule:KEY``,
-            ``job:42``, ``effect:KEY``, ``process:3``, ``invoice:INV-1``), or None.
+            ``job:42``, ``effect:KEY``, ``process:3``, or an app's own such as ``TABLE:ID``), or None.
         evidence: the facts, most telling first.
     """
 
@@ -181,7 +170,7 @@ class Finding:
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity must be one of {', '.join(SEVERITIES)}, not {self.severity!r}")
-        if self.code not in _CODES:
+        if self.code not in LOG_CHECKS and not registry.known_code(self.code):
             raise ValueError(f"unknown cause code {self.code!r}")
 
     def to_json(self) -> dict[str, Any]:
@@ -207,7 +196,7 @@ class DoctorReport:
     """What :func:`oncebeat.doctor.run_doctor` found.
 
     ``findings`` are ordered errors first, then warnings, then info; within a
-    severity in check order (:data:`CHECKS`) and, inside a check, oldest first.
+    severity in check order (:func:`~oncebeat.doctor.registry.check_codes`) and, inside a check, oldest first.
     """
 
     generated_at: datetime
@@ -221,8 +210,9 @@ class DoctorReport:
 
     @staticmethod
     def ordered(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+        codes = {c: i for i, c in enumerate(registry.check_codes() + LOG_CHECKS)}
         indexed = list(enumerate(findings))
-        indexed.sort(key=lambda p: (_RANK[p[1].severity], _CODES.index(p[1].code), p[0]))
+        indexed.sort(key=lambda p: (_RANK[p[1].severity], codes.get(p[1].code, len(codes)), p[0]))
         return tuple(f for _, f in indexed)
 
     @property

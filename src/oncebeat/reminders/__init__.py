@@ -7,7 +7,9 @@ operations and reports). Sample books and the end-to-end demo live above this ap
 
 The app owns its SQL: ``reminders/sql/<backend>/`` holds its queries and its own migration line
 (``customers``, ``invoices``, ``reminders``, ``stripe_events``), registered here on import as :data:`SQL`,
-so ``migrate`` creates those tables only where the reminder app is installed.
+so ``migrate`` creates those tables only where the reminder app is installed. Its part of the doctor
+(``doctor``: the ``undelivered`` check, lost reminders, ``--invoice``, ``explain invoice``) is registered
+here too, so a library user's app that never imports this package gets the engine's doctor alone.
 """
 
 from ..store.sqlfiles import SqlLine, register_line
@@ -15,3 +17,7 @@ from ..store.sqlfiles import SqlLine, register_line
 #: The reminder app's SQL line; ``legacy`` maps oncebeat 0.1's single numbering to this line's versions.
 SQL = SqlLine("reminders", __name__, legacy=((2, 1), (6, 2), (7, 3), (8, 4), (9, 5)))
 register_line(SQL)
+
+from . import doctor as _doctor  # noqa: E402 - after the SQL line: the doctor's part reads it
+
+_doctor.register()

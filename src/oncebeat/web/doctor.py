@@ -1,5 +1,5 @@
-"""Doctor: every finding with its evidence and fix; ``--explain`` of a job, occurrence or invoice one
-click away (evidence about a job or an occurrence links to its story)."""
+"""Doctor: every finding with its evidence and fix; ``--explain`` of a job, an occurrence (or an app's kind,
+such as the reminder app's invoices) one click away (evidence about a job or an occurrence links to its story)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..doctor import EXPLAIN_KINDS, DoctorReport, explain, run_doctor
+from ..doctor import DoctorReport, explain, explain_kinds, numeric_kind, run_doctor
 from ..errors import OncebeatError
 from .app import Dashboard, dashboard, render, route
 
@@ -97,11 +97,11 @@ def doctor_page(request: Request) -> Response:
 
 def explain_page(request: Request) -> Response:
     kind, ident = request.path_params["kind"], request.path_params["ident"]
-    if kind not in EXPLAIN_KINDS:
-        raise HTTPException(404, f"explain knows {', '.join(EXPLAIN_KINDS)}, not {kind!r}")
-    if kind != "invoice" and not ident.isdigit():
+    if kind not in explain_kinds():
+        raise HTTPException(404, f"explain knows {', '.join(explain_kinds())}, not {kind!r}")
+    if numeric_kind(kind) and not ident.isdigit():
         raise HTTPException(404, f"{kind} ids are whole numbers, not {ident!r}")
-    lines = explain(dashboard(request).runtime.store, kind, ident if kind == "invoice" else int(ident))
+    lines = explain(dashboard(request).runtime.store, kind, ident)
     return render(request, "explain.html", {"title": f"Explain {kind} {ident}", "kind": kind, "ident": ident,
                                             "lines": lines})
 
