@@ -2,9 +2,9 @@
 reminder rows it adds as evidence to the engine's findings.
 
 Registered with :mod:`oncebeat.doctor.registry` by :func:`register`, which ``oncebeat.reminders`` calls on
-import; everything here reads the app's own SQL line (``reminders/sql/<backend>/doctor.sql``) and takes part
-only where that line is migrated. The engine's doctor knows no invoice: a library user's app
-(``--app``) gets the engine's checks alone.
+import; everything here reads the app's own SQL line (``reminders/sql/common/doctor.sql`` and the dialect
+blocks in ``reminders/sql/<backend>/doctor.sql``) and takes part only where that line is migrated. The
+engine's doctor knows no invoice: a library user's app (``--app``) gets the engine's checks alone.
 
 - ``lost`` (the app's part): reminders pending with no unfinished send job, or pending far too long.
 - ``undelivered``: reminders that failed, or wait out a mail outage longer than :data:`OUTAGE_ALERT`.

@@ -1,5 +1,5 @@
--- Read-only queries of the reminder app's doctor checks (PostgreSQL): the reminder app's part of `oncebeat doctor`
--- (oncebeat.reminders.doctor). Same names as sqlite/doctor.sql.
+-- The reminder app's doctor queries whose SQL differs on PostgreSQL (the others: common/doctor.sql); the same
+-- names as sqlite/doctor.sql. Lists arrive as arrays.
 
 -- name: doctor_pending_reminders
 SELECT r.*, i.number, i.status AS invoice_status,
@@ -10,22 +10,6 @@ FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE r.state = 'pending'
 ORDER BY r.created_at, r.id;
 
--- name: doctor_failed_reminders
-SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
-WHERE r.state = 'failed' AND r.updated_at >= :since
-ORDER BY r.updated_at, r.id;
-
--- name: doctor_deferred_reminders
--- Pending reminders waiting out a mail outage that began before :before.
-SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
-WHERE r.state = 'pending' AND r.deferred_since < :before
-ORDER BY r.deferred_since, r.id;
-
--- name: doctor_invoice
-SELECT i.*, c.email, c.name, c.tz AS customer_tz
-FROM invoices i JOIN customers c ON c.id = i.customer_id
-WHERE i.number = :number;
-
 -- name: doctor_reminders_of_invoices
 SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE i.number = ANY(CAST(:numbers AS text[]))
@@ -34,9 +18,4 @@ ORDER BY r.invoice_id, r.stage;
 -- name: doctor_reminders_by_ids
 SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE r.id = ANY(CAST(:ids AS bigint[]))
-ORDER BY r.id;
-
--- name: doctor_reminders_of_occurrence
-SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
-WHERE r.occurrence_id = :occurrence_id
 ORDER BY r.id;

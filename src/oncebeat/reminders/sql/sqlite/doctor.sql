@@ -1,5 +1,5 @@
--- Read-only queries of the reminder app's doctor checks (SQLite): the reminder app's part of `oncebeat doctor`
--- (oncebeat.reminders.doctor). Same names as postgres/doctor.sql. Lists arrive as JSON text and are read with json_each().
+-- The reminder app's doctor queries whose SQL differs on SQLite (the others: common/doctor.sql); the same
+-- names as postgres/doctor.sql. Lists arrive as JSON text and are read with json_each().
 
 -- name: doctor_pending_reminders
 SELECT r.*, i.number, i.status AS invoice_status,
@@ -10,22 +10,6 @@ FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE r.state = 'pending'
 ORDER BY r.created_at, r.id;
 
--- name: doctor_failed_reminders
-SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
-WHERE r.state = 'failed' AND r.updated_at >= :since
-ORDER BY r.updated_at, r.id;
-
--- name: doctor_deferred_reminders
--- Pending reminders waiting out a mail outage that began before :before.
-SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
-WHERE r.state = 'pending' AND r.deferred_since < :before
-ORDER BY r.deferred_since, r.id;
-
--- name: doctor_invoice
-SELECT i.*, c.email, c.name, c.tz AS customer_tz
-FROM invoices i JOIN customers c ON c.id = i.customer_id
-WHERE i.number = :number;
-
 -- name: doctor_reminders_of_invoices
 SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE i.number IN (SELECT value FROM json_each(:numbers))
@@ -34,9 +18,4 @@ ORDER BY r.invoice_id, r.stage;
 -- name: doctor_reminders_by_ids
 SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE r.id IN (SELECT value FROM json_each(:ids))
-ORDER BY r.id;
-
--- name: doctor_reminders_of_occurrence
-SELECT r.*, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
-WHERE r.occurrence_id = :occurrence_id
 ORDER BY r.id;
