@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ..mail import Mailer, MailSink, build_message, make_message_id, read_maildir
+from ..mail import Mailer, MailSink, StoredMessage, build_message, make_message_id, read_maildir
 from ..reminders.policy import Policy
 from ..sample import Book, payment_instant
 from ..schedules import Schedule
@@ -104,96 +104,121 @@ def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int
     host = ZoneInfo(host_tz) if host_tz else zone
     sched = Schedule(expression=policy.schedule, tz=policy.tz)
     fires = list(sched.between(start, end))
-    paid_at = {p.number: payment_instant(p, policy.tz) for p in book.payments}
-    invoices = [i for i in book.invoices if i.status == "open"]
-    marked: dict[str, int] = {}  # invoice → highest stage marked as reminded
-    emails = {c.email: c for c in book.customers}
-    report = NaiveReport()
-    sent_log: list[tuple[str, int, datetime]] = []
+    with MailSink(maildir) as sink, Mailer(sink.url, timeout=5) as mailer:
+        naive = _Naive(book, policy, faults=faults, rng=rng, host=host, mailer=mailer)
+        for t in fires:
+            naive.fire(t)
+        messages = read_maildir(maildir)
+    _score(naive, messages, fires, zone)
+    return naive.report
 
-    def is_open(number: str, at: datetime) -> bool:
-        return number not in paid_at or paid_at[number] > at
 
-    def select(at: datetime) -> list[tuple[Any, int]]:
-        today = at.astimezone(host).date()  # the naive mistake: the host's date
+class _Naive:
+    """The naive design's state through a run: what it marked, what it sent, and the report it fills."""
+
+    def __init__(self, book: Book, policy: Policy, *, faults: dict[str, float], rng: random.Random, host: ZoneInfo,
+                 mailer: Mailer) -> None:
+        self.policy = policy
+        self.faults = faults
+        self.rng = rng
+        self.host = host
+        self.mailer = mailer
+        self.paid_at = {p.number: payment_instant(p, policy.tz) for p in book.payments}
+        self.invoices = [i for i in book.invoices if i.status == "open"]
+        self.marked: dict[str, int] = {}  # invoice → highest stage marked as reminded
+        self.emails = {c.email: c for c in book.customers}
+        self.report = NaiveReport()
+        self.sent_log: list[tuple[str, int, datetime]] = []
+
+    def is_open(self, number: str, at: datetime) -> bool:
+        return number not in self.paid_at or self.paid_at[number] > at
+
+    def select(self, at: datetime) -> list[tuple[Any, int]]:
+        today = at.astimezone(self.host).date()  # the naive mistake: the host's date
         todo = []
-        for inv in invoices:
-            if not is_open(inv.number, at):
+        for inv in self.invoices:
+            if not self.is_open(inv.number, at):
                 continue
-            due = [s for s in policy.stages if inv.due_on + timedelta(days=s) <= today]
-            if due and max(due) > marked.get(inv.number, -10**6):
+            due = [s for s in self.policy.stages if inv.due_on + timedelta(days=s) <= today]
+            if due and max(due) > self.marked.get(inv.number, -10**6):
                 todo.append((inv, max(due)))
         return todo
 
-    with MailSink(maildir) as sink, Mailer(sink.url, timeout=5) as mailer:
-        def send(inv: Any, stage: int, at: datetime, attempt: NaiveAttempt) -> None:
-            customer = emails[inv.customer_email]
-            msg = build_message(sender=policy.sender, to=customer.email, subject=f"Invoice {inv.number} reminder",
-                                text="Please pay.", html=None,
-                                message_id=make_message_id(f"naive:{inv.number}:{stage}:{rng.random()}", "example.com"),
-                                headers={"X-Oncebeat-Invoice": inv.number, "X-Oncebeat-Stage": str(stage)})
-            mailer.send(msg)
-            sent_log.append((inv.number, stage, at))
-            attempt.sends.append((inv.number, stage))
+    def send(self, inv: Any, stage: int, at: datetime, attempt: NaiveAttempt) -> None:
+        customer = self.emails[inv.customer_email]
+        msg = build_message(sender=self.policy.sender, to=customer.email, subject=f"Invoice {inv.number} reminder",
+                            text="Please pay.", html=None,
+                            message_id=make_message_id(f"naive:{inv.number}:{stage}:{self.rng.random()}",
+                                                       "example.com"),
+                            headers={"X-Oncebeat-Invoice": inv.number, "X-Oncebeat-Stage": str(stage)})
+        self.mailer.send(msg)
+        self.sent_log.append((inv.number, stage, at))
+        attempt.sends.append((inv.number, stage))
 
-        def run_job(at: datetime, run: NaiveRun) -> None:
-            """One job; retried from the start (up to 3 times) when it fails midway."""
-            for _attempt in range(3):
-                todo = select(at)
-                report.runs += 1
+    def run_job(self, at: datetime, run: NaiveRun) -> None:
+        """One job; retried from the start (up to 3 times) when it fails midway."""
+        faults, rng = self.faults, self.rng
+        for _attempt in range(3):
+            todo = self.select(at)
+            self.report.runs += 1
+            attempt = NaiveAttempt()
+            run.attempts.append(attempt)
+            try:
+                for inv, stage in todo:
+                    if faults.get("payment-race") and rng.random() < faults["payment-race"] / 5:
+                        self.paid_at.setdefault(inv.number, at)  # paid just after the select
+                    self.send(inv, stage, at, attempt)
+                    if faults.get("worker-crash") and rng.random() < faults["worker-crash"] * 5:
+                        raise _Crash("worker-crash", "worker died after sending, before marking")
+                    if faults.get("db-blip") and rng.random() < faults["db-blip"] * 5:
+                        raise _Crash("db-blip", "database error on the mark")
+                    self.marked[inv.number] = stage
+                return
+            except _Crash as crash:
+                attempt.crash = crash.kind
+                continue
+
+    def fire(self, t: datetime) -> None:
+        """One fire instant: the runs its triggers cause, overlapping (each selects before any marks) or in turn."""
+        faults, rng = self.faults, self.rng
+        triggers = ["clock"]
+        if faults.get("double-clock"):
+            triggers.append("double-clock")  # a second scheduler with its own memory fires too
+        if faults.get("clock-restart") and rng.random() < faults["clock-restart"]:
+            triggers.append("clock-restart")  # restarted after 08:00 with no memory of today's run: fires on boot
+        if faults.get("leftover-trigger") and rng.random() < min(1.0, faults["leftover-trigger"] * 24):
+            triggers.append("leftover-trigger")  # the old cron entry
+        runs = len(triggers)
+        day = NaiveDay(fire=t, runs=[NaiveRun(trigger=k) for k in triggers])
+        self.report.trace.append(day)
+        if runs > 1 and rng.random() < 0.5:
+            # overlapping runs: each selects before the other marks
+            day.overlapped = True
+            selections = [self.select(t) for _ in range(runs)]
+            self.report.runs += runs
+            for run, todo in zip(day.runs, selections, strict=True):
                 attempt = NaiveAttempt()
                 run.attempts.append(attempt)
-                try:
-                    for inv, stage in todo:
-                        if faults.get("payment-race") and rng.random() < faults["payment-race"] / 5:
-                            paid_at.setdefault(inv.number, at)  # paid just after the select
-                        send(inv, stage, at, attempt)
-                        if faults.get("worker-crash") and rng.random() < faults["worker-crash"] * 5:
-                            raise _Crash("worker-crash", "worker died after sending, before marking")
-                        if faults.get("db-blip") and rng.random() < faults["db-blip"] * 5:
-                            raise _Crash("db-blip", "database error on the mark")
-                        marked[inv.number] = stage
-                    return
-                except _Crash as crash:
-                    attempt.crash = crash.kind
-                    continue
+                for inv, stage in todo:
+                    self.send(inv, stage, t, attempt)
+                    self.marked[inv.number] = stage
+        else:
+            for run in day.runs:
+                self.run_job(t, run)
 
-        for t in fires:
-            triggers = ["clock"]
-            if faults.get("double-clock"):
-                triggers.append("double-clock")  # a second scheduler with its own memory fires too
-            if faults.get("clock-restart") and rng.random() < faults["clock-restart"]:
-                triggers.append("clock-restart")  # restarted after 08:00 with no memory of today's run: fires on boot
-            if faults.get("leftover-trigger") and rng.random() < min(1.0, faults["leftover-trigger"] * 24):
-                triggers.append("leftover-trigger")  # the old cron entry
-            runs = len(triggers)
-            day = NaiveDay(fire=t, runs=[NaiveRun(trigger=k) for k in triggers])
-            report.trace.append(day)
-            if runs > 1 and rng.random() < 0.5:
-                # overlapping runs: each selects before the other marks
-                day.overlapped = True
-                selections = [select(t) for _ in range(runs)]
-                report.runs += runs
-                for run, todo in zip(day.runs, selections, strict=True):
-                    attempt = NaiveAttempt()
-                    run.attempts.append(attempt)
-                    for inv, stage in todo:
-                        send(inv, stage, t, attempt)
-                        marked[inv.number] = stage
-            else:
-                for run in day.runs:
-                    run_job(t, run)
-        messages = read_maildir(maildir)
 
+def _score(naive: _Naive, messages: list[StoredMessage], fires: list[datetime], zone: ZoneInfo) -> None:
+    """Fill ``naive.report`` from the Maildir and the send log: duplicates, late, wrong-date and lost reminders."""
+    report, invoices = naive.report, naive.invoices
     report.messages_delivered = len(messages)
     pairs = Counter((m.headers.get("X-Oncebeat-Invoice"), m.headers.get("X-Oncebeat-Stage")) for m in messages)
     report.duplicates = sum(n - 1 for n in pairs.values() if n > 1)
     report.examples += [f"{n} stage {s} delivered {c} times" for (n, s), c in pairs.items() if c > 1][:5]
-    for number, _stage, at in sent_log:
-        if not is_open(number, at):
+    for number, _stage, at in naive.sent_log:
+        if not naive.is_open(number, at):
             report.sent_after_paid += 1
     delivered = {(n, int(s) if s else -1) for n, s in pairs}
-    for number, stage, at in sent_log:
+    for number, stage, at in naive.sent_log:
         business = at.astimezone(zone).date()
         inv = next(i for i in invoices if i.number == number)
         if inv.due_on + timedelta(days=stage) > business:
@@ -201,10 +226,9 @@ def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int
     lost: set[tuple[str, int]] = set()
     for inv in invoices:
         for t in fires:
-            if not is_open(inv.number, t):
+            if not naive.is_open(inv.number, t):
                 break
-            due = [s for s in policy.stages if inv.due_on + timedelta(days=s) <= t.astimezone(zone).date()]
+            due = [s for s in naive.policy.stages if inv.due_on + timedelta(days=s) <= t.astimezone(zone).date()]
             if due and not any(n == inv.number and s >= max(due) for n, s in delivered):
                 lost.add((inv.number, max(due)))
     report.lost = len(lost)
-    return report

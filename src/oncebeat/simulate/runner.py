@@ -156,6 +156,39 @@ def _host_tz(zone: str | None) -> Iterator[None]:
         _time.tzset()
 
 
+#: The old cron entry that still triggers the reminder schedule (fault ``leftover-trigger``).
+_LEFTOVER = Source(kind="cli", host="old-cron-host", pid=4242, name="cron: oncebeat trigger reminders",
+                   version="0.0.9")
+
+
+def _attempt(fn: Callable[[], Any]) -> bool:
+    """Run ``fn``; False when an (injected) transient database error stopped it."""
+    try:
+        fn()
+        return True
+    except TransientStoreError:
+        return False
+
+
+@dataclass(kw_only=True)
+class _World:
+    """One run's objects and moving parts, shared by the steps of :meth:`_Sim._loop`."""
+
+    store: Store
+    sink: MailSink
+    clock: SimulatedClock
+    policy: Policy
+    service: ReminderService
+    app: App
+    definitions: dict[str, list[ScheduleDef]]  # every definition each schedule key had during the run
+    clocks: dict[str, ClockProcess | None] = field(default_factory=dict)  # None: stopped
+    pending_start: set[str] = field(default_factory=set)  # clocks to start at the next step
+    generation: Counter[str] = field(default_factory=Counter)  # restarts per clock
+    events: list[tuple[datetime, str, Any]] = field(default_factory=list)  # planned: (instant, kind, payload)
+    payments: list[Payment] = field(default_factory=list)  # still to arrive, by instant
+    workers: list[Worker] = field(default_factory=list)
+
+
 class _Sim:
     def __init__(self, cfg: SimConfig) -> None:
         self.cfg = cfg
@@ -235,53 +268,73 @@ class _Sim:
 
     def _loop(self, store: Store, sink: MailSink, mailer: Mailer, clock: SimulatedClock, policy: Policy, book: Book,
               t0: datetime, t_end: datetime, t_settled: datetime, url: str, maildir: Path) -> SimReport:
-        rng = self.rng
         service = ReminderService(store, policy, clock=clock, mailer=mailer)
         with self.quiet():
             service.upsert(book.customers, book.invoices)
         app = build_app(service)
-        definitions: dict[str, list[ScheduleDef]] = {k: [d] for k, d in app.schedules.items()}
+        w = _World(store=store, sink=sink, clock=clock, policy=policy, service=service, app=app,
+                   definitions={k: [d] for k, d in app.schedules.items()})
+        # the order of these steps is the order of the seeded random draws: keep it, so runs repeat exactly
+        self._prepare_faults(w, book, t0, t_end)
+        self._start_clocks(w)
+        w.events = self._plan_events(w, t0, t_end)
+        w.payments = sorted(book.payments, key=lambda p: payment_instant(p, policy.tz))
+        w.workers = [self._worker(app, store, clock, f"worker.{i + 1}") for i in range(self.cfg.workers)]
+        self._run_until(w, t_end, t_settled)
+        with self.quiet():
+            for worker in w.workers:
+                worker.drain()
+        report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
+                       business_date=policy.business_date, definitions=w.definitions,
+                       payments=self.payments_log, in_doubt_budget=self.doubt_budget)
+        return self._report(w, book, report, t0, t_end, url, maildir)
+
+    def _prepare_faults(self, w: _World, book: Book, t0: datetime, t_end: datetime) -> None:
+        """Faults set up before the run: DST probe schedules, the host's zone, mailboxes that reject."""
         if "dst" in self.faults:
-            @app.task("sim.probe")
+            @w.app.task("sim.probe")
             def probe(ctx: Any) -> None:
                 ctx.effect(f"probe:{ctx.job.occurrence_id}", lambda: {"fired": ctx.job.occurrence_id})
             for key, expr, tz in PROBES:
-                definitions[key] = [app.schedule(key, expr, tz=tz, task="sim.probe", catchup="all")]
-            self.injected["dst"] = _transitions({tz for _, _, tz in PROBES} | {policy.tz}, t0, t_end)
+                w.definitions[key] = [w.app.schedule(key, expr, tz=tz, task="sim.probe", catchup="all")]
+            self.injected["dst"] = _transitions({tz for _, _, tz in PROBES} | {w.policy.tz}, t0, t_end)
         if "host-tz" in self.faults:
             self.injected["host-tz"] = 1
         if "smtp-permanent" in self.faults:
             for c in book.customers:
-                if rng.random() < self.faults["smtp-permanent"]:
-                    sink.faults.reject_recipient(c.email, code=550, text="5.1.1 mailbox unavailable")
+                if self.rng.random() < self.faults["smtp-permanent"]:
+                    w.sink.faults.reject_recipient(c.email, code=550, text="5.1.1 mailbox unavailable")
                     self.injected["smtp-permanent"] += 1
 
-        def new_clock(defs_app: App, name: str, version: str | None = None) -> ClockProcess:
-            src = current_source("clock", name=name)
-            if version:
-                src = replace(src, version=version)
-            # Each fire re-reads its schedule row in the firing transaction; the periodic re-read only
-            # discovers new or resumed schedules, so simulated clocks need it rarely.
-            return ClockProcess(defs_app, store, clock=clock, source=src, resync_interval=3600)
+    def _new_clock(self, w: _World, defs_app: App, name: str, version: str | None = None) -> ClockProcess:
+        src = current_source("clock", name=name)
+        if version:
+            src = replace(src, version=version)
+        # Each fire re-reads its schedule row in the firing transaction; the periodic re-read only
+        # discovers new or resumed schedules, so simulated clocks need it rarely.
+        return ClockProcess(defs_app, w.store, clock=w.clock, source=src, resync_interval=3600)
 
-        clocks: dict[str, ClockProcess | None] = {}
-        pending_start: set[str] = set()
+    def _start_clocks(self, w: _World) -> None:
+        """The primary clock, and with ``double-clock`` an old release's clock and a second one (started next)."""
         if "double-clock" in self.faults:
             old_app = App()
-            old_app.tasks.update(app.tasks)
-            old_app.schedules.update(app.schedules)
+            old_app.tasks.update(w.app.tasks)
+            old_app.schedules.update(w.app.schedules)
             legacy = old_app.schedule("legacy-reminders", "0 7 * * *", tz="America/Chicago", task="reminders.scan")
-            definitions["legacy-reminders"] = [legacy]
-            clocks["old"] = new_clock(old_app, "clock.old", version="0.0.9")
-            clocks["second"] = new_clock(app, "clock.2")
-            pending_start |= {"old", "second"}
+            w.definitions["legacy-reminders"] = [legacy]
+            w.clocks["old"] = self._new_clock(w, old_app, "clock.old", version="0.0.9")
+            w.clocks["second"] = self._new_clock(w, w.app, "clock.2")
+            w.pending_start |= {"old", "second"}
             self.injected["double-clock"] += 2
-        clocks["primary"] = new_clock(app, "clock.1")
-        pending_start.add("primary")
+        w.clocks["primary"] = self._new_clock(w, w.app, "clock.1")
+        w.pending_start.add("primary")
 
-        # planned events: (instant, kind, payload)
+    def _plan_events(self, w: _World, t0: datetime, t_end: datetime) -> list[tuple[datetime, str, Any]]:
+        """Planned events, sorted: (instant, kind, payload) for clock stops and starts, leftover triggers and
+        the schedule change."""
+        rng = self.rng
         events: list[tuple[datetime, str, Any]] = []
-        reminder_fires = list(app.schedules[SCHEDULE_KEY].schedule().between(t0, t_end))
+        reminder_fires = list(w.app.schedules[SCHEDULE_KEY].schedule().between(t0, t_end))
         if "clock-restart" in self.faults:
             for t in reminder_fires:
                 if rng.random() < self.faults["clock-restart"]:
@@ -303,95 +356,89 @@ class _Sim:
         if "schedule-change" in self.faults:
             events.append((t0 + (t_end - t0) * 0.4, "change", None))
         events.sort(key=lambda e: e[0])
-        payments = sorted(book.payments, key=lambda p: payment_instant(p, policy.tz))
-        leftover = Source(kind="cli", host="old-cron-host", pid=4242, name="cron: oncebeat trigger reminders",
-                          version="0.0.9")
+        return events
 
-        workers = [self._worker(app, store, clock, f"worker.{i + 1}") for i in range(self.cfg.workers)]
-        generation = Counter[str]()
-
-        def attempt(fn: Callable[[], Any]) -> bool:
-            try:
-                fn()
-                return True
-            except TransientStoreError:
-                return False
-
+    def _run_until(self, w: _World, t_end: datetime, t_settled: datetime) -> None:
+        """Step simulated time from wake-up to wake-up until ``t_settled``; faults stop at ``t_end``."""
         settling = False
         while True:
-            now = clock.now()
+            now = w.clock.now()
             if not settling and now >= t_end:
                 settling = True
                 self.active = False
-                sink.faults.clear()
+                w.sink.faults.clear()
             # 1. payments that arrived
-            while payments and payment_instant(payments[0], policy.tz) <= now:
-                p = payments.pop(0)
-                self._pay(service, [p], now)  # the instant the database records (paid_at), as check reads it
+            while w.payments and payment_instant(w.payments[0], w.policy.tz) <= now:
+                p = w.payments.pop(0)
+                self._pay(w.service, [p], now)  # the instant the database records (paid_at), as check reads it
             # 2. planned events
-            while events and events[0][0] <= now:
-                _, kind, payload = events.pop(0)
-                if kind == "stop":
-                    clocks[payload] = None
-                elif kind == "start" and clocks.get(payload) is None:
-                    generation[payload] += 1
-                    clocks[payload] = new_clock(app if payload != "old" else app, f"clock.1 (restart "
-                                                                                  f"{generation[payload]})")
-                    pending_start.add(payload)
-                elif kind == "trigger" and self.active:
-                    self.injected["leftover-trigger"] += 1
-                    attempt(lambda: ClockProcess(app, store, clock=clock, source=leftover).trigger(SCHEDULE_KEY,
-                                                                                                    kind="cli"))
-                elif kind == "change":
-                    changed = replace(app.schedules[SCHEDULE_KEY], expression="0 9 * * *", tz="America/Denver")
-                    app.schedules[SCHEDULE_KEY] = changed
-                    definitions[SCHEDULE_KEY].append(changed)
-                    self.injected["schedule-change"] += 1
-                    clocks["primary"] = new_clock(app, "clock.1 (new config)")
-                    pending_start.add("primary")
+            self._apply_events(w, now)
             # 3. clocks
-            for name in sorted(clocks):
-                clk = clocks[name]
+            for name in sorted(w.clocks):
+                clk = w.clocks[name]
                 if clk is None:
                     continue
-                if name in pending_start:
-                    if attempt(clk.start):
-                        pending_start.discard(name)
+                if name in w.pending_start:
+                    if _attempt(clk.start):
+                        w.pending_start.discard(name)
                     continue
-                attempt(clk.tick)
+                _attempt(clk.tick)
             # 4. workers: rescue, then drain
-            attempt(workers[0].rescue)
-            self._drain(workers, app, store, clock, sink, service)
+            _attempt(w.workers[0].rescue)
+            self._drain(w.workers, w.app, w.store, w.clock, w.sink, w.service)
             # 5. next wake-up
             if now >= t_settled:
                 break
-            candidates = [t_settled, now + MAX_STEP]
-            fires = [k.next_fire_at() for k in clocks.values() if k is not None]
-            candidates += [t for t in fires if t is not None]
-            if payments:
-                candidates.append(payment_instant(payments[0], policy.tz))
-            if events:
-                candidates.append(events[0][0])
-            self.wakes = [w for w in self.wakes if w > now]
-            candidates += self.wakes
-            with self.quiet():
-                nra = workers[0].queue.next_run_at(("default",))
-            if nra is not None:
-                candidates.append(nra)
-            wake = min(candidates)
-            clock.set(max(wake, now + timedelta(seconds=1)))
+            w.clock.set(max(self._next_wake(w, now, t_settled), now + timedelta(seconds=1)))
+
+    def _apply_events(self, w: _World, now: datetime) -> None:
+        """Apply the planned events due at ``now``."""
+        while w.events and w.events[0][0] <= now:
+            _, kind, payload = w.events.pop(0)
+            if kind == "stop":
+                w.clocks[payload] = None
+            elif kind == "start" and w.clocks.get(payload) is None:
+                w.generation[payload] += 1
+                w.clocks[payload] = self._new_clock(w, w.app, f"clock.1 (restart {w.generation[payload]})")
+                w.pending_start.add(payload)
+            elif kind == "trigger" and self.active:
+                self.injected["leftover-trigger"] += 1
+                _attempt(lambda: ClockProcess(w.app, w.store, clock=w.clock, source=_LEFTOVER).trigger(SCHEDULE_KEY,
+                                                                                                       kind="cli"))
+            elif kind == "change":
+                changed = replace(w.app.schedules[SCHEDULE_KEY], expression="0 9 * * *", tz="America/Denver")
+                w.app.schedules[SCHEDULE_KEY] = changed
+                w.definitions[SCHEDULE_KEY].append(changed)
+                self.injected["schedule-change"] += 1
+                w.clocks["primary"] = self._new_clock(w, w.app, "clock.1 (new config)")
+                w.pending_start.add("primary")
+
+    def _next_wake(self, w: _World, now: datetime, t_settled: datetime) -> datetime:
+        """The earliest instant anything can happen next: a fire, a payment, an event, a lease or a retry."""
+        candidates = [t_settled, now + MAX_STEP]
+        fires = [k.next_fire_at() for k in w.clocks.values() if k is not None]
+        candidates += [t for t in fires if t is not None]
+        if w.payments:
+            candidates.append(payment_instant(w.payments[0], w.policy.tz))
+        if w.events:
+            candidates.append(w.events[0][0])
+        self.wakes = [t for t in self.wakes if t > now]
+        candidates += self.wakes
         with self.quiet():
-            for w in workers:
-                w.drain()
-        report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
-                       business_date=policy.business_date, definitions=definitions,
-                       payments=self.payments_log, in_doubt_budget=self.doubt_budget)
+            nra = w.workers[0].queue.next_run_at(("default",))
+        if nra is not None:
+            candidates.append(nra)
+        return min(candidates)
+
+    def _report(self, w: _World, book: Book, report: CheckReport, t0: datetime, t_end: datetime, url: str,
+                maildir: Path) -> SimReport:
+        """The run's report, with the naive design's run on the same book and faults when asked."""
         naive = None
         if self.cfg.compare_naive:
-            naive = run_naive(book, policy, faults=self.faults, seed=self.cfg.seed, start=t0, end=t_end,
+            naive = run_naive(book, w.policy, faults=self.faults, seed=self.cfg.seed, start=t0, end=t_end,
                               workdir=self.cfg.workdir, host_tz=HOST_TZ if "host-tz" in self.faults else None)
             for fmt, folder in self.cfg.emit_logs:
-                truth = emit_logs(naive.trace, fmt, folder, tz=policy.tz, seed=self.cfg.seed, faults=self.faults,
+                truth = emit_logs(naive.trace, fmt, folder, tz=w.policy.tz, seed=self.cfg.seed, faults=self.faults,
                                   host_tz=HOST_TZ if "host-tz" in self.faults else None)
                 naive.logs.append(str(folder / truth["log"]))
         injected: Counter[str] = Counter()
