@@ -1,4 +1,4 @@
-"""Invoice books for the demo and the simulator: seeded generation and the Chinook conversion."""
+"""Invoice books for the demo and the simulator: seeded generation, the Chinook conversion and ``load_book``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import pytest
 from conftest import shared_data
 from babel import Locale
 
-from oncebeat.sample.book import Book, chinook_book, generate_book, write_invoices_csv, write_payments_csv
+from oncebeat.errors import ConfigError, ImportRejected
 from oncebeat.reminders.importing import read_invoices_csv, read_payments_csv
+from oncebeat.sample import load_book
+from oncebeat.sample.book import Book, chinook_book, generate_book, write_invoices_csv, write_payments_csv
 
 START = date(2026, 3, 2)
 REPO = Path(__file__).resolve().parents[2]
@@ -207,3 +209,29 @@ def test_a_missing_chinook_folder_is_a_clear_config_error(tmp_path: Path) -> Non
 
     with pytest.raises(ConfigError, match="Invoice.csv"):
         chinook_book(tmp_path / "nowhere")
+
+
+def test_load_book_generates_by_default_one_customer_per_five_invoices() -> None:
+    assert load_book(seed=9, start=START) == generate_book(seed=9, start=START, invoices=200, customers=40)
+    small = load_book(seed=9, start=START, invoices=20)
+    assert len(small.invoices) == 20 and len(small.customers) == 10  # at least 10 customers
+    with pytest.raises(ConfigError, match="customers must be at least 1"):
+        load_book(start=START, customers=0)
+
+
+def test_load_book_reads_the_import_files_with_payments_sorted_by_date(tmp_path: Path) -> None:
+    book = generate_book(seed=5, start=START)
+    write_invoices_csv(book, tmp_path / "inv.csv")
+    write_payments_csv(list(reversed(book.payments)), tmp_path / "pay.csv")
+    loaded = load_book(seed=123, start=START, invoices_csv=tmp_path / "inv.csv", payments_csv=tmp_path / "pay.csv")
+    assert loaded.invoices == book.invoices and loaded.as_of == START
+    assert [p.paid_on for p in loaded.payments] == sorted(p.paid_on for p in book.payments)
+    assert load_book(start=START, invoices_csv=tmp_path / "inv.csv").payments == []
+
+
+def test_load_book_refuses_a_bad_file_naming_it_and_the_fix(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("invoice_number,customer_email\nINV-1,not-an-email\n", encoding="utf-8")
+    with pytest.raises(ImportRejected) as caught:
+        load_book(start=START, invoices_csv=bad)
+    assert str(bad) in str(caught.value) and "nothing was imported" in str(caught.value)
