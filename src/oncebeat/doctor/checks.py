@@ -200,6 +200,7 @@ def _period(s: Schedule, now: datetime) -> timedelta:
 
 
 def check_clock_restart(facts: Facts) -> list[Finding]:
+    """Clock restarts near fire instants and what the catch-up policy decided; catch-ups between ticks."""
     face = facts.face
     clocks = sorted(_clocks(facts), key=lambda c: (c.started_at, c.id))
     all_clocks = sorted((p for p in facts.processes() if p.role == "clock"), key=lambda c: (c.started_at, c.id))
@@ -262,10 +263,14 @@ def check_clock_restart(facts: Facts) -> list[Finding]:
         findings.append(Finding(
             code="clock-restart", severity="warning" if missed else "info", summary=summary,
             subject=f"process:{p.id}", evidence=capped(items), fix=_restart_fix(missed, keys)))
+    return findings + _catchups_between_ticks(facts, [c for c in catchups if int(c["id"]) not in used])
 
-    for c in catchups:  # catch-ups not made at a start: the clock was stalled, suspended or starved
-        if int(c["id"]) in used:
-            continue
+
+def _catchups_between_ticks(facts: Facts, catchups: list[dict[str, Any]]) -> list[Finding]:
+    """Catch-ups not made at a clock's start: the clock was stalled, suspended or starved."""
+    face = facts.face
+    findings: list[Finding] = []
+    for c in catchups:
         detail = c.get("detail") or {}
         key = str(c["subject"]).partition(":")[2]
         outcomes = Counter(detail.get("outcomes") or {})
@@ -547,7 +552,7 @@ def _mail_counts(facts: Facts) -> tuple[Counter[str], Counter[str]]:
 
 
 def check_retry_side_effect(facts: Facts) -> list[Finding]:
-    face = facts.face
+    """Jobs retried or rescued, and what happened to their effects (done once, in doubt, delivered twice)."""
     events = facts.events("job.retried", "job.rescued")
     reconciled = facts.events("effect.reconciled")
     by_job: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -571,16 +576,7 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
         twice = [e for e in held if by_effect.get(e["key"], 0) > 1]
         again = [e for e in held if e["key"] in reconciled_keys
                  and (reconciled_keys[e["key"]].get("detail") or {}).get("outcome") == "not_done"]
-        parts = []
-        if states.get("done"):
-            parts.append(f"{states['done']} done once (later attempts got the recorded result, nothing re-ran)")
-        if states.get("in_doubt"):
-            parts.append(f"{states['in_doubt']} in doubt")
-        if states.get("failed"):
-            parts.append(f"{states['failed']} failed (recorded as not having happened)")
-        if states.get("started"):
-            parts.append(f"{states['started']} started by a live attempt")
-        effect_text = "; effects: " + ", ".join(parts) if parts else "; no effect was started by this job"
+        effect_text = _effect_states_text(states)
         if twice:
             verdict = f"; {plural(len(twice), 'effect')} reached the Maildir more than once"
             severity = "error"
@@ -594,25 +590,7 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
         what = " and ".join(x for x in (f"retried {plural(retried, 'time')}" if retried else "",
                                         f"rescued {plural(rescued, 'time')}" if rescued else "") if x)
         summary = f"job {jid} ({task}) was {what}{effect_text}{verdict}"
-        items: list[Evidence] = ([ev.job(job, face, tz)] if job else [ev.note(f"job {jid} is no longer in the jobs "
-                                                                              "table (pruned)")])
-        for e in rows:
-            d = e.get("detail") or {}
-            if e["kind"] == "job.rescued":
-                dead = facts.proc(d.get("dead_worker"))
-                who = f"{dead.name} pid {dead.pid} on {dead.host}" if dead else f"worker {d.get('dead_worker')}"
-                text = (f"rescued after attempt {d.get('attempt')}: {who} stopped heartbeating; job now "
-                        f"{d.get('new_state')}")
-            else:
-                text = f"attempt {d.get('attempt')} failed and will be retried: {str(d.get('error') or '')[:200]}"
-            items.append(ev.event(e, face, tz, text=text))
-        for e in held:
-            holder = facts.proc(e.get("process_id"))
-            in_maildir = facts.maildir is not None and facts.effect_sends_mail(e["key"])
-            note = f"{by_effect.get(e['key'], 0)} copies in the Maildir" if in_maildir else ""
-            if e in again:
-                note = (note + "; " if note else "") + "re-run after it was reconciled as not done"
-            items.append(ev.effect(e, face, holder, tz, note=note))
+        items = _retry_evidence(facts, jid, job, rows, held, tz, copies=by_effect, again=again)
         if twice:
             fix = ("An effect reached the outside world twice: see duplicate-delivery for the copies and find the "
                    "resend path (a reconcile that said not_done, or a mail relay retry).")
@@ -626,6 +604,45 @@ def check_retry_side_effect(facts: Facts) -> list[Finding]:
         if len(findings) >= MAX_FINDINGS_PER_CHECK:
             break
     return findings
+
+
+def _effect_states_text(states: Counter[str]) -> str:
+    parts = []
+    if states.get("done"):
+        parts.append(f"{states['done']} done once (later attempts got the recorded result, nothing re-ran)")
+    if states.get("in_doubt"):
+        parts.append(f"{states['in_doubt']} in doubt")
+    if states.get("failed"):
+        parts.append(f"{states['failed']} failed (recorded as not having happened)")
+    if states.get("started"):
+        parts.append(f"{states['started']} started by a live attempt")
+    return "; effects: " + ", ".join(parts) if parts else "; no effect was started by this job"
+
+
+def _retry_evidence(facts: Facts, jid: int, job: dict[str, Any] | None, rows: list[dict[str, Any]],
+                    held: list[dict[str, Any]], tz: str | None, *, copies: Counter[str],
+                    again: list[dict[str, Any]]) -> list[Evidence]:
+    """The job, each retry and rescue, and each effect it holds (with its copies in the Maildir)."""
+    face = facts.face
+    items: list[Evidence] = ([ev.job(job, face, tz)] if job else [ev.note(f"job {jid} is no longer in the jobs "
+                                                                          "table (pruned)")])
+    for e in rows:
+        d = e.get("detail") or {}
+        if e["kind"] == "job.rescued":
+            dead = facts.proc(d.get("dead_worker"))
+            who = f"{dead.name} pid {dead.pid} on {dead.host}" if dead else f"worker {d.get('dead_worker')}"
+            text = (f"rescued after attempt {d.get('attempt')}: {who} stopped heartbeating; job now "
+                    f"{d.get('new_state')}")
+        else:
+            text = f"attempt {d.get('attempt')} failed and will be retried: {str(d.get('error') or '')[:200]}"
+        items.append(ev.event(e, face, tz, text=text))
+    for e in held:
+        in_maildir = facts.maildir is not None and facts.effect_sends_mail(e["key"])
+        note = f"{copies.get(e['key'], 0)} copies in the Maildir" if in_maildir else ""
+        if e in again:
+            note = (note + "; " if note else "") + "re-run after it was reconciled as not done"
+        items.append(ev.effect(e, face, facts.proc(e.get("process_id")), tz, note=note))
+    return items
 
 
 # --- in-doubt --------------------------------------------------------------------------------------------
