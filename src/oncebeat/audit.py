@@ -15,7 +15,7 @@ from typing import Any
 from .provenance import Source
 from .store import Json, Store, Tx
 
-__all__ = ["events_of", "record"]
+__all__ = ["events_of", "list_events", "prune", "record"]
 
 
 def record(tx: Tx, *, now: datetime, kind: str, subject: str, source: Source,
@@ -34,3 +34,23 @@ def record(tx: Tx, *, now: datetime, kind: str, subject: str, source: Source,
 def events_of(store: Store, subject: str, *, limit: int = 200) -> list[dict[str, Any]]:
     """The newest ``limit`` events about ``subject`` (e.g. ``job:42``), newest first."""
     return store.read("events_of_subject", subject=subject, limit=limit)
+
+
+def prune(tx: Tx, *, before: datetime) -> int:
+    """Delete the events recorded before ``before`` (aware) in ``tx``; return how many were deleted.
+
+    The caller records what it pruned (an ``audit.pruned`` event) in the same transaction.
+    """
+    row = tx.one("count_events_before", before=before)
+    tx.run("prune_events", before=before)
+    return int(row["n"]) if row else 0
+
+
+def list_events(store: Store, *, since: datetime, subject: str | None = None,
+                kind: str | None = None) -> list[dict[str, Any]]:
+    """Events recorded at or after ``since`` (aware), oldest first, optionally of one ``subject`` and/or ``kind``.
+
+    Rows: ``id, at, kind, subject, process_id, source_kind, source_host, source_pid, source_name,
+    source_version, detail`` (``detail`` decoded JSON).
+    """
+    return store.read("list_events", subject=subject, kind=kind, since=since)

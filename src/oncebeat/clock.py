@@ -63,7 +63,7 @@ from datetime import datetime, timedelta
 from importlib import metadata
 from typing import Any
 
-from . import audit, processes, telemetry
+from . import audit, ledger, processes, telemetry
 from .app import App, ScheduleDef
 from .dbtime import describe_time_source
 from .errors import ConfigError, OncebeatError, StoreError
@@ -231,7 +231,7 @@ def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: 
             log.info("%s %s not run: %s", definition.key, local.isoformat(), reason,
                      extra={"event": "clock.overlap", "schedule": definition.key})
         else:
-            tx.run("set_occurrence_job", id=occ_id, job_id=job_id)
+            ledger.set_occurrence_job(tx, occ_id, job_id)
     if outcome not in ("enqueued", "paused"):  # a pause is audited once, by schedule.paused, not per slot
         audit.record(tx, now=now, kind=f"occurrence.{outcome}", subject=f"schedule:{definition.key}",
                      source=source, process_id=process_id,
@@ -318,7 +318,7 @@ class ClockProcess:
             newest = tx.one("newest_schedule_set")
             assert mine is not None and newest is not None
             report.stale = newest["hash"] != set_hash and newest["first_seen_at"] > mine["first_seen_at"]
-            existing = {r["key"]: r for r in tx.run("list_schedules")}
+            existing = {r["key"]: r for r in ledger.list_schedules(tx)}
             if not report.stale:
                 for key, d in self.definitions.items():
                     params = self._params(d, now)
@@ -334,7 +334,7 @@ class ClockProcess:
                     elif self._code_replaces(row, d):
                         # Counts from the change, never from before the newest recorded instant (one
                         # recorded while a wall clock ran fast may be later than now).
-                        last = (tx.one("last_fire_at", key=key) or {}).get("last_fire_at")
+                        last = ledger.last_fire_at(tx, key)
                         if tx.one("update_schedule", **params, active_since=max(x for x in (now, last) if x)):
                             report.changed.append(key)
                             audit.record(tx, now=now, kind="schedule.changed", subject=f"schedule:{key}",
@@ -344,7 +344,7 @@ class ClockProcess:
                                                  "replaced_runtime_edit": row["origin"] == "runtime"})
                 for key, row in existing.items():
                     if key not in self.definitions and row["state"] != "retired":
-                        tx.run("set_schedule_state", key=key, state="retired", now=now)
+                        ledger.set_schedule_state(tx, key, "retired", now)
                         report.retired.append(key)
                         audit.record(tx, now=now, kind="schedule.retired", subject=f"schedule:{key}",
                                      source=self.source, process_id=self.process_id,
@@ -399,7 +399,7 @@ class ClockProcess:
 
     def _load(self, now: datetime) -> None:
         """Re-read schedule rows; keep those this clock may fire (ours, not retired, same definition)."""
-        rows = self.store.read("list_schedules")
+        rows = ledger.list_schedules(self.store)
         keep: dict[str, dict[str, Any]] = {}
         for r in rows:
             d = self._effective(r)
@@ -552,7 +552,7 @@ class ClockProcess:
         fires: list[Fire] = []
         # Decide from the stored row, not this clock's copy: another process may have paused,
         # resumed, retired or changed the schedule (a run-time edit) since the last re-read.
-        row = tx.one("get_schedule", key=key)
+        row = ledger.get_schedule(tx, key)
         definition = self._effective(row) if row is not None else None
         if row is None or definition is None:
             return None
@@ -707,19 +707,19 @@ class ClockProcess:
         return fires
 
     def _definition_for(self, key: str) -> tuple[ScheduleDef, Schedule]:
-        rows = self.store.read("get_schedule", key=key)
-        if not rows and key in self.definitions:
+        row = ledger.get_schedule(self.store, key)
+        if row is None and key in self.definitions:
             # A trigger or backfill before any clock ran: record the definitions first, as a clock would (audited).
             self.sync()
-            rows = self.store.read("get_schedule", key=key)
-        if not rows:
-            known = ", ".join(r["key"] for r in self.store.read("list_schedules")) or "none"
+            row = ledger.get_schedule(self.store, key)
+        if row is None:
+            known = ", ".join(r["key"] for r in ledger.list_schedules(self.store)) or "none"
             defined = ", ".join(sorted(self.definitions)) or "none"
             raise OncebeatError(f"no schedule {key!r}: not defined by this app (defined: {defined}) and not in the "
                                 f"database (known: {known}); check the key or --app")
-        if rows[0]["state"] == "retired":
+        if row["state"] == "retired":
             raise OncebeatError(f"schedule {key!r} is retired; it never fires")
-        definition = ScheduleDef.from_row(rows[0])
+        definition = ScheduleDef.from_row(row)
         return definition, definition.schedule()
 
     def set_state(self, key: str, state: str) -> bool:
@@ -735,7 +735,7 @@ class ClockProcess:
         self._definition_for(key)
         now = self.clock.now()
         with self.store.transaction() as tx:
-            changed = tx.one("set_schedule_state", key=key, state=state, now=now) is not None
+            changed = ledger.set_schedule_state(tx, key, state, now)
             if changed:
                 audit.record(tx, now=now, kind=f"schedule.{'paused' if state == 'paused' else 'resumed'}",
                              subject=f"schedule:{key}", source=self.source.with_kind("cli"))

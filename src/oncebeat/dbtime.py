@@ -31,9 +31,20 @@ from .errors import ConfigError
 from .store import Store
 from .timebase import UTC, Clock, SystemClock
 
-__all__ = ["TIME_SOURCES", "DatabaseClock", "describe_time_source", "time_source_clock"]
+__all__ = ["TIME_SOURCES", "DatabaseClock", "database_now", "describe_time_source", "time_source_clock"]
 
 TIME_SOURCES: tuple[str, ...] = ("host", "database")
+
+
+def database_now(store: Store) -> datetime:
+    """The database's own clock, read afresh, aware UTC: PostgreSQL's ``clock_timestamp()``; SQLite has no
+    server, so there it is the calling host's clock.
+
+    Raises:
+        StoreError / TransientStoreError: the database could not be read.
+    """
+    now: datetime = store.read("database_now")[0]["now"]
+    return now.astimezone(UTC)
 
 
 class DatabaseClock:
@@ -62,7 +73,7 @@ class DatabaseClock:
 
     def _read(self) -> None:
         before = time.monotonic()
-        server = self.store.read("database_now")[0]["now"]
+        server = database_now(self.store)
         after = time.monotonic()
         host = datetime.now(UTC)
         # The server answered somewhere in [before, after]: take the midpoint.

@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import audit, telemetry
+from . import audit, queue, telemetry
 from .errors import (
     EffectBusy,
     EffectInDoubt,
@@ -95,7 +95,8 @@ from .provenance import Source
 from .store import Json, Store, Tx
 from .timebase import Clock
 
-__all__ = ["EffectAttempt", "EffectLedger", "Holder", "OnDone", "Reconcile", "Resolution", "payload_hash"]
+__all__ = ["EffectAttempt", "EffectLedger", "Holder", "OnDone", "Reconcile", "Resolution", "list_effects",
+           "payload_hash"]
 
 log = logging.getLogger("oncebeat.effects")
 
@@ -104,6 +105,15 @@ UNFINISHED_JOB_STATES = ("available", "scheduled", "running", "retryable")
 
 Reconcile = Callable[[str, Any], "tuple[str, Any] | None"]
 OnDone = Callable[[Tx, Any], None]  # (the transaction recording ``done``, fn's result)
+
+
+def list_effects(db: Store | Tx, *, state: str | None = None) -> list[dict[str, Any]]:
+    """Every ledger row (or those in ``state``: started|done|in_doubt|failed), oldest ``started_at`` first.
+
+    For checks over a whole run (the doctor, the simulator's checker); pages for people come from
+    :meth:`EffectLedger.list_page`.
+    """
+    return db.read("list_effects", state=state)
 
 
 def payload_hash(payload: Any) -> str:
@@ -439,7 +449,7 @@ class EffectLedger:
                job_id=row["job_id"], attempt=row["attempt"])
         audit.record(tx, now=now, kind="effect.reconciled", subject=f"effect:{key}", source=self.source,
                      detail={"outcome": outcome, "by": "operator"})
-        waiting = [j for j in tx.run("jobs_in_doubt") if key in _in_doubt_keys(j)]
+        waiting = [j for j in queue.jobs_in_doubt(tx) if key in _in_doubt_keys(j)]
         rerun = None if happened else self._rerun(tx, key, row, waiting, now)
         entry = {"at": now.isoformat(), "kind": "resolved", "error": f"effect {key} resolved {outcome} by operator"}
         closed = []
@@ -447,7 +457,7 @@ class EffectLedger:
             if job["id"] == rerun:
                 continue
             open_keys = [k for k in _in_doubt_keys(job) if k != key and _state(tx, k) == "in_doubt"]
-            if not open_keys and tx.one("job_close_in_doubt", id=job["id"], now=now, entry=Json(entry)):
+            if not open_keys and queue.close_in_doubt(tx, job["id"], now=now, entry=entry):
                 closed.append(int(job["id"]))
         return Resolution(key=key, outcome=outcome, rerun_job_id=rerun, closed_job_ids=tuple(closed))
 
@@ -458,21 +468,21 @@ class EffectLedger:
                  "error": f"effect {key} resolved not_done by operator; running the job again"}
         owner = row["job_id"]
         for job in sorted(waiting, key=lambda j: j["id"] != owner):  # the key's owner first
-            if tx.one("job_rerun", id=job["id"], from_state="in_doubt", now=now, entry=Json(entry)):
+            if queue.rerun_in_doubt(tx, job["id"], now=now, entry=entry):
                 audit.record(tx, now=now, kind="job.rerun", subject=f"job:{job['id']}", source=self.source,
                              detail={"effect": key})
                 return int(job["id"])
         if owner is None or waiting:
             return None  # no job owns it, or an unfinished job with the same unique key will run it
-        owner_job = tx.one("get_job", id=owner)
+        owner_job = queue.job_row(tx, owner)
         if owner_job is None or owner_job["state"] in UNFINISHED_JOB_STATES:
             return None  # pruned, or it has not finished: its next attempt runs the effect
-        copy = tx.one("job_copy", id=owner, now=now, **self.source.params())
+        copy = queue.copy_job(tx, owner, now=now, source=self.source)
         if copy is None:
             return None
-        audit.record(tx, now=now, kind="job.rerun", subject=f"job:{copy['id']}", source=self.source,
+        audit.record(tx, now=now, kind="job.rerun", subject=f"job:{copy}", source=self.source,
                      detail={"effect": key, "copy_of": owner})
-        return int(copy["id"])
+        return copy
 
 
 def _in_doubt_keys(job: dict[str, Any]) -> list[str]:

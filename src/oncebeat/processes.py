@@ -8,10 +8,10 @@ list processes through :func:`list_processes`.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from . import audit
+from . import audit, dbtime
 from .provenance import Source
 from .store import Json, Store
 from .timebase import Clock
@@ -68,8 +68,8 @@ def list_processes(store: Store, *, running: bool = False) -> list[dict[str, Any
 
 
 def database_now(store: Store) -> datetime:
-    """The database server's clock (PostgreSQL ``now()``; SQLite: this host's clock), aware UTC.
+    """The database server's clock (:func:`oncebeat.dbtime.database_now`; SQLite: this host's clock), aware UTC.
 
     Compared with a process's clock it gives the skew that ``time_source = database`` avoids.
     """
-    return store.read("doctor_db_now")[0]["db_now"].astimezone(UTC)  # type: ignore[no-any-return]
+    return dbtime.database_now(store)

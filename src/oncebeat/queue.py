@@ -46,7 +46,8 @@ from .store import Json, Store, Tx
 from .store.base import instant_text
 from .timebase import Clock, require_aware
 
-__all__ = ["Job", "Queue", "backoff_seconds", "JOB_STATES", "UNFINISHED_STATES"]
+__all__ = ["Job", "Queue", "backoff_seconds", "job_row", "all_jobs", "jobs_in_doubt", "rerun_in_doubt", "copy_job",
+           "close_in_doubt", "JOB_STATES", "UNFINISHED_STATES"]
 
 JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled", "in_doubt")
 UNFINISHED_STATES = ("available", "scheduled", "running", "retryable")
@@ -94,6 +95,48 @@ def backoff_seconds(attempt: int, *, base: float = 2.0, cap: float = 3600.0, rng
     """
     raw = min(cap, base * (2 ** max(0, attempt - 1)))
     return float(raw * (rng or random).uniform(0.8, 1.2))
+
+
+def job_row(db: Store | Tx, job_id: int) -> dict[str, Any] | None:
+    """The ``jobs`` row ``job_id`` (every column, ``errors`` decoded), or None; in ``db``'s transaction if a Tx."""
+    rows = db.read("get_job", id=job_id)
+    return rows[0] if rows else None
+
+
+def all_jobs(db: Store | Tx, *, state: str | None = None, task: str | None = None,
+             limit: int = 10_000_000) -> list[dict[str, Any]]:
+    """Whole ``jobs`` rows (``errors`` included), newest first, optionally of one ``state`` and/or ``task``.
+
+    For checks over a whole run (the simulator's checker); pages for people come from :meth:`Queue.list_jobs`.
+    """
+    return db.read("list_jobs", state=state, task=task, limit=limit)
+
+
+def jobs_in_doubt(db: Store | Tx) -> list[dict[str, Any]]:
+    """Whole rows of the jobs in state ``in_doubt`` (an effect of theirs awaits an operator), by id."""
+    return db.read("jobs_in_doubt")
+
+
+def rerun_in_doubt(tx: Tx, job_id: int, *, now: datetime, entry: dict[str, Any]) -> bool:
+    """Make in-doubt job ``job_id`` available again now with one more attempt allowed; ``entry`` is appended
+    to its errors. Returns False (nothing changed) if it is not in doubt, or another unfinished job holds its
+    unique key (that one will run the effect)."""
+    return tx.one("job_rerun", id=job_id, from_state="in_doubt", now=now, entry=Json(entry)) is not None
+
+
+def copy_job(tx: Tx, job_id: int, *, now: datetime, source: Source) -> int | None:
+    """Enqueue a fresh job with finished job ``job_id``'s task, arguments and options; return its id.
+
+    None when ``job_id`` does not exist or an unfinished job holds its unique key.
+    """
+    row = tx.one("job_copy", id=job_id, now=now, **source.params())
+    return int(row["id"]) if row else None
+
+
+def close_in_doubt(tx: Tx, job_id: int, *, now: datetime, entry: dict[str, Any]) -> bool:
+    """End in-doubt job ``job_id`` as completed (every in-doubt effect of it resolved); ``entry`` is appended to
+    its errors. Returns False if it is not in doubt."""
+    return tx.one("job_close_in_doubt", id=job_id, now=now, entry=Json(entry)) is not None
 
 
 class Queue:
@@ -392,8 +435,8 @@ class Queue:
                                before_id=before_id, limit=limit)
 
     def get(self, job_id: int) -> Job | None:
-        rows = self.store.read("get_job", id=job_id)
-        return Job.from_row(rows[0]) if rows else None
+        row = job_row(self.store, job_id)
+        return Job.from_row(row) if row else None
 
     def next_run_at(self, queues: Sequence[str] = ("default",)) -> datetime | None:
         """Earliest ``run_at`` of unfinished, unclaimed jobs in ``queues`` (None if none)."""

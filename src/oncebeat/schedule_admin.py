@@ -37,7 +37,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from . import audit
+from . import audit, ledger
 from .app import App, ScheduleDef
 from .clock import TZDATA_VERSION, ClockProcess, Fire, enqueue_run, overlap_keys
 from .errors import OncebeatError
@@ -57,9 +57,9 @@ class ScheduleEdit(dict[str, Any]):
 
 
 def _schedule_row(tx: Tx, key: str) -> dict[str, Any]:
-    row = tx.one("get_schedule", key=key)
+    row = ledger.get_schedule(tx, key)
     if row is None:
-        known = ", ".join(r["key"] for r in tx.run("list_schedules")) or "none"
+        known = ", ".join(r["key"] for r in ledger.list_schedules(tx)) or "none"
         raise OncebeatError(f"no schedule {key!r} in the database (known: {known}); schedules come from code or "
                             "config and are synced when a clock or `oncebeat tick` starts")
     return row
@@ -106,7 +106,7 @@ def set_schedule(store: Store, key: str, *, expression: str | None = None, tz: s
             return ScheduleEdit(key=key, changed=False, version=row["version"], old=_definition_text(old),
                                 new=_definition_text(new))
         code_hash = row["code_hash"] if row["origin"] == "runtime" else row["definition_hash"]
-        last = (tx.one("last_fire_at", key=key) or {}).get("last_fire_at")
+        last = ledger.last_fire_at(tx, key)
         updated = tx.one("override_schedule", key=key, expression=new.expression, tz=new.tz, dst_gap=new.dst_gap,
                          dst_fold=new.dst_fold, catchup=new.catchup, catchup_window=new.catchup_window,
                          overlap=new.overlap, definition_hash=new.definition_hash(), code_hash=code_hash,
@@ -132,7 +132,7 @@ def retire_schedule(store: Store, key: str, *, source: Source | None = None, clo
     now = (clock or SystemClock()).now()
     with store.transaction() as tx:
         row = _schedule_row(tx, key)
-        if tx.one("set_schedule_state", key=key, state="retired", now=now) is None:
+        if not ledger.set_schedule_state(tx, key, "retired", now):
             return False
         audit.record(tx, now=now, kind="schedule.retired", subject=f"schedule:{key}", source=source,
                      detail={"expression": row["expression"], "tz": row["tz"], "by": "operator"})
@@ -161,7 +161,7 @@ def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None 
     clk = clock or SystemClock()
     now = clk.now()
     with store.transaction() as tx:
-        occ = tx.one("get_occurrence", id=occurrence_id)
+        occ = ledger.get_occurrence(tx, occurrence_id)
         if occ is None:
             raise OncebeatError(f"no occurrence {occurrence_id}; `oncebeat schedules` and the dashboard list them")
         row = _schedule_row(tx, occ["schedule_key"])
@@ -188,7 +188,7 @@ def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None 
             raise OncebeatError(f"occurrence {occurrence_id} not re-run: schedule {row['key']!r} has overlap "
                                 f"{definition.overlap} and {turned_away} (job {holder.get('id')} "
                                 f"{holder.get('state')}); re-run it when that run has finished")
-        tx.run("set_occurrence_job", id=new_id, job_id=job_id)
+        ledger.set_occurrence_job(tx, new_id, job_id)
         audit.record(tx, now=now, kind="occurrence.rerun", subject=f"schedule:{row['key']}", source=source,
                      detail={"occurrence_id": new_id, "rerun_of": occurrence_id, "job_id": job_id,
                              "business_date": str(occ["business_date"])})

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from . import ledger
 from .app import App, ScheduleDef
 from .errors import OncebeatError
 from .schedules import Schedule
@@ -56,7 +57,7 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
         keys: only these schedules; ``after``/``limit``: a page of keys in key order (keyset). With either,
             each last fire is read from the ledger's index per key instead of one scan of the whole ledger.
     """
-    rows = {r["key"]: r for r in store.read("list_schedules")}
+    rows = {r["key"]: r for r in ledger.list_schedules(store)}
     selected = sorted(set(rows) | set(app.schedules))
     if keys is not None:
         selected = [k for k in selected if k in set(keys)]
@@ -67,7 +68,7 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
     if keys is None and after is None and limit is None:
         last = {r["schedule_key"]: r["last_fire_at"] for r in store.read("last_fires")}
     else:
-        last = {k: store.read("last_fire_at", key=k)[0]["last_fire_at"] for k in selected}
+        last = {k: ledger.last_fire_at(store, k) for k in selected}
     out = []
     for key in selected:
         d = app.schedules.get(key)
@@ -116,17 +117,17 @@ def backfill_preview(store: Store, key: str, start: datetime, end: datetime, *,
         raise OncebeatError("backfill: the end of the range is before its start")
     if end > now:
         raise OncebeatError("backfill: the end of the range is in the future; backfill only covers past occurrences")
-    rows = store.read("get_schedule", key=key)
-    if not rows:
+    row = ledger.get_schedule(store, key)
+    if row is None:
         raise OncebeatError(f"no schedule {key!r} in the database; start the clock once to sync it")
-    if rows[0]["state"] == "retired":
+    if row["state"] == "retired":
         raise OncebeatError(f"schedule {key!r} is retired; it never fires")
-    sched = ScheduleDef.from_row(rows[0]).schedule()
+    sched = ScheduleDef.from_row(row).schedule()
     out: list[dict[str, Any]] = []
     for instant in sched.between(start - timedelta(microseconds=1), end):
         if len(out) >= BACKFILL_PREVIEW_LIMIT:
             raise OncebeatError(f"backfill: more than {BACKFILL_PREVIEW_LIMIT} occurrences in that range; "
                                 "narrow it and backfill in parts")
-        existing = store.read("get_occurrence_by_instant", schedule_key=key, fire_at=instant)
-        out.append({"utc": instant, "local": sched.local(instant), "existing": existing[0] if existing else None})
+        out.append({"utc": instant, "local": sched.local(instant),
+                    "existing": ledger.occurrence_at(store, key, instant)})
     return out

@@ -51,7 +51,7 @@ from contextlib import AbstractContextManager
 from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 
-from . import processes, telemetry
+from . import ledger, processes, telemetry
 from .app import App, TaskDef
 from .crashpoints import SimulatedCrash  # importing it also arms ONCEBEAT_CRASH_AT (the kill tests)
 from .effects import EffectLedger, Holder, OnDone, Reconcile
@@ -154,8 +154,7 @@ class JobContext:
     def occurrence(self) -> dict[str, Any] | None:
         """The occurrence-ledger row that caused this job (None for jobs not enqueued by a schedule)."""
         if self._occurrence is None and self.job.occurrence_id is not None:
-            rows = self.store.read("get_occurrence", id=self.job.occurrence_id)
-            self._occurrence = rows[0] if rows else None
+            self._occurrence = ledger.get_occurrence(self.store, self.job.occurrence_id)
         return self._occurrence
 
     def business_date(self) -> date | None:

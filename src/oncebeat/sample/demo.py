@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from .. import ledger
 from ..clock import ClockProcess
 from ..mail import Mailer, MailSink, read_maildir
 from ..provenance import current_source
@@ -147,7 +148,7 @@ class _LocalSend:
 
 def _local_sends(store: Store, policy: Policy, reminders: list[dict[str, Any]]) -> list[_LocalSend]:
     """Where, when (locally) and in which language each sent reminder went out, from its occurrence and customer."""
-    fired = {o["id"]: o["fire_at"] for o in store.read("list_occurrences", schedule_key=None)
+    fired = {o["id"]: o["fire_at"] for o in ledger.list_occurrences(store)
              if o["outcome"] in ("enqueued", "manual", "backfilled")}
     first = min(fired, key=lambda k: fired[k], default=None)
     invoices = {i["number"]: i for i in store.read("list_invoices")}

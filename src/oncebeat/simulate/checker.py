@@ -38,10 +38,14 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from .. import ledger
 from ..app import ScheduleDef
+from ..effects import list_effects
 from ..mail import StoredMessage, read_maildir
+from ..queue import all_jobs
 from ..reminders.model import reminder_key
 from ..reminders.policy import stages_due
+from ..reminders.rows import all_invoices, all_reminders
 from ..store import Store
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
@@ -120,7 +124,7 @@ def payments_from_db(store: Store, tz: str) -> dict[str, PaymentWindow]:
     """
     zone = ZoneInfo(tz)
     out: dict[str, PaymentWindow] = {}
-    for inv in store.read("list_invoices"):
+    for inv in all_invoices(store):
         if inv.get("paid_at") is not None and inv["status"] == "paid":
             out[inv["number"]] = (inv["paid_at"], inv["paid_at"])
         elif inv["paid_on"] is not None:
@@ -149,11 +153,11 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     """
     inv = {name: Invariant(name=name) for name in INVARIANTS}
     stages = sorted(stages)
-    invoices = {r["number"]: r for r in store.read("list_invoices")}
-    reminders = store.read("list_reminders")
-    occurrences = store.read("list_occurrences", schedule_key=None)
-    jobs = store.read("list_jobs", state=None, task=None, limit=10_000_000)
-    effects = {e["key"]: e for e in store.read("list_effects", state=None)}
+    invoices = {r["number"]: r for r in all_invoices(store)}
+    reminders = all_reminders(store)
+    occurrences = ledger.list_occurrences(store)
+    jobs = all_jobs(store)
+    effects = {e["key"]: e for e in list_effects(store)}
     messages = read_maildir(maildir) if maildir is not None else []
     by_pair = {(r["number"], int(r["stage"])): r for r in reminders}
     ev = _Evidence(invoices=invoices, reminders=reminders, by_pair=by_pair, occurrences=occurrences, jobs=jobs,

@@ -26,6 +26,7 @@ from ..app import ScheduleDef
 from ..mail import MailSink
 from ..reminders.model import Payment
 from ..reminders.policy import Policy
+from ..reminders.rows import pending_reminders
 from ..reminders.service import ReminderService
 from ..sample import generate_book, prepare_workdir
 from ..store import open_store
@@ -115,7 +116,7 @@ def run_processes(db_url: str, workdir: Path, *, seconds: float = 30.0, settle: 
                 if now >= next_batch and batches:
                     next_batch = now + 2
                     service.upsert([], batches.pop(0))
-                    open_now = [r for r in store.read("pending_reminders")]
+                    open_now = pending_reminders(store)
                     for r in rng.sample(open_now, k=min(3, len(open_now))):
                         before = clock.now()
                         service.apply_payments([Payment(number=r["number"], paid_on=today)])

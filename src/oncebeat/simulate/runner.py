@@ -31,6 +31,7 @@ from ..mail import Mailer, MailSink
 from ..provenance import Source, current_source
 from ..reminders.model import Payment
 from ..reminders.policy import Policy
+from ..reminders.rows import pending_reminders
 from ..reminders.service import ReminderService
 from ..reminders.tasks import SCHEDULE_KEY, build_app
 from ..sample import DEFAULT_DEMO_START, Book, load_book, payment_instant, prepare_workdir
@@ -487,7 +488,7 @@ class _Sim:
         if not rate or self.rng.random() >= rate:
             return
         with self.quiet():
-            pending = store.read("pending_reminders")
+            pending = pending_reminders(store)
         if not pending:
             return
         r = self.rng.choice(pending)

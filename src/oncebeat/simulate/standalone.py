@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .. import audit, ledger
 from ..app import App, ScheduleDef
 from ..reminders.policy import Policy
 from ..store import Store
@@ -27,12 +28,12 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def definitions_from_db(store: Store, app: App) -> dict[str, list[ScheduleDef]]:
     """Every definition each schedule key has had: stored rows, the app's, and changed-from versions."""
     out: dict[str, list[ScheduleDef]] = {}
-    for row in store.read("list_schedules"):
+    for row in ledger.list_schedules(store):
         current = ScheduleDef.from_row(row)
         out.setdefault(row["key"], []).append(current)
     for key, d in app.schedules.items():
         out.setdefault(key, []).append(d)
-    for e in store.read("list_events", subject=None, kind="schedule.changed", since=EPOCH):
+    for e in audit.list_events(store, kind="schedule.changed", since=EPOCH):
         key = e["subject"].removeprefix("schedule:")
         old = e["detail"].get("old", {})
         if key in out and old.get("expression"):

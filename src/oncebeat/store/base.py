@@ -62,6 +62,11 @@ class Tx(ABC):
         rows = self.run(name, **params)
         return rows[0] if rows else None
 
+    def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        """Execute ``name`` in this transaction; return its rows. The same as :meth:`run`, named like
+        :meth:`Store.read` so that a read verb can take either a ``Store`` or an open ``Tx``."""
+        return self.run(name, **params)
+
     @abstractmethod
     def run_with(self, name: str, source: str, /, **params: Any) -> list[dict[str, Any]]:
         """Execute named query ``name`` with its ``/*source*/`` slot replaced by named query ``source``.

@@ -11,6 +11,9 @@ SELECT * FROM events
 WHERE (:subject IS NULL OR subject = :subject) AND (:kind IS NULL OR kind = :kind) AND at >= :since
 ORDER BY id;
 
+-- name: count_events_before
+SELECT COUNT(*) AS n FROM events WHERE at < :before;
+
 -- name: prune_events
 DELETE FROM events WHERE at < :before;
 

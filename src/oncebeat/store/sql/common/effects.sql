@@ -53,16 +53,6 @@ WHERE key = :key AND state = 'started' AND COALESCE(job_id, -1) = COALESCE(:job_
   AND COALESCE(attempt, -1) = COALESCE(:attempt, -1)
 RETURNING key;
 
--- name: job_copy
--- A fresh job with the same task and arguments as a finished one (its done effects come back from the ledger).
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
-                  source_kind, source_host, source_pid, source_name, source_version, created_at)
-SELECT queue, task, args, 'available', priority, max_attempts, :now, unique_key, occurrence_id,
-       :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
-FROM jobs WHERE id = :id
-ON CONFLICT DO NOTHING
-RETURNING id;
-
 -- name: list_effects
 SELECT * FROM effects WHERE (:state IS NULL OR state = :state) ORDER BY started_at, key;
 

@@ -41,3 +41,13 @@ FROM (/*source*/) AS s
 WHERE true
 ON CONFLICT DO NOTHING
 RETURNING id;
+
+-- name: job_copy
+-- A fresh job with the same task and arguments as a finished one (its done effects come back from the ledger).
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT queue, task, args, 'available', priority, max_attempts, :now, unique_key, occurrence_id,
+       :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
+FROM jobs WHERE id = :id
+ON CONFLICT DO NOTHING
+RETURNING id;

@@ -125,3 +125,24 @@ SELECT CAST(:queue AS text), CAST(:task AS text), CAST(s.args AS jsonb), 'availa
 FROM (/*source*/) AS s
 ON CONFLICT DO NOTHING
 RETURNING id;
+
+-- name: jobs_in_doubt
+SELECT * FROM jobs WHERE state = 'in_doubt' ORDER BY id;
+
+-- name: job_rerun
+-- An operator judged an in-doubt effect not done: the job runs again (one more attempt allowed), unless another
+-- unfinished job holds its unique key (that one will run the effect).
+UPDATE jobs
+SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
+    max_attempts = GREATEST(max_attempts, attempt + 1), errors = errors || jsonb_build_array(CAST(:entry AS jsonb))
+WHERE id = :id AND state = :from_state
+  AND (unique_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM jobs other WHERE other.unique_key = jobs.unique_key AND other.id <> jobs.id
+        AND other.state IN ('available', 'scheduled', 'running', 'retryable')))
+RETURNING id;
+
+-- name: job_close_in_doubt
+-- Every in-doubt effect of the job was resolved: it ends completed (the resolution appended to its errors).
+UPDATE jobs SET state = 'completed', finished_at = :now, errors = errors || jsonb_build_array(CAST(:entry AS jsonb))
+WHERE id = :id AND state = 'in_doubt'
+RETURNING id;
