@@ -33,6 +33,7 @@ from ..provenance import current_source
 from ..reminders.importing import read_invoices_csv
 from ..reminders.model import Invoice, Payment
 from ..reminders.policy import Policy, stages_due
+from ..reminders.rows import all_invoices, all_reminders
 from ..reminders.service import ReminderService
 from ..reminders.tasks import build_app
 from ..reminders.translations import language_of
@@ -151,7 +152,7 @@ def _local_sends(store: Store, policy: Policy, reminders: list[dict[str, Any]]) 
     fired = {o["id"]: o["fire_at"] for o in ledger.list_occurrences(store)
              if o["outcome"] in ("enqueued", "manual", "backfilled")}
     first = min(fired, key=lambda k: fired[k], default=None)
-    invoices = {i["number"]: i for i in store.read("list_invoices")}
+    invoices = {i["number"]: i for i in all_invoices(store)}
     send_at = policy.send_time if policy.send_zone == "customer" else None
     out = []
     for r in reminders:
@@ -232,7 +233,7 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
                 progress(d - day_done)
                 day_done = d
         messages, duplicates = count_duplicates(maildir)
-        reminders = store.read("list_reminders")
+        reminders = all_reminders(store)
         local = _local_sends(store, policy, reminders)
     store.close()
     terminal = {(r["number"], int(r["stage"])) for r in reminders if r["state"] in TERMINAL}
