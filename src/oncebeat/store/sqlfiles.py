@@ -12,7 +12,10 @@ is the statement. A block in ``<backend>/<file>.sql`` overrides the block of the
 ``common/<file>.sql``; a block with no common block must be written for every backend (a dialect pair). Files
 are named for the module that runs their queries (``queue.sql`` ← ``oncebeat.queue``), one owner per query
 (``tests/unit/test_query_ownership.py``). Parameters are written ``:name``; for PostgreSQL the loader rewrites
-them to psycopg's ``%(name)s`` (``::type`` casts are left alone). A query name is unique across all lines.
+them to psycopg's ``%(name)s`` (``::type`` casts are left alone). A parameter that may be NULL is written
+``CAST(:name AS text)`` (or ``bigint``/``integer``) in a common block: PostgreSQL must know its type and SQLite
+reads it the same; never ``AS timestamptz`` there (SQLite would read an instant's text as a number). A query name
+is unique across all lines.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ VALUES (:now, :kind, :subject, :process_id, :src_kind, :src_host, :src_pid, :src
 
 -- name: list_events
 SELECT * FROM events
-WHERE (:subject IS NULL OR subject = :subject) AND (:kind IS NULL OR kind = :kind) AND at >= :since
+WHERE (CAST(:subject AS text) IS NULL OR subject = :subject) AND (CAST(:kind AS text) IS NULL OR kind = :kind) AND at >= :since
 ORDER BY id;
 
 -- name: count_events_before

@@ -29,8 +29,8 @@ SELECT * FROM effects WHERE key = :key;
 -- A done effect drops its frozen input: nothing will ever send it again.
 UPDATE effects SET state = :state, result = :result, detail = :detail, finished_at = :now,
     frozen = CASE WHEN :state = 'done' THEN NULL ELSE frozen END
-WHERE key = :key AND state = :from_state AND COALESCE(job_id, -1) = COALESCE(:job_id, -1)
-  AND COALESCE(attempt, -1) = COALESCE(:attempt, -1)
+WHERE key = :key AND state = :from_state AND COALESCE(job_id, -1) = COALESCE(CAST(:job_id AS bigint), -1)
+  AND COALESCE(attempt, -1) = COALESCE(CAST(:attempt AS integer), -1)
 RETURNING key;
 
 -- name: effect_take_over
@@ -49,12 +49,12 @@ RETURNING key;
 -- name: effect_no_return
 -- The holder passed its point of no return: from now on its death leaves the key in doubt.
 UPDATE effects SET no_return_at = :now
-WHERE key = :key AND state = 'started' AND COALESCE(job_id, -1) = COALESCE(:job_id, -1)
-  AND COALESCE(attempt, -1) = COALESCE(:attempt, -1)
+WHERE key = :key AND state = 'started' AND COALESCE(job_id, -1) = COALESCE(CAST(:job_id AS bigint), -1)
+  AND COALESCE(attempt, -1) = COALESCE(CAST(:attempt AS integer), -1)
 RETURNING key;
 
 -- name: list_effects
-SELECT * FROM effects WHERE (:state IS NULL OR state = :state) ORDER BY started_at, key;
+SELECT * FROM effects WHERE (CAST(:state AS text) IS NULL OR state = :state) ORDER BY started_at, key;
 
 -- name: count_unfinished_effects
 SELECT state, COUNT(*) AS n FROM effects WHERE state <> 'done' GROUP BY state ORDER BY state;

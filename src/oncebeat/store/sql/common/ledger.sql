@@ -10,7 +10,7 @@ SELECT * FROM schedules WHERE key = :key;
 
 -- name: set_schedule_state
 UPDATE schedules SET state = :state, updated_at = :now,
-    active_since = CASE WHEN :state = 'active' THEN :now ELSE active_since END
+    active_since = CASE WHEN CAST(:state AS text) = 'active' THEN :now ELSE active_since END
 WHERE key = :key AND state <> :state
 RETURNING key;
 
@@ -24,4 +24,4 @@ UPDATE occurrences SET job_id = :job_id WHERE id = :id;
 SELECT * FROM occurrences WHERE id = :id;
 
 -- name: list_occurrences
-SELECT * FROM occurrences WHERE (:schedule_key IS NULL OR schedule_key = :schedule_key) ORDER BY fire_at, id;
+SELECT * FROM occurrences WHERE (CAST(:schedule_key AS text) IS NULL OR schedule_key = :schedule_key) ORDER BY fire_at, id;

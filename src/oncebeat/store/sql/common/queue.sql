@@ -14,7 +14,7 @@ SELECT * FROM jobs WHERE id = :id;
 
 -- name: list_jobs
 SELECT * FROM jobs
-WHERE (:state IS NULL OR state = :state) AND (:task IS NULL OR task = :task)
+WHERE (CAST(:state AS text) IS NULL OR state = :state) AND (CAST(:task AS text) IS NULL OR task = :task)
 ORDER BY id DESC LIMIT :limit;
 
 -- name: count_jobs_by_state

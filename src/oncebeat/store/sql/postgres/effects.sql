@@ -10,24 +10,6 @@ WHERE id = :job_id AND attempt = :attempt AND worker_id = :worker_id AND state =
   AND lease_expires_at >= :now
 FOR KEY SHARE;
 
--- name: effect_finish
--- A done effect drops its frozen input: nothing will ever send it again.
-UPDATE effects SET state = :state, result = :result, detail = :detail, finished_at = :now,
-    frozen = CASE WHEN :state = 'done' THEN NULL ELSE frozen END
-WHERE key = :key AND state = :from_state AND COALESCE(job_id, -1) = COALESCE(CAST(:job_id AS bigint), -1)
-  AND COALESCE(attempt, -1) = COALESCE(CAST(:attempt AS integer), -1)
-RETURNING key;
-
--- name: effect_no_return
--- The holder passed its point of no return: from now on its death leaves the key in doubt.
-UPDATE effects SET no_return_at = :now
-WHERE key = :key AND state = 'started' AND COALESCE(job_id, -1) = COALESCE(CAST(:job_id AS bigint), -1)
-  AND COALESCE(attempt, -1) = COALESCE(CAST(:attempt AS integer), -1)
-RETURNING key;
-
--- name: list_effects
-SELECT * FROM effects WHERE (CAST(:state AS text) IS NULL OR state = :state) ORDER BY started_at, key;
-
 -- name: list_effects_page
 -- Oldest first (the longest-waiting decision on top), keyset on (started_at, key).
 SELECT * FROM effects

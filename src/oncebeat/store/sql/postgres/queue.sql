@@ -13,11 +13,6 @@ SELECT r ->> 0, r ->> 1, r -> 2, r ->> 3, CAST(r ->> 4 AS integer), CAST(r ->> 5
 FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS r
 ON CONFLICT DO NOTHING;
 
--- name: list_jobs
-SELECT * FROM jobs
-WHERE (CAST(:state AS text) IS NULL OR state = :state) AND (CAST(:task AS text) IS NULL OR task = :task)
-ORDER BY id DESC LIMIT :limit;
-
 -- name: claim_jobs
 -- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
 -- order, so a claim reads about :limit rows however long the backlog is and whatever the table
