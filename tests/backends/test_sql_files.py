@@ -77,7 +77,7 @@ def test_every_query_of_a_line_resolves_on_every_backend(line: SqlLine) -> None:
 
 
 # Files not yet converted to common + overrides (each backend still holds its own full copy).
-NOT_YET_COMMON = {("reminders", "reminders.sql"), ("engine", "doctor.sql")}
+NOT_YET_COMMON = {("reminders", "reminders.sql")}
 
 
 def _copies(line: SqlLine) -> list[str]:

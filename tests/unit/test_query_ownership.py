@@ -43,9 +43,6 @@ NOT_RUN = {"count_invoices": "tests count imported invoices", "list_stripe_event
 
 QUERY_VERBS = {"run", "one", "read", "many", "query_sql"}
 
-#: Modules not yet brought under the rule, with the reason (each entry is temporary).
-NOT_YET = {"oncebeat.doctor": "another change is restructuring the doctor package; its engine reads move after it"}
-
 
 def _owner_of(line: SqlLine, file: str) -> str:
     owner = OWNERS.get((line.name, file)) or OWNERS.get((line.name, "*"))
@@ -131,8 +128,6 @@ def test_every_sql_file_has_an_owner_module_that_exists() -> None:
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_a_module_runs_only_the_queries_it_owns(module: str) -> None:
-    if any(_owns(module, pending) for pending in NOT_YET):
-        pytest.skip(NOT_YET[next(p for p in NOT_YET if _owns(module, p))])
     assert violations(module, MODULES[module].read_text(encoding="utf-8"), query_owners()) == []
 
 

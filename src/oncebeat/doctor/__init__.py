@@ -162,9 +162,7 @@ def prune_audit(store: Store, older_than_seconds: float, *, now: datetime | None
     now = require_aware(now, "now") if now is not None else SystemClock().now()
     before = now - timedelta(seconds=older_than_seconds)
     with store.transaction() as tx:
-        row = tx.one("doctor_count_events_before", before=before)
-        deleted = int(row["n"]) if row else 0
-        tx.run("prune_events", before=before)
+        deleted = audit.prune(tx, before=before)
         audit.record(tx, now=now, kind="audit.pruned", subject="audit:events", source=source or current_source("cli"),
                      detail={"before": before.isoformat(), "deleted": deleted})
     return deleted

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from .. import ledger
+from ..effects import list_effects
 from ..schedules import Schedule
 from . import evidence as ev
 from .dst import Transition, fates, transitions
@@ -223,10 +225,9 @@ def check_clock_restart(facts: Facts) -> list[Finding]:
             fire = sched.previous_before(p.started_at + timedelta(microseconds=1))
             if fire is None or p.started_at - fire > RESTART_WINDOW or fire <= row["active_since"]:
                 continue
-            occ = facts.store.read("get_occurrence_by_instant", schedule_key=row["key"], fire_at=fire)
+            o = ledger.occurrence_at(facts.store, row["key"], fire)
             tz = str(row["tz"])
-            if occ:
-                o = occ[0]
+            if o is not None:
                 by_me = o["source_pid"] == p.pid and o["source_host"] == p.host and o["created_at"] >= p.started_at
                 what = (f"this clock recorded it at start-up as {o['outcome']}" if by_me else
                         f"already recorded ({o['outcome']}) {face.text(o['created_at'], tz)} by {source_text(o)}: "
@@ -236,7 +237,7 @@ def check_clock_restart(facts: Facts) -> list[Finding]:
             near.append(ev.note(
                 f"started {duration_text((p.started_at - fire).total_seconds())} after the {row['key']} fire at "
                 f"{face.text(fire, tz)}; {what}", schedule=row["key"], fire_at=face.json(fire, tz),
-                occurrence_id=occ[0]["id"] if occ else None))
+                occurrence_id=o["id"] if o is not None else None))
         if not near and not mine:
             continue
         used |= {int(c["id"]) for c in mine}
@@ -650,7 +651,7 @@ def _retry_evidence(facts: Facts, jid: int, job: dict[str, Any] | None, rows: li
 
 def check_in_doubt(facts: Facts) -> list[Finding]:
     face = facts.face
-    rows = [e for e in facts.store.read("list_effects", state="in_doubt") if facts.effect_ok(e)]
+    rows = [e for e in list_effects(facts.store, state="in_doubt") if facts.effect_ok(e)]
     rows.sort(key=lambda e: (e["started_at"], e["key"]))
     _, by_mid = _mail_counts(facts)
     context = facts.effect_context([e["key"] for e in rows[:MAX_FINDINGS_PER_CHECK]])

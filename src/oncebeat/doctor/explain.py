@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from .. import ledger, processes
 from ..errors import OncebeatError
+from ..queue import job_row
 from ..schedules import Schedule
 from ..store import Store
 from . import registry
@@ -87,13 +89,12 @@ def numeric_kind(kind: str) -> bool:
 
 def default_tz(store: Store) -> str:
     """The one zone of the active schedules, else UTC (for stories not about one schedule)."""
-    zones = {r["tz"] for r in store.read("list_schedules") if r["state"] != "retired"}
+    zones = {r["tz"] for r in ledger.list_schedules(store) if r["state"] != "retired"}
     return str(zones.pop()) if len(zones) == 1 else "UTC"
 
 
 def _occurrence_row(store: Store, occurrence_id: int) -> dict[str, Any] | None:
-    rows = store.read("get_occurrence", id=occurrence_id)
-    return rows[0] if rows else None
+    return ledger.get_occurrence(store, occurrence_id)
 
 
 # --- occurrence --------------------------------------------------------------------------------------------
@@ -111,9 +112,8 @@ def _occurrence(store: Store, occurrence_id: int) -> list[str]:
                         f"business date {o['business_date']}, outcome {o['outcome']}"
                         + (f", job {o['job_id']}" if o["job_id"] else ", no job")
                         + (f" (tzdata {o['tzdata_version']})" if o.get("tzdata_version") else ""))
-    sched_rows = store.read("get_schedule", key=o["schedule_key"])
-    if sched_rows:
-        s = sched_rows[0]
+    s = ledger.get_schedule(store, o["schedule_key"])
+    if s is not None:
         story.header.append(f"schedule {s['key']} now: {s['expression']} in {s['tz']} (DST: gap {s['dst_gap']}, fold "
                             f"{s['dst_fold']}), catch-up {s['catchup']}, {s['state']}, version {s['version']} since "
                             f"{face.text(s['active_since'], s['tz'])}")
@@ -130,9 +130,9 @@ def _occurrence(store: Store, occurrence_id: int) -> list[str]:
         elif not e["kind"].startswith("occurrence."):
             story.add(e["at"], f"{e['kind']} by {source_text(e)}: {json.dumps(d, default=str)}")
     if o["job_id"]:
-        rows = store.read("get_job", id=o["job_id"])
-        if rows:
-            job_entries(store, story, rows[0], prefix=f"job {o['job_id']}: ")
+        job = job_row(store, o["job_id"])
+        if job is not None:
+            job_entries(store, story, job, prefix=f"job {o['job_id']}: ")
         else:
             story.header.append(f"job {o['job_id']} is no longer in the jobs table (pruned after it finished)")
     spawned = [j for j in store.read("doctor_jobs_of_occurrences", ids=[o["id"]]) if j["id"] != o["job_id"]]
@@ -172,10 +172,9 @@ def _dst_lines(s: dict[str, Any], o: dict[str, Any]) -> list[str]:
 
 
 def _job_story(store: Store, job_id: int) -> list[str]:
-    rows = store.read("get_job", id=job_id)
-    if not rows:
+    j = job_row(store, job_id)
+    if j is None:
         raise OncebeatError(f"no job {job_id}: it never existed or was pruned after it finished")
-    j = rows[0]
     tz = None
     occ = _occurrence_row(store, int(j["occurrence_id"])) if j["occurrence_id"] is not None else None
     if occ is not None:
@@ -194,7 +193,7 @@ def _job_story(store: Store, job_id: int) -> list[str]:
 
 
 def _procs(store: Store) -> dict[int, dict[str, Any]]:
-    return {int(p["id"]): p for p in store.read("list_processes")}
+    return {int(p["id"]): p for p in processes.list_processes(store)}
 
 
 def _proc_text(procs: dict[int, dict[str, Any]], pid: Any) -> str:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from .. import dbtime, ledger, processes
 from ..app import App, ScheduleDef
 from ..errors import OncebeatError, ScheduleError
 from ..mail.sink import StoredMessage, read_maildir
@@ -28,7 +29,7 @@ from ..store import Store
 from . import registry
 from .model import Timeface
 
-__all__ = ["Facts", "Proc", "LIVENESS_MARGIN", "EPOCH"]
+__all__ = ["Facts", "Proc", "LIVENESS_MARGIN", "EPOCH", "occurrences_by_ids", "jobs_by_unique_keys"]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LIVENESS_MARGIN = timedelta(seconds=90)
@@ -104,6 +105,22 @@ def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
     return tuple(out)
 
 
+def occurrences_by_ids(store: Store, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """The occurrence rows of ``ids`` by id (ids not in the ledger are left out); read in chunks of 500."""
+    out: dict[int, dict[str, Any]] = {}
+    for chunk in store.iter_chunks(sorted({int(i) for i in ids}), 500):
+        out.update({int(r["id"]): r for r in store.read("doctor_occurrences_by_ids", ids=chunk)})
+    return out
+
+
+def jobs_by_unique_keys(store: Store, keys: Iterable[str]) -> list[dict[str, Any]]:
+    """The jobs enqueued with one of these unique keys (every state), oldest first."""
+    out: list[dict[str, Any]] = []
+    for chunk in store.iter_chunks(sorted(set(keys)), 500):
+        out.extend(store.read("doctor_jobs_by_unique_keys", keys=chunk))
+    return sorted(out, key=lambda j: int(j["id"]))
+
+
 class Facts:
     """Rows the checks need, loaded on first use; plus the run's scope and time rendering.
 
@@ -136,7 +153,7 @@ class Facts:
         self._cache: dict[str, Any] = {}
         self.lines: set[str] = set(store.schema_versions())
         self.hooks: list[registry.Hooks] = registry.hooks(self.lines)
-        self.schedules: dict[str, dict[str, Any]] = {r["key"]: r for r in store.read("list_schedules")}
+        self.schedules: dict[str, dict[str, Any]] = {r["key"]: r for r in ledger.list_schedules(store)}
         self.face = Timeface(self._default_tz())
         self._occ_keys: dict[int, str] = {}
         self._jobs: dict[int, dict[str, Any] | None] = {}
@@ -284,8 +301,8 @@ class Facts:
 
     @property
     def db_now(self) -> datetime:
-        row = self._once("db_now", lambda: self.store.read("doctor_db_now")[0])
-        return row["db_now"].astimezone(UTC)  # type: ignore[no-any-return]
+        """The database server's clock (:func:`oncebeat.dbtime.database_now`), read once per run."""
+        return self._once("db_now", lambda: dbtime.database_now(self.store))  # type: ignore[no-any-return]
 
     def processes(self) -> list[Proc]:
         """Every registered process whose lifetime reaches ``since`` (oldest start first)."""
@@ -308,7 +325,7 @@ class Facts:
     def registry(self) -> set[tuple[str, int]]:
         """(host, pid) of every process ever registered (whatever ``since``)."""
         return self._once("registry", lambda: {(r["host"], int(r["pid"]))  # type: ignore[no-any-return]
-                                               for r in self.store.read("list_processes")})
+                                               for r in processes.list_processes(self.store)})
 
     def proc(self, process_id: int | None) -> Proc | None:
         if process_id is None:
@@ -339,12 +356,8 @@ class Facts:
 
     def load_occurrences(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The occurrence rows of ``ids``."""
-        wanted = sorted({int(i) for i in ids})
-        out: dict[int, dict[str, Any]] = {}
-        for chunk in self.store.iter_chunks(wanted, 500):
-            for r in self.store.read("doctor_occurrences_by_ids", ids=chunk):
-                self._occ_keys[int(r["id"])] = str(r["schedule_key"])
-                out[int(r["id"])] = r
+        out = occurrences_by_ids(self.store, ids)
+        self._occ_keys.update({i: str(r["schedule_key"]) for i, r in out.items()})
         return out
 
     def job(self, job_id: int) -> dict[str, Any] | None:
@@ -379,12 +392,10 @@ class Facts:
 
     def jobs_by_unique_keys(self, keys: Iterable[str]) -> list[dict[str, Any]]:
         """The jobs enqueued with one of these unique keys, oldest first."""
-        out: list[dict[str, Any]] = []
-        for chunk in self.store.iter_chunks(sorted(set(keys)), 500):
-            out.extend(self.store.read("doctor_jobs_by_unique_keys", keys=chunk))
+        out = jobs_by_unique_keys(self.store, keys)
         for j in out:
             self._jobs[int(j["id"])] = j
-        return sorted(out, key=lambda j: int(j["id"]))
+        return out
 
     def events_for_subjects(self, subjects: Iterable[str]) -> list[dict[str, Any]]:
         """Every audit event about these subjects (``effect:KEY``, ``job:42``), whatever ``since``, oldest first."""

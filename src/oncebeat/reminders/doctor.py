@@ -25,7 +25,7 @@ from typing import Any
 from ..doctor import evidence as ev
 from ..doctor.checks import capped, plural
 from ..doctor.explain import CREATED, EFFECT_END, EFFECT_START, FAILED, MAX_RELATED, Story, default_tz, job_entries
-from ..doctor.facts import Facts, header, source_text
+from ..doctor.facts import Facts, header, jobs_by_unique_keys, occurrences_by_ids, source_text
 from ..doctor.model import Evidence, Finding, Timeface, duration_text
 from ..doctor.registry import (
     Context,
@@ -281,7 +281,7 @@ def explain_invoice(store: Store, number: str) -> list[str]:
     inv = rows[0]
     reminders = store.read("doctor_reminders_of_invoices", numbers=[number])
     occ_ids = sorted({int(r["occurrence_id"]) for r in reminders if r["occurrence_id"] is not None})
-    occs = {int(o["id"]): o for o in store.read("doctor_occurrences_by_ids", ids=occ_ids)} if occ_ids else {}
+    occs = occurrences_by_ids(store, occ_ids)
     tz = next((str(o["tz"]) for o in occs.values()), None) or default_tz(store)
     story = Story(face=Timeface(tz), tz=tz)
     story.header.append(f"invoice {inv['number']}: {inv['amount_due']} minor units of {inv['currency']} due "
@@ -307,7 +307,7 @@ def _reminder_story(store: Store, story: Story, r: dict[str, Any], occs: dict[in
     story.add(r["created_at"], f"reminder {r['id']} stage {r['stage']} created "
                                f"({'pending' if r['state'] != 'skipped' else 'skipped: ' + str(r['reason'])}) for "
                                f"business date {r['business_date']}{by}", CREATED)
-    for j in store.read("doctor_jobs_by_unique_keys", keys=[f"{_PREFIX}{r['id']}"]):
+    for j in jobs_by_unique_keys(store, [f"{_PREFIX}{r['id']}"]):
         job_entries(store, story, j, prefix=f"send job {j['id']}: ")
     if r["sent_at"] is not None:
         story.add(r["sent_at"], f"reminder {r['id']} stage {r['stage']} sent, Message-ID {r['message_id']}",
