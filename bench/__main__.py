@@ -43,6 +43,9 @@ def parse(argv: list[str]) -> tuple[str, Settings, argparse.Namespace]:
     p.add_argument("--jobs", type=int, help="W1 jobs per run for oncebeat and the raw loops (default 20,000)")
     p.add_argument("--peer-jobs", type=int, help="W1 jobs per run for Procrastinate/Celery/RQ (default 2,000)")
     p.add_argument("--scan-sizes", help="W2 invoice counts, comma separated (default 10000,100000,1000000)")
+    p.add_argument("--scan-collapse",
+                   help="W2 collapse modes of the policy, comma separated (default highest,next: highest writes "
+                        "the superseded stages, next is the default policy)")
     p.add_argument("--e2e-reminders", type=int, help="W3 reminders per run (default 1,000)")
     p.add_argument("--e2e-sink", choices=("discard", "maildir"),
                    help="W3 sink, one process per worker: discard (aiosmtpd keeping nothing; default) or maildir")
@@ -58,7 +61,8 @@ def parse(argv: list[str]) -> tuple[str, Settings, argparse.Namespace]:
                    help="keep the temporary directory (worker logs, SQLite files, Maildirs) after a successful run")
     a = p.parse_args(argv)
     s = Settings.make(reps=a.reps, quick=a.quick, jobs=a.jobs, peer_jobs=a.peer_jobs,
-                      scan_sizes=_ints(a.scan_sizes), e2e_reminders=a.e2e_reminders,
+                      scan_sizes=_ints(a.scan_sizes), scan_collapse=_strs(a.scan_collapse),
+                      e2e_reminders=a.e2e_reminders,
                       e2e_sink=a.e2e_sink, e2e_workers=_ints(a.e2e_workers),
                       clock_schedules=a.clock_schedules, clock_seconds=a.clock_seconds,
                       clock_modes=_strs(a.clock_modes), growth_sizes=_ints(a.growth_sizes),

@@ -45,6 +45,7 @@ class Settings:
     jobs: int = 20_000  # W1 jobs per run for oncebeat and the raw loops
     peer_jobs: int = 2_000  # W1 jobs per run for Procrastinate, Celery and RQ (they drain at ~0.1–1.5k/s here)
     scan_sizes: tuple[int, ...] = (10_000, 100_000, 1_000_000)
+    scan_collapse: tuple[str, ...] = ("highest", "next")  # W2: the policy's collapse modes to scan with
     e2e_reminders: int = 1_000
     e2e_sink: str = "discard"  # W3 SMTP sink per worker: "discard" (aiosmtpd, keeps nothing) or "maildir"
     e2e_workers: tuple[int, ...] = (1, 2)
@@ -135,6 +136,7 @@ class FreshDb:
 
     def __enter__(self) -> FreshDb:
         if self._migrate:
+            import oncebeat.reminders  # noqa: F401  (registers the reminders SQL line: W2/W3 need its tables)
             from oncebeat.store import open_store
 
             with open_store(self.url) as st:

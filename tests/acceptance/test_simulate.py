@@ -70,7 +70,7 @@ def test_naive_design_shows_duplicates_under_the_same_faults(tmp_path: Path) -> 
 def finished(tmp_path: Path) -> tuple[Path, Path, dict[str, list[ScheduleDef]], dict[str, PaymentWindow]]:
     """A clean finished simulation on SQLite, copied so each test can damage it.
 
-    Under collapse = "highest", so that superseded lower stages (skipped rows) exist to be damaged.
+    Under collapse = "highest", so that superseded lower stages (in their top stage's row) exist to be damaged.
     """
     report = run(tmp_path, None, "none", days=15, policy=HIGHEST)
     assert report.passed
@@ -103,7 +103,18 @@ def test_checker_detects_a_message_delivered_twice(finished) -> None:
 def test_checker_detects_a_lost_reminder(finished) -> None:
     db, maildir, _, _ = finished
     with open_store(f"sqlite:///{db}") as store, store.transaction() as tx:
-        tx.execute("DELETE FROM reminders WHERE id = (SELECT MAX(id) FROM reminders WHERE state = 'skipped')")
+        # the superseded stages a row records (reminders 0007) are reminders too: forgetting them loses them
+        assert tx.execute("SELECT COUNT(*) AS n FROM reminders WHERE superseded_stages IS NOT NULL")[0]["n"] > 0
+        tx.execute("UPDATE reminders SET superseded_stages = NULL WHERE id = "
+                   "(SELECT MAX(id) FROM reminders WHERE superseded_stages IS NOT NULL)")
+    report = _check(db, maildir)
+    assert not report.invariants["due-reminders-terminal"].passed
+
+
+def test_checker_detects_a_lost_reminder_row(finished) -> None:
+    db, maildir, _, _ = finished
+    with open_store(f"sqlite:///{db}") as store, store.transaction() as tx:
+        tx.execute("DELETE FROM reminders WHERE id = (SELECT MAX(id) FROM reminders WHERE state = 'sent')")
     report = _check(db, maildir)
     assert not report.invariants["due-reminders-terminal"].passed
 
@@ -124,9 +135,9 @@ def test_checker_detects_a_stage_sent_before_the_lower_one_under_next(tmp_path: 
 def test_checker_detects_a_wrong_skip_reason(finished) -> None:
     db, maildir, _, _ = finished
     with open_store(f"sqlite:///{db}") as store, store.transaction() as tx:
-        tx.execute("UPDATE reminders SET reason = 'invoice paid on 2026-01-01' WHERE id = "
+        tx.execute("UPDATE reminders SET state = 'skipped', reason = 'invoice paid on 2026-01-01' WHERE id = "
                    "(SELECT MIN(r.id) FROM reminders r JOIN invoices i ON i.id = r.invoice_id "
-                   " WHERE r.state = 'skipped' AND i.status = 'open')")
+                   " WHERE r.state = 'sent' AND i.status = 'open')")
     report = _check(db, maildir)
     assert not report.invariants["skip-reasons-true"].passed
 

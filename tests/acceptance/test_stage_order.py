@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
+from oncebeat.reminders.model import superseded_stages
 from oncebeat.reminders.policy import Policy, stages_due
 from oncebeat.simulate.standalone import check_deployment
 from oncebeat.store import Store
@@ -86,8 +87,10 @@ def test_after_an_outage_highest_sends_the_top_stage_and_records_the_lower_skipp
     harness.add_invoices(invoice("INV-1", date(2026, 2, 25)))
     _run_days(harness, date(2026, 4, 15), outage=OUTAGE)
     assert _sent(harness) == [(1, date(2026, 3, 2)), (14, date(2026, 3, 21)), (30, date(2026, 3, 27))]
-    (skipped,) = [r for r in harness.reminders() if r["state"] == "skipped"]
-    assert skipped["stage"] == 7 and skipped["reason"].startswith("superseded: stage 14")
+    assert [r for r in harness.reminders() if r["state"] == "skipped"] == []  # no row per superseded stage
+    (top,) = [r for r in harness.reminders() if r["stage"] == 14]
+    assert superseded_stages(top) == [7]  # stage 7 recorded superseded in stage 14's row: never sent
+    assert 7 not in [int(m.headers["X-Oncebeat-Stage"]) for m in harness.messages()]
     assert check_deployment(harness.store, harness.app, harness.policy, maildir=harness.sink.maildir).passed
 
 
@@ -130,3 +133,5 @@ def test_the_next_stage_waits_for_its_own_day_and_for_the_gap_after_the_previous
     assert stages_due(ladder, due, date(2026, 3, 21), "next", [(1, date(2026, 3, 15))]) == [7]
     assert stages_due(ladder, due, date(2026, 5, 1), "next", [(30, date(2026, 3, 31))]) == []  # ladder done
     assert stages_due(ladder, due, date(2026, 3, 20), "highest", []) == [1, 7, 14]
+    assert stages_due(ladder, due, date(2026, 3, 20), "highest", [(1, date(2026, 3, 2))]) == [7, 14]
+    assert stages_due(ladder, due, date(2026, 4, 20), "highest", [(14, date(2026, 3, 20))]) == [30]  # never back

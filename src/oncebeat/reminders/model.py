@@ -8,10 +8,14 @@ business zone (DESIGN.md §6).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
-__all__ = ["Customer", "Invoice", "Payment", "INVOICE_STATUSES", "reminder_key", "reminder_id_of_key"]
+__all__ = ["Customer", "Invoice", "Payment", "INVOICE_STATUSES", "reminder_key", "reminder_id_of_key",
+           "superseded_stages", "with_superseded", "SUPERSEDED_REASON"]
 
 INVOICE_STATUSES = ("open", "paid", "void", "uncollectible")
 _KEY_PREFIX = "reminder:"  # the SQL of the scan spells it too: 'reminder:' || r.id
@@ -26,6 +30,42 @@ def reminder_id_of_key(key: str) -> int | None:
     """The reminder id in an effect or unique key made by :func:`reminder_key`; None for any other key."""
     head, _, tail = key.partition(":")
     return int(tail) if f"{head}:" == _KEY_PREFIX and tail.isdigit() else None
+
+
+#: The reason of a superseded stage: "superseded: stage N became due at the same time" (N: the stage sent instead).
+SUPERSEDED_REASON = "superseded: stage {stage} became due at the same time"
+
+
+def superseded_stages(row: dict[str, Any]) -> list[int]:
+    """The lower stages reminder ``row`` records superseded (reminders migration 0007), ascending; [] if none.
+
+    ``superseded_stages`` is an integer array on PostgreSQL and a JSON array (text) on SQLite; a row read from
+    a database before that migration has no such column.
+    """
+    value = row.get("superseded_stages")
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = json.loads(value)
+    return sorted(int(v) for v in value)
+
+
+def with_superseded(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Reminder rows plus, for each stage a row records superseded, a row of its own as 0.1 stored them.
+
+    Such a row is a copy of the superseding row with ``stage`` = the superseded stage, ``state`` ``skipped``,
+    ``reason`` :data:`SUPERSEDED_REASON`, no Message-ID or send time, ``superseded_stages`` None, and
+    ``superseded_by`` = the id of the row that records it (None on real rows). Readers that count or show stages
+    (``check``, the dashboard) see every recorded stage once this way, stored in either form.
+    """
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        out.append(r | {"superseded_by": None})
+        for stage in superseded_stages(r):
+            out.append(r | {"stage": stage, "state": "skipped", "reason": SUPERSEDED_REASON.format(stage=r["stage"]),
+                            "message_id": None, "sent_at": None, "deferred_since": None, "superseded_stages": None,
+                            "superseded_by": r["id"], "updated_at": r["created_at"]})
+    return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -697,16 +697,17 @@ def stages_due(stages: Sequence[int], due_on: date, business: date, collapse: st
     The one statement of the rule outside SQL (the scan's ``scan_insert_next_reminders``); the demo and the
     invariant checker compute the due set with it, independently of the reminders the scan wrote.
 
-    ``highest``: every stage whose offset has come (the scan keeps the highest and records the others
-    superseded). ``next``: at most the lowest stage above the highest one already recorded in ``earlier``
-    ((stage, business date) of the invoice's reminders from earlier business dates), once its offset has come,
+    ``earlier``: (stage, business date) of the invoice's reminders from earlier business dates.
+    ``highest``: every stage whose offset has come, above the highest one in ``earlier`` (the ladder never goes
+    back; the scan sends the highest and records the others superseded). ``next``: at most the lowest stage
+    above the highest one in ``earlier``, once its offset has come,
     a courtesy stage only while the invoice is not overdue, and no sooner than the gap between the two stages
     after the earlier one's business date.
     """
     reached = [s for s in stages if due_on + timedelta(days=s) <= business]
-    if collapse == "highest":
-        return reached
     last = max(earlier, default=None)
+    if collapse == "highest":
+        return [s for s in reached if last is None or s > last[0]]
     candidates = [s for s in reached if (last is None or s > last[0]) and (s > 0 or business <= due_on)]
     if not candidates:
         return []

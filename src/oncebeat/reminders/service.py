@@ -2,8 +2,9 @@
 
 The scan (G5) is one set-based ``INSERT … SELECT … ON CONFLICT DO NOTHING``
 into ``reminders`` (``UNIQUE(invoice_id, stage)``) plus one set-based insert
-of the send jobs, in one transaction: running it twice, concurrently, or
-from a second trigger creates nothing new.
+of the send jobs, in one transaction, one scan at a time: running it twice,
+concurrently, or from a second trigger creates nothing new. Lower stages
+superseded by a higher one are recorded in that row (``superseded_stages``).
 
 The send (G4, G6) re-reads the invoice, skips it when no longer open, and
 sends inside ``effect("reminder:<id>")`` with a deterministic Message-ID;
@@ -55,7 +56,7 @@ from ..queue import Queue
 from ..store import Json, Store, Tx
 from ..timebase import Clock
 from .importing import InvoiceImport, RowProblem
-from .model import Customer, Invoice, Payment, reminder_id_of_key, reminder_key
+from .model import Customer, Invoice, Payment, reminder_id_of_key, reminder_key, with_superseded
 from .policy import Policy, format_duration
 from .render import RenderedEmail, Renderer
 
@@ -85,6 +86,8 @@ def outage_wait(waited: float, left: float) -> float:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScanResult:
+    """One scan's outcome: ``pending`` reminders created, ``skipped`` lower stages recorded superseded."""
+
     business_date: date
     pending: int
     skipped: int
@@ -204,26 +207,34 @@ class ReminderService:
         names the scan.
 
         Which stage an invoice gets follows ``policy.collapse``: ``next`` (one stage per invoice and run, the
-        lowest unsent one, gaps between stages kept) or ``highest`` (the highest due stage; lower ones that
-        became due at the same time are recorded ``skipped``, superseded).
+        lowest unsent one, gaps between stages kept) or ``highest`` (the highest due stage; the lower ones that
+        became due at the same time are recorded skipped, superseded, in that row's ``superseded_stages``).
+        Either way a scan never creates a stage at or below the highest one an invoice already has, and scans run
+        one at a time (``scan_lock``), so a superseded stage is never sent later.
+
+        Returns:
+            :class:`ScanResult`: ``pending`` reminders created, ``skipped`` = superseded stages recorded.
         """
         if tx is None:
             with self.store.transaction() as own:
                 return self.scan(occurrence_id=occurrence_id, business_date=business_date, source=source, tx=own,
                                  fire_at=fire_at)
         now = self.clock.now()
+        tx.run("scan_lock")  # one scan at a time: each sees what the one before it recorded
         stages = self._stage_rows(tx, business_date, fire_at)
         if not stages:
             return ScanResult(business_date=business_date, pending=0, skipped=0)
         max_cutoff = max(s["cutoff"] for s in stages)
         query = "scan_insert_next_reminders" if self.policy.collapse == "next" else "scan_insert_reminders"
+        # One row (PostgreSQL) or one per reminder (SQLite): reminders created, superseded stages recorded.
         rows = tx.run(query, stages=Json(stages), max_cutoff=max_cutoff, default_tz=self.policy.tz,
                       occurrence_id=occurrence_id, now=now)
-        pending = sum(1 for r in rows if r["state"] == "pending")
+        pending = sum(int(r["pending"]) for r in rows)
+        superseded = sum(int(r["superseded"] or 0) for r in rows)
         # Also re-enqueues pending reminders whose send job was discarded (G6: nothing left pending).
         Queue(self.store, clock=self.clock, source=source).enqueue_select(
             tx, "pending_send_jobs", task=SEND_TASK, queue="default", max_attempts=SEND_MAX_ATTEMPTS)
-        result = ScanResult(business_date=business_date, pending=pending, skipped=len(rows) - pending)
+        result = ScanResult(business_date=business_date, pending=pending, skipped=superseded)
         log.info("scan for %s: %d reminders to send, %d superseded", business_date, result.pending, result.skipped,
                  extra={"event": "reminders.scan", "occurrence_id": occurrence_id})
         return result
@@ -428,14 +439,18 @@ class ReminderService:
 
     def invoice_story(self, number: str) -> dict[str, Any] | None:
         """Invoice ``number`` with its customer and its reminders (stage order), each with its effect's ledger
-        row (``effect``: state, detail, result, holder) when one was claimed. None when no such invoice."""
+        row (``effect``: state, detail, result, holder) when one was claimed. None when no such invoice.
+
+        A stage recorded superseded in a higher stage's row is listed as a ``skipped`` reminder of its own
+        (:func:`~oncebeat.reminders.model.with_superseded`: ``superseded_by`` = that row's id, no effect)."""
         rows = self.store.read("invoice_by_number", number=number)
         if not rows:
             return None
         ledger = EffectLedger(self.store, clock=self.clock, source=current_source("api"))
-        reminders = self.store.read("reminders_of_invoice", invoice_id=rows[0]["id"])
+        reminders = sorted(with_superseded(self.store.read("reminders_of_invoice", invoice_id=rows[0]["id"])),
+                           key=lambda r: r["stage"])
         for r in reminders:
-            r["effect"] = ledger.get(reminder_key(r["id"]))
+            r["effect"] = ledger.get(reminder_key(r["id"])) if r["superseded_by"] is None else None
         return {"invoice": rows[0], "reminders": reminders}
 
     # --- reports ------------------------------------------------------------------------------
@@ -461,7 +476,8 @@ class ReminderService:
         return self.store.read("aging", as_of=as_of)
 
     def reminder_count_rows(self) -> list[dict[str, Any]]:
-        """Reminders per stage and state: ``[{"stage", "state", "n"}]``."""
+        """Reminders per stage and state: ``[{"stage", "state", "n"}]``; a stage recorded superseded in a higher
+        stage's row counts as ``skipped``."""
         return self.store.read("reminder_counts")
 
     def reminder_counts(self) -> dict[str, int]:

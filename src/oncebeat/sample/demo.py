@@ -31,7 +31,7 @@ from ..clock import ClockProcess
 from ..mail import Mailer, MailSink, read_maildir
 from ..provenance import current_source
 from ..reminders.importing import read_invoices_csv
-from ..reminders.model import Invoice, Payment
+from ..reminders.model import Invoice, Payment, with_superseded
 from ..reminders.policy import Policy, stages_due
 from ..reminders.rows import all_invoices, all_reminders
 from ..reminders.service import ReminderService
@@ -94,7 +94,7 @@ def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy:
 
     At each fire instant T (local business date B in the schedule's zone) while
     the invoice is open, the stages due are those of :func:`stages_due` under the
-    policy's ``collapse`` rule (``highest``: every N with ``due_on + N <= B``;
+    policy's ``collapse`` rule (``highest``: every N with ``due_on + N <= B`` above the stages already due;
     ``next``: the next stage of the ladder, once its day and its gap have come).
     """
     from ..schedules import Schedule
@@ -233,8 +233,8 @@ def run_demo(*, workdir: Path, days: int = 60, seed: int = 7, invoices_csv: Path
                 progress(d - day_done)
                 day_done = d
         messages, duplicates = count_duplicates(maildir)
-        reminders = all_reminders(store)
-        local = _local_sends(store, policy, reminders)
+        reminders = with_superseded(all_reminders(store))  # a superseded stage counts as skipped
+        local = _local_sends(store, policy, [r for r in reminders if r["superseded_by"] is None])
     store.close()
     terminal = {(r["number"], int(r["stage"])) for r in reminders if r["state"] in TERMINAL}
     expected = expected_reminders(book.invoices, book.payments, policy, t0, t_end,

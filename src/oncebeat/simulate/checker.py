@@ -12,6 +12,8 @@ never read back from the ``reminders`` table, which is only compared with it.
 Invariants (name → meaning):
 
 - ``due-reminders-terminal``: every due (invoice, stage) ended sent, skipped, failed or in_doubt;
+- ``stage-recorded-once``: no (invoice, stage) is recorded twice — as two rows, or as a row and a stage
+  another row records superseded (``superseded_stages``), which the unique key alone cannot see;
 - ``no-unexpected-reminders``: no reminder exists that was not due (wrong date, paid invoice);
 - ``skip-reasons-true``: "superseded: stage N" names a higher stage of the same scan; "invoice paid"
   follows a real payment; "invoice void" a void invoice;
@@ -43,16 +45,16 @@ from ..app import ScheduleDef
 from ..effects import list_effects
 from ..mail import StoredMessage, read_maildir
 from ..queue import all_jobs
-from ..reminders.model import reminder_key
+from ..reminders.model import reminder_key, with_superseded
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_reminders
 from ..store import Store
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
 
-INVARIANTS = ("due-reminders-terminal", "no-unexpected-reminders", "skip-reasons-true", "failed-has-server-reply",
-              "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir", "one-job-per-occurrence",
-              "no-fire-on-start", "business-date-local")
+INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
+              "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
+              "one-job-per-occurrence", "no-fire-on-start", "business-date-local")
 SCAN_TASK = "reminders.scan"
 TERMINAL = ("sent", "skipped", "failed", "in_doubt")
 ENQUEUING = ("enqueued", "manual", "backfilled")
@@ -154,12 +156,14 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     inv = {name: Invariant(name=name) for name in INVARIANTS}
     stages = sorted(stages)
     invoices = {r["number"]: r for r in all_invoices(store)}
-    reminders = all_reminders(store)
+    # A stage recorded superseded inside a higher stage's row (reminders migration 0007) counts as a skipped
+    # reminder of its own, exactly as the one-row-per-stage form that databases from before it may still hold.
+    reminders = with_superseded(all_reminders(store))
     occurrences = ledger.list_occurrences(store)
     jobs = all_jobs(store)
     effects = {e["key"]: e for e in list_effects(store)}
     messages = read_maildir(maildir) if maildir is not None else []
-    by_pair = {(r["number"], int(r["stage"])): r for r in reminders}
+    by_pair = _by_pair(inv["stage-recorded-once"], reminders)
     ev = _Evidence(invoices=invoices, reminders=reminders, by_pair=by_pair, occurrences=occurrences, jobs=jobs,
                    effects=effects, messages=messages)
 
@@ -192,6 +196,25 @@ class _Evidence:
     jobs: list[dict[str, Any]]
     effects: dict[str, dict[str, Any]]  # effect key -> effect row
     messages: list[StoredMessage]
+
+
+def _by_pair(once: Invariant, reminders: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(invoice number, stage) -> its reminder; ``stage-recorded-once`` fails for each pair recorded twice."""
+    by_pair: dict[tuple[str, int], dict[str, Any]] = {}
+    once.checked = len(reminders)
+    for r in reminders:
+        pair = (r["number"], int(r["stage"]))
+        if pair in by_pair:  # the unique key refuses a second row; a superseded stage must not have one either
+            once.fail(f"{pair[0]} stage {pair[1]} is recorded twice ({_recorded_as(by_pair[pair])} and "
+                      f"{_recorded_as(r)})")
+        by_pair[pair] = r
+    return by_pair
+
+
+def _recorded_as(r: dict[str, Any]) -> str:
+    if r.get("superseded_by") is not None:
+        return f"superseded in reminder {r['superseded_by']}"
+    return f"reminder {r['id']} ({r['state']})"
 
 
 def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, PaymentWindow], collapse: str,

@@ -83,6 +83,8 @@ def invoice_page(request: Request) -> Response:
         raise HTTPException(404, f"no invoice {number!r}")
     previews = {}
     for r in story["reminders"]:
+        if r["superseded_by"] is not None:  # a stage superseded by a higher one: never rendered, never sent
+            continue
         _, rendered, message_id = rt.service.render_reminder(r["id"])
         previews[r["id"]] = {"subject": rendered.subject, "text": rendered.text, "message_id": message_id}
     return render(request, "invoice.html", {"title": f"Invoice {number}", **story, "previews": previews,

@@ -42,36 +42,54 @@ UPDATE invoices SET status = 'paid', paid_on = :paid_on, paid_at = :now, updated
 WHERE number = :number AND status = 'open'
 RETURNING id;
 
+-- name: scan_lock
+-- Scans run one at a time per schema (a transaction-level advisory lock, released at commit): a scan sees
+-- every reminder an earlier scan committed, so it never creates a stage at or below one already recorded; the
+-- invoices trigger of reminders migration 0007 takes the same lock before refusing to delete an invoice that
+-- has reminders, so no scan in flight can insert a reminder for an invoice being deleted.
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.oncebeat.reminders.scan')) IS NULL AS locked;
+
 -- name: scan_insert_reminders
 -- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD", "business_date": "YYYY-MM-DD", "tz": Z|null}:
 -- a stage is due for an invoice when due_on <= cutoff (= business date - N days). tz null: every customer
 -- (send_zone = "schedule"); otherwise the row applies to customers whose zone (customer tz, else :default_tz)
 -- is Z, with that zone's business date (send_zone = "customer").
--- collapse = "highest": only the highest newly-due stage of an invoice is pending; lower ones that became
--- due at the same time are recorded skipped (superseded).
+-- collapse = "highest": one row per invoice, its highest due stage, pending, when that stage is above every
+-- stage the invoice already has (the ladder never goes back); the lower stages that became due with it and
+-- were not recorded before go into its superseded_stages (skipped, superseded; never sent later).
+-- Each invoice meets exactly one ladder row: the stage whose due dates run from its own cutoff down to (not
+-- including) the next higher stage's cutoff; no per-invoice aggregate, one index range scan per stage.
+-- Returns one row: reminders created (all pending) and superseded stages recorded.
 WITH stages AS (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
            e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
+), ladder AS (
+    SELECT s.stage, s.cutoff, s.tz, s.business_date,
+           LEAD(s.cutoff) OVER (PARTITION BY s.tz ORDER BY s.stage) AS higher_cutoff,
+           ARRAY(SELECT l.stage FROM stages l WHERE l.tz IS NOT DISTINCT FROM s.tz AND l.stage < s.stage
+                 ORDER BY l.stage) AS lower
+    FROM stages s
 ), due AS (
-    SELECT i.id AS invoice_id, s.stage, s.business_date
-    FROM invoices i
-    JOIN stages s ON i.due_on <= s.cutoff
+    SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower,
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+    FROM ladder s
+    JOIN invoices i ON i.due_on <= s.cutoff AND (s.higher_cutoff IS NULL OR i.due_on > s.higher_cutoff)
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
-      AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
-), top AS (
-    SELECT invoice_id, MAX(stage) AS top_stage FROM due GROUP BY invoice_id
+), ins AS (
+    INSERT INTO reminders (invoice_id, stage, state, reason, superseded_stages, occurrence_id, business_date,
+                           created_at, updated_at)
+    SELECT invoice_id, stage, 'pending', NULL,
+           NULLIF(CASE WHEN last_stage IS NULL THEN lower
+                       ELSE ARRAY(SELECT x FROM unnest(lower) AS x WHERE x > last_stage ORDER BY x) END, '{}'),
+           CAST(:occurrence_id AS bigint), business_date, :now, :now
+    FROM due
+    WHERE last_stage IS NULL OR stage > last_stage
+    ON CONFLICT DO NOTHING
+    RETURNING superseded_stages
 )
-INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
-SELECT d.invoice_id, d.stage,
-       CASE WHEN d.stage = t.top_stage THEN 'pending' ELSE 'skipped' END,
-       CASE WHEN d.stage = t.top_stage THEN NULL
-            ELSE 'superseded: stage ' || t.top_stage || ' became due at the same time' END,
-       CAST(:occurrence_id AS bigint), d.business_date, :now, :now
-FROM due d JOIN top t ON t.invoice_id = d.invoice_id
-ON CONFLICT DO NOTHING
-RETURNING state;
+SELECT count(*) AS pending, COALESCE(sum(cardinality(superseded_stages)), 0) AS superseded FROM ins;
 
 -- name: scan_insert_next_reminders
 -- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD", "business_date": "YYYY-MM-DD", "tz": Z|null}:
@@ -82,6 +100,7 @@ RETURNING state;
 -- ladder stage above the highest stage it already has (the ladder never goes back), when that stage's own offset
 -- has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
 -- (stage - previous stage) days after the previous stage's business date. Nothing is recorded superseded.
+-- Returns one row: reminders created (all pending) and superseded stages (0).
 WITH stages AS (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
            e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
@@ -101,12 +120,14 @@ WITH stages AS (
     SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
     WHERE n.last_stage IS NULL OR p.business_date + (n.stage - n.last_stage) <= n.business_date
+), ins AS (
+    INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
+    SELECT invoice_id, stage, 'pending', NULL, CAST(:occurrence_id AS bigint), business_date, :now, :now
+    FROM ready
+    ON CONFLICT DO NOTHING
+    RETURNING id
 )
-INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
-SELECT invoice_id, stage, 'pending', NULL, CAST(:occurrence_id AS bigint), business_date, :now, :now
-FROM ready
-ON CONFLICT DO NOTHING
-RETURNING state;
+SELECT count(*) AS pending, 0 AS superseded FROM ins;
 
 -- name: pending_send_jobs
 -- The send job of every pending reminder (Queue.enqueue_select inserts them; the unique key skips a reminder
@@ -117,22 +138,31 @@ FROM reminders r
 WHERE r.state = 'pending';
 
 -- name: preview_due
--- What scan_insert_reminders would create (nothing written): per invoice its top stage.
+-- What scan_insert_reminders would create (nothing written): per invoice its top stage and how many lower
+-- stages it would record superseded.
 WITH stages AS (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
            e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
+), ladder AS (
+    SELECT s.stage, s.cutoff, s.tz, s.business_date,
+           LEAD(s.cutoff) OVER (PARTITION BY s.tz ORDER BY s.stage) AS higher_cutoff,
+           ARRAY(SELECT l.stage FROM stages l WHERE l.tz IS NOT DISTINCT FROM s.tz AND l.stage < s.stage
+                 ORDER BY l.stage) AS lower
+    FROM stages s
 ), due AS (
-    SELECT i.id AS invoice_id, s.stage
-    FROM invoices i JOIN stages s ON i.due_on <= s.cutoff
+    SELECT i.id AS invoice_id, s.stage, s.lower,
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+    FROM ladder s
+    JOIN invoices i ON i.due_on <= s.cutoff AND (s.higher_cutoff IS NULL OR i.due_on > s.higher_cutoff)
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
-      AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
 )
-SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, MAX(d.stage) AS stage,
-       COUNT(*) - 1 AS superseded
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, d.stage,
+       cardinality(ARRAY(SELECT x FROM unnest(d.lower) AS x WHERE d.last_stage IS NULL OR x > d.last_stage))
+           AS superseded
 FROM due d JOIN invoices i ON i.id = d.invoice_id JOIN customers c ON c.id = i.customer_id
-GROUP BY i.number, c.email, c.name, i.currency, i.amount_due, i.due_on
+WHERE d.last_stage IS NULL OR d.stage > d.last_stage
 ORDER BY i.due_on, i.number;
 
 -- name: preview_next_due
@@ -189,7 +219,15 @@ WHERE state = 'failed' AND updated_at >= :since
 RETURNING id;
 
 -- name: reminder_counts
-SELECT stage, state, COUNT(*) AS n FROM reminders GROUP BY stage, state ORDER BY stage, state;
+-- Reminders per stage and state (index reminders_stage_state); a stage recorded superseded in a higher stage's
+-- row (superseded_stages, reminders 0007) counts as skipped.
+SELECT stage, state, CAST(SUM(n) AS BIGINT) AS n FROM (
+    SELECT stage, state, COUNT(*) AS n FROM reminders GROUP BY stage, state
+    UNION ALL
+    SELECT s.stage, 'skipped', COUNT(*) FROM reminders r CROSS JOIN LATERAL unnest(r.superseded_stages) AS s (stage)
+    WHERE r.superseded_stages IS NOT NULL GROUP BY s.stage
+) AS c
+GROUP BY stage, state ORDER BY stage, state;
 
 -- name: list_reminders
 SELECT r.*, i.number, i.due_on, i.status AS invoice_status, i.paid_on

@@ -42,37 +42,51 @@ UPDATE invoices SET status = 'paid', paid_on = :paid_on, paid_at = :now, updated
 WHERE number = :number AND status = 'open'
 RETURNING id;
 
+-- name: scan_lock
+-- Scans run one at a time: on SQLite every write transaction already does (BEGIN IMMEDIATE), so nothing to take.
+SELECT 1 AS locked;
+
 -- name: scan_insert_reminders
 -- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD", "business_date": "YYYY-MM-DD", "tz": Z|null}:
 -- a stage is due for an invoice when due_on <= cutoff (= business date - N days). tz null: every customer
 -- (send_zone = "schedule"); otherwise the row applies to customers whose zone (customer tz, else :default_tz)
 -- is Z, with that zone's business date (send_zone = "customer").
--- collapse = "highest": only the highest newly-due stage of an invoice is pending; lower ones that became
--- due at the same time are recorded skipped (superseded).
+-- collapse = "highest": one row per invoice, its highest due stage, pending, when that stage is above every
+-- stage the invoice already has (the ladder never goes back); the lower stages that became due with it and
+-- were not recorded before go into its superseded_stages (a JSON array: skipped, superseded; never sent later).
+-- Each invoice meets exactly one ladder row: the stage whose due dates run from its own cutoff down to (not
+-- including) the next higher stage's cutoff; no per-invoice aggregate, one index range scan per stage.
+-- Returns one row per reminder created: pending (1) and its number of superseded stages.
 WITH stages AS (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
            json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
     FROM json_each(:stages)
+), ladder AS (
+    SELECT s.stage, s.cutoff, s.tz, s.business_date,
+           LEAD(s.cutoff) OVER (PARTITION BY s.tz ORDER BY s.stage) AS higher_cutoff,
+           (SELECT json_group_array(l.stage) FROM (SELECT l.stage FROM stages l WHERE l.tz IS s.tz AND l.stage < s.stage
+                                                  ORDER BY l.stage) AS l) AS lower
+    FROM stages s
 ), due AS (
-    SELECT i.id AS invoice_id, s.stage, s.business_date
-    FROM invoices i INDEXED BY invoices_open_due
-    JOIN stages s ON i.due_on <= s.cutoff
+    SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower,
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+    FROM ladder s
+    JOIN invoices i INDEXED BY invoices_open_due
+      ON i.due_on <= s.cutoff AND (s.higher_cutoff IS NULL OR i.due_on > s.higher_cutoff)
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
-      AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
-), top AS (
-    SELECT invoice_id, MAX(stage) AS top_stage FROM due GROUP BY invoice_id
 )
-INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
-SELECT d.invoice_id, d.stage,
-       CASE WHEN d.stage = t.top_stage THEN 'pending' ELSE 'skipped' END,
-       CASE WHEN d.stage = t.top_stage THEN NULL
-            ELSE 'superseded: stage ' || t.top_stage || ' became due at the same time' END,
-       :occurrence_id, d.business_date, :now, :now
-FROM due d JOIN top t ON t.invoice_id = d.invoice_id
-WHERE true
+INSERT INTO reminders (invoice_id, stage, state, reason, superseded_stages, occurrence_id, business_date,
+                       created_at, updated_at)
+SELECT invoice_id, stage, 'pending', NULL,
+       CASE WHEN last_stage IS NULL THEN NULLIF(lower, '[]')
+            ELSE (SELECT NULLIF(json_group_array(x.value), '[]') FROM json_each(lower) AS x WHERE x.value > last_stage)
+       END,
+       :occurrence_id, business_date, :now, :now
+FROM due
+WHERE last_stage IS NULL OR stage > last_stage
 ON CONFLICT DO NOTHING
-RETURNING state;
+RETURNING 1 AS pending, COALESCE(json_array_length(superseded_stages), 0) AS superseded;
 
 -- name: scan_insert_next_reminders
 -- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD", "business_date": "YYYY-MM-DD", "tz": Z|null}:
@@ -83,6 +97,7 @@ RETURNING state;
 -- ladder stage above the highest stage it already has (the ladder never goes back), when that stage's own offset
 -- has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
 -- (stage - previous stage) days after the previous stage's business date. Nothing is recorded superseded.
+-- Returns one row per reminder created: pending (1), superseded (0).
 WITH stages AS (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
            json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
@@ -108,7 +123,7 @@ SELECT invoice_id, stage, 'pending', NULL, :occurrence_id, business_date, :now, 
 FROM ready
 WHERE true
 ON CONFLICT DO NOTHING
-RETURNING state;
+RETURNING 1 AS pending, 0 AS superseded;
 
 -- name: pending_send_jobs
 -- The send job of every pending reminder (Queue.enqueue_select inserts them; the unique key skips a reminder
@@ -119,22 +134,32 @@ FROM reminders r
 WHERE r.state = 'pending';
 
 -- name: preview_due
--- What scan_insert_reminders would create (nothing written): per invoice its top stage.
+-- What scan_insert_reminders would create (nothing written): per invoice its top stage and how many lower
+-- stages it would record superseded.
 WITH stages AS (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
            json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
     FROM json_each(:stages)
+), ladder AS (
+    SELECT s.stage, s.cutoff, s.tz, s.business_date,
+           LEAD(s.cutoff) OVER (PARTITION BY s.tz ORDER BY s.stage) AS higher_cutoff,
+           (SELECT json_group_array(l.stage) FROM (SELECT l.stage FROM stages l WHERE l.tz IS s.tz AND l.stage < s.stage
+                                                  ORDER BY l.stage) AS l) AS lower
+    FROM stages s
 ), due AS (
-    SELECT i.id AS invoice_id, s.stage
-    FROM invoices i JOIN stages s ON i.due_on <= s.cutoff
+    SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower,
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+    FROM ladder s
+    JOIN invoices i INDEXED BY invoices_open_due
+      ON i.due_on <= s.cutoff AND (s.higher_cutoff IS NULL OR i.due_on > s.higher_cutoff)
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
-      AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.invoice_id = i.id AND r.stage = s.stage)
 )
-SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, MAX(d.stage) AS stage,
-       COUNT(*) - 1 AS superseded
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, d.stage,
+       CASE WHEN d.last_stage IS NULL THEN json_array_length(d.lower)
+            ELSE (SELECT COUNT(*) FROM json_each(d.lower) AS x WHERE x.value > d.last_stage) END AS superseded
 FROM due d JOIN invoices i ON i.id = d.invoice_id JOIN customers c ON c.id = i.customer_id
-GROUP BY i.number, c.email, c.name, i.currency, i.amount_due, i.due_on
+WHERE d.last_stage IS NULL OR d.stage > d.last_stage
 ORDER BY i.due_on, i.number;
 
 -- name: preview_next_due
@@ -191,7 +216,16 @@ WHERE state = 'failed' AND updated_at >= :since
 RETURNING id;
 
 -- name: reminder_counts
-SELECT stage, state, COUNT(*) AS n FROM reminders GROUP BY stage, state ORDER BY stage, state;
+-- Reminders per stage and state (index reminders_stage_state); a stage recorded superseded in a higher stage's
+-- row (superseded_stages, reminders 0007) counts as skipped.
+SELECT stage, state, SUM(n) AS n FROM (
+    SELECT stage, state, COUNT(*) AS n FROM reminders GROUP BY stage, state
+    UNION ALL
+    SELECT CAST(s.value AS INTEGER) AS stage, 'skipped' AS state, COUNT(*) AS n
+    FROM reminders r, json_each(r.superseded_stages) AS s
+    WHERE r.superseded_stages IS NOT NULL GROUP BY s.value
+)
+GROUP BY stage, state ORDER BY stage, state;
 
 -- name: list_reminders
 SELECT r.*, i.number, i.due_on, i.status AS invoice_status, i.paid_on
