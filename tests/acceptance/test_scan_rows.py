@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
+from oncebeat.doctor.explain import explain
 from oncebeat.errors import StoreError
 from oncebeat.provenance import current_source
 from oncebeat.reminders.model import Payment, superseded_stages
@@ -96,6 +97,8 @@ def test_superseded_stages_are_recorded_in_the_top_row_and_never_sent_later(harn
     assert [(r["stage"], r["state"], r["reason"]) for r in story["reminders"]][:2] == [
         (1, "skipped", "superseded: stage 14 became due at the same time"),
         (7, "skipped", "superseded: stage 14 became due at the same time")]
+    story_text = "\n".join(explain(h.store, "invoice", "INV-LATE"))  # oncebeat doctor explain invoice INV-LATE
+    assert "stage 14: sent, Message-ID" in story_text and "stages 1, 7 skipped: superseded by this one" in story_text
     _checked(h)
 
 

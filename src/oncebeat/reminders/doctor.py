@@ -39,6 +39,7 @@ from ..doctor.registry import (
 from ..errors import OncebeatError
 from ..mail.sink import StoredMessage
 from ..store import Store
+from .model import superseded_stages
 
 __all__ = ["register", "reminder_evidence", "check_lost_reminders", "check_undelivered", "PENDING_GRACE",
            "OUTAGE_ALERT", "LINE"]
@@ -254,7 +255,8 @@ class ReminderHooks(Hooks):
         for r in reminders[:MAX_RELATED]:
             entries.append((r["created_at"], EFFECT_START,
                             f"reminder {r['id']} created for invoice {r['number']} stage {r['stage']}"
-                            + (f" ({r['reason']})" if r["state"] == "skipped" and r["reason"] else "")))
+                            + (f" ({r['reason']})" if r["state"] == "skipped" and r["reason"] else "")
+                            + _superseded_text(r)))
             if r["sent_at"]:
                 entries.append((r["sent_at"], EFFECT_END, f"reminder {r['id']} (invoice {r['number']} stage "
                                                           f"{r['stage']}) sent, Message-ID {r['message_id']}"))
@@ -300,7 +302,7 @@ def _reminder_story(store: Store, story: Story, r: dict[str, Any], occs: dict[in
     face, tz = story.face, story.tz
     story.header.append(f"reminder {r['id']} stage {r['stage']}: {r['state']}"
                         + (f", Message-ID {r['message_id']}" if r["message_id"] else "")
-                        + (f" ({r['reason']})" if r["reason"] else ""))
+                        + (f" ({r['reason']})" if r["reason"] else "") + _superseded_text(r))
     occ = occs.get(int(r["occurrence_id"])) if r["occurrence_id"] is not None else None
     by = (f" by the scan of occurrence {occ['id']} ({occ['schedule_key']} at {face.text(occ['fire_at'], tz)}, "
           f"{occ['outcome']} by {source_text(occ)})" if occ else "")
@@ -314,6 +316,16 @@ def _reminder_story(store: Store, story: Story, r: dict[str, Any], occs: dict[in
                   EFFECT_END)
     elif r["state"] in ("failed", "in_doubt") or (r["state"] == "skipped" and r["updated_at"] != r["created_at"]):
         story.add(r["updated_at"], f"reminder {r['id']} stage {r['stage']} {r['state']}: {r['reason']}", FAILED)
+
+
+def _superseded_text(r: Mapping[str, Any]) -> str:
+    """"; stages 1, 7 skipped: superseded by this one" for a reminder row that records superseded stages
+    (reminders migration 0007), else ""."""
+    stages = superseded_stages(dict(r))
+    if not stages:
+        return ""
+    listed = ", ".join(str(s) for s in stages)
+    return f"; stage{'s' if len(stages) > 1 else ''} {listed} skipped: superseded by this one"
 
 
 def register() -> None:

@@ -74,7 +74,7 @@ WITH stages AS (
     SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
-    JOIN invoices i ON i.due_on <= s.cutoff AND (s.higher_cutoff IS NULL OR i.due_on > s.higher_cutoff)
+    JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
 ), ins AS (
@@ -101,7 +101,7 @@ SELECT count(*) AS pending, COALESCE(sum(cardinality(superseded_stages)), 0) AS 
 -- has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
 -- (stage - previous stage) days after the previous stage's business date. Nothing is recorded superseded.
 -- Returns one row: reminders created (all pending) and superseded stages (0).
-WITH stages AS (
+WITH stages AS MATERIALIZED (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
            e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
@@ -111,11 +111,16 @@ WITH stages AS (
     FROM invoices i
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
 ), nxt AS (
-    SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
-    FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
-      AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
-    WHERE (i.last_stage IS NULL OR s.stage > i.last_stage) AND (s.stage > 0 OR i.due_on >= s.business_date)
-    GROUP BY i.invoice_id, i.last_stage, s.business_date
+    -- per invoice the lowest matching stage row (one zone matches, so one business date): a LIMIT 1 over the
+    -- few ladder rows, no join of every reached stage followed by a sort and an aggregate
+    SELECT i.invoice_id, i.last_stage, n.business_date, n.stage
+    FROM open_due i
+    CROSS JOIN LATERAL (
+        SELECT s.stage, s.business_date FROM stages s
+        WHERE i.due_on <= s.cutoff
+          AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
+          AND (i.last_stage IS NULL OR s.stage > i.last_stage) AND (s.stage > 0 OR i.due_on >= s.business_date)
+        ORDER BY s.stage LIMIT 1) AS n
 ), ready AS (
     SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
@@ -154,7 +159,7 @@ WITH stages AS (
     SELECT i.id AS invoice_id, s.stage, s.lower,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
-    JOIN invoices i ON i.due_on <= s.cutoff AND (s.higher_cutoff IS NULL OR i.due_on > s.higher_cutoff)
+    JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
 )

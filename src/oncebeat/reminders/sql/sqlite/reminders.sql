@@ -72,7 +72,7 @@ WITH stages AS (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
     JOIN invoices i INDEXED BY invoices_open_due
-      ON i.due_on <= s.cutoff AND (s.higher_cutoff IS NULL OR i.due_on > s.higher_cutoff)
+      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '')
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
 )
@@ -151,7 +151,7 @@ WITH stages AS (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
     JOIN invoices i INDEXED BY invoices_open_due
-      ON i.due_on <= s.cutoff AND (s.higher_cutoff IS NULL OR i.due_on > s.higher_cutoff)
+      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '')
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
 )
