@@ -109,14 +109,6 @@ def test_the_copy_check_sees_a_pointless_override_and_a_pair_that_should_be_comm
                              "a.sql: r is the same on both backends: write it once in common/a.sql"]
 
 
-def test_the_engine_writes_no_block_twice_outside_the_files_not_yet_converted() -> None:
-    files = {b.file for b in line_blocks(ENGINE)}
-    assert {"queue.sql", "clock.sql", "effects.sql", "processes.sql"} <= files
-    assert not {b.file for b in line_blocks(ENGINE) if b.folder != "common"} - {
-        f"{n}.sql" for n in ("audit", "clock", "dbtime", "effects", "ledger", "processes", "queue", "schedules_report",
-                            "doctor")}, "a backend file whose queries no module owns"
-
-
 def _line_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> SqlLine:
     """A throwaway SQL line (package ``sql_probe_<hex>``) holding ``files`` ({"common/a.sql": text, …})."""
     package = f"sql_probe_{uuid.uuid4().hex}"  # loads are cached per line: a fresh package each time
