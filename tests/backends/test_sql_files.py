@@ -76,10 +76,6 @@ def test_every_query_of_a_line_resolves_on_every_backend(line: SqlLine) -> None:
         assert set(line_queries(backend, line)) == names, backend
 
 
-# Files not yet converted to common + overrides (each backend still holds its own full copy).
-NOT_YET_COMMON = {("reminders", "reminders.sql")}
-
-
 def _copies(line: SqlLine) -> list[str]:
     """Blocks written twice: an override saying what its common block says, or the same text for each backend."""
     blocks = line_blocks(line)
@@ -88,7 +84,7 @@ def _copies(line: SqlLine) -> list[str]:
     found = [f"{b.folder}/{b.file}: {b.name} overrides common/{b.file} with the same statement" for b in blocks
              if b.folder != "common" and b.name in common and _statement(b.sql) == _statement(common[b.name].sql)]
     found += [f"{b.file}: {b.name} is the same on both backends: write it once in common/{b.file}" for b in blocks
-              if b.folder == "sqlite" and b.name not in common and (line.name, b.file) not in NOT_YET_COMMON
+              if b.folder == "sqlite" and b.name not in common
               and _statement(b.sql) == _statement(postgres[b.name].sql)]
     return found
 
