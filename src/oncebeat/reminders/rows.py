@@ -20,7 +20,10 @@ def all_invoices(db: Store | Tx) -> list[dict[str, Any]]:
 
 
 def all_reminders(db: Store | Tx) -> list[dict[str, Any]]:
-    """Every reminder with its invoice's ``number, due_on, invoice_status, paid_on``, by id."""
+    """Every reminder with its invoice's ``number, due_on, invoice_status, paid_on``, by id.
+
+    One row per reminder as stored: the stages a row records superseded are in its ``superseded_stages``
+    (:func:`~oncebeat.reminders.model.with_superseded` lists them as skipped reminders of their own)."""
     return db.read("list_reminders")
 
 
