@@ -15,7 +15,7 @@ from typing import Any
 from .provenance import Source
 from .store import Json, Store, Tx
 
-__all__ = ["events_of", "list_events", "prune", "record"]
+__all__ = ["events_of", "list_events", "prune", "record", "record_many"]
 
 
 def record(tx: Tx, *, now: datetime, kind: str, subject: str, source: Source,
@@ -29,6 +29,14 @@ def record(tx: Tx, *, now: datetime, kind: str, subject: str, source: Source,
     """
     tx.run("insert_event", now=now, kind=kind, subject=subject, process_id=process_id,
            detail=Json(detail or {}), **source.params())
+
+
+def record_many(tx: Tx, *, now: datetime, source: Source, events: list[tuple[str, str, dict[str, Any]]],
+                process_id: int | None = None) -> None:
+    """Append many events of one process at ``now`` with one statement: ``events`` holds (kind, subject, detail)."""
+    if events:
+        tx.run("insert_events", now=now, process_id=process_id, rows=Json([list(e) for e in events]),
+               **source.params())
 
 
 def events_of(store: Store, subject: str, *, limit: int = 200) -> list[dict[str, Any]]:

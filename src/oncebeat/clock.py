@@ -71,6 +71,7 @@ from .provenance import Source, current_source
 from .queue import Queue
 from .schedules import Schedule, period_bounds
 from .store import Json, Store, Tx
+from .store.base import instant_text
 from .timebase import UTC, Clock, SystemClock, require_aware
 
 __all__ = ["HELD_UNTIL", "OVERLAP_FULL", "OVERLAP_RUNNING", "PERIOD_SERVED", "ClockProcess", "Fire", "SyncReport",
@@ -81,6 +82,7 @@ log = logging.getLogger("oncebeat.clock")
 HEARTBEAT_SECONDS = 5.0  # how often a ticking clock refreshes its row in the process registry
 MAX_LEDGER_ROWS_PER_TICK = 1000  # older late instants are summarised in one audit event
 FIRE_BATCH = 200  # schedules recorded per transaction when many are due at once
+FIRE_SET_BATCH = 2000  # on-time schedules recorded per transaction by the set-based fire (a few statements each)
 PERIOD_SERVED = "period already served"
 OVERLAP_RUNNING = "overlap: previous run still running"
 OVERLAP_FULL = "overlap: previous run still running and one run already waiting"
@@ -253,6 +255,44 @@ def _existing_text(tx: Tx, key: str, instant: datetime) -> str | None:
             f"{row['created_at'].astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S')} UTC, occurrence {row['id']}, {job}")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _OnTime:
+    """A schedule's next instant ``fire_at`` prepared for the set-based fire (computed ahead, off the fire's path).
+
+    ``floor``: the schedule has no instant in (floor, fire_at); ``after``: its next instant after ``fire_at``;
+    ``row``: the ``fire_on_time`` row.
+    """
+
+    key: str
+    version: int
+    definition: ScheduleDef
+    sched: Schedule
+    fire_at: datetime
+    floor: datetime
+    after: datetime
+    local: datetime
+    row: list[Any]
+
+    @classmethod
+    def prepare(cls, key: str, version: int, definition: ScheduleDef, sched: Schedule, fire_at: datetime,
+                floor: datetime) -> _OnTime:
+        """Compute ``after``, ``local`` and the row: [key, version, fire_at, local_fire_at, tz, business_date,
+        floor, first, last, from_at, to_at] (instants as fixed-width UTC text; period bounds None without one)."""
+        local = sched.local(fire_at)
+        first = last = from_at = to_at = None
+        period = sched.business_period()
+        if period is not None:
+            p_first, p_last = period_bounds(period, local.date())
+            first, last = p_first.isoformat(), p_last.isoformat()
+            # as in period_served: fire_at bounds let the (schedule_key, fire_at) index narrow the scan
+            from_at = instant_text(datetime(p_first.year, p_first.month, p_first.day, tzinfo=UTC) - timedelta(days=1))
+            to_at = instant_text(datetime(p_last.year, p_last.month, p_last.day, tzinfo=UTC) + timedelta(days=2))
+        row = [key, version, instant_text(fire_at), local.isoformat(), sched.tz, local.date().isoformat(),
+               instant_text(floor), first, last, from_at, to_at]
+        return cls(key=key, version=version, definition=definition, sched=sched, fire_at=fire_at, floor=floor,
+                   after=sched.next_after(fire_at), local=local, row=row)
+
+
 def _set_hash(definitions: Iterable[ScheduleDef]) -> str:
     body = sorted((d.key, d.definition_hash()) for d in definitions)
     return hashlib.sha256(json.dumps(body).encode()).hexdigest()[:24]
@@ -288,6 +328,7 @@ class ClockProcess:
         self.tick_interval = tick_interval
         self.resync_interval = resync_interval
         self.echo = echo or (lambda line: None)
+        self._echoes = echo is not None
         self.queue = Queue(store, clock=self.clock, source=self.source)
         self.task_options: dict[str, dict[str, int]] = (
             {name: {"priority": t.priority, "max_attempts": t.max_attempts}
@@ -298,6 +339,10 @@ class ClockProcess:
         self._parsed: dict[str, Schedule] = {}
         self._runtime: dict[str, tuple[int, ScheduleDef]] = {}  # key -> (version, definition) of run-time edits
         self._next: dict[str, datetime] = {}
+        # key -> an instant L such that the schedule has no instant in (L, _next[key]): lets the set-based fire
+        # check, in SQL, that the ledger's cursor agrees with this clock's memory (see _fire_on_time).
+        self._floor: dict[str, datetime] = {}
+        self._prepared: dict[str, _OnTime] = {}  # key -> its next instant prepared for the set-based fire
         self._last_load: datetime | None = None
         self._last_heartbeat: datetime | None = None
         self._last_now: datetime | None = None
@@ -320,15 +365,12 @@ class ClockProcess:
             report.stale = newest["hash"] != set_hash and newest["first_seen_at"] > mine["first_seen_at"]
             existing = {r["key"]: r for r in ledger.list_schedules(tx)}
             if not report.stale:
+                report.added = self._add_new(tx, [d for k, d in self.definitions.items() if k not in existing], now)
                 for key, d in self.definitions.items():
                     params = self._params(d, now)
                     row = existing.get(key)
                     if row is None:
-                        if tx.one("insert_schedule", **params):
-                            report.added.append(key)
-                            audit.record(tx, now=now, kind="schedule.added", subject=f"schedule:{key}",
-                                         source=self.source, process_id=self.process_id,
-                                         detail={"expression": d.expression, "tz": d.tz, "task": d.task})
+                        continue
                     elif row["state"] == "retired":
                         report.ignored_retired.append(key)
                     elif self._code_replaces(row, d):
@@ -361,6 +403,20 @@ class ClockProcess:
             log.info(line, extra={"event": "clock.sync"})
             self.echo(line)
         return report
+
+    def _add_new(self, tx: Tx, new: list[ScheduleDef], now: datetime) -> list[str]:
+        """Insert the schedules ``new`` with one statement (10,000 at a first start-up); return the keys added."""
+        if not new:
+            return []
+        rows = [[d.key, d.expression, d.tz, d.dst_gap, d.dst_fold, d.catchup, d.catchup_window, d.overlap, d.task,
+                 d.args, d.queue, d.definition_hash()] for d in new]
+        added = {r["key"] for r in tx.run("insert_schedules", rows=Json(rows), now=now)}
+        keys = [d.key for d in new if d.key in added]
+        audit.record_many(tx, now=now, source=self.source, process_id=self.process_id,
+                          events=[("schedule.added", f"schedule:{d.key}",
+                                   {"expression": d.expression, "tz": d.tz, "task": d.task})
+                                  for d in new if d.key in added])
+        return keys
 
     @staticmethod
     def _code_replaces(row: dict[str, Any], d: ScheduleDef) -> bool:
@@ -409,12 +465,18 @@ class ClockProcess:
             if r["key"] not in self._parsed or self._rows.get(r["key"], {}).get("version") != r["version"]:
                 self._parsed[r["key"]] = d.schedule()
                 self._next.pop(r["key"], None)
-            if r["key"] not in self._next:
-                last = self.store.read("last_fire_at_or_before", key=r["key"], now=now)[0]["last_fire_at"]
-                cursor = max(x for x in (last, r["active_since"]) if x is not None)
-                self._next[r["key"]] = self._parsed[r["key"]].next_after(cursor)
+                self._floor.pop(r["key"], None)
+        unknown = [key for key in keep if key not in self._next]
+        if unknown:  # one query for every cursor (10,000 at start-up), not one per schedule
+            last = {r["key"]: r["last_fire_at"] for r in self.store.read("last_fires_at_or_before", keys=unknown,
+                                                                          now=now)}
+            for key in unknown:
+                cursor = max(x for x in (last.get(key), keep[key]["active_since"]) if x is not None)
+                self._next[key] = self._parsed[key].next_after(cursor)
+                self._floor[key] = cursor
         for key in set(self._next) - set(keep):
             self._next.pop(key, None)
+            self._floor.pop(key, None)
         self._rows = keep
         self._last_load = now
 
@@ -526,11 +588,21 @@ class ClockProcess:
                          detail={"from": before.isoformat(), "to": now.isoformat(),
                                  "seconds": (now - before).total_seconds(), "time_source": self.time_source})
         self._next.clear()
+        self._floor.clear()
         self._last_load = None
         self._load(now)
 
     def _fire_due(self, due: list[str], now: datetime, horizon: datetime, *, startup: bool) -> list[Fire]:
         fires: list[Fire] = []
+        order = {key: i for i, key in enumerate(due)}  # fires are returned in the order of ``due``
+        if not startup and len(due) > 1:
+            # The common case, many schedules each with one on-time instant, is recorded set-based; whatever the
+            # ledger does not confirm (and every catch-up, pause, overlap or period decision) goes one by one.
+            on_time, rest = self._split_on_time(due, horizon)
+            if on_time:
+                done, unconfirmed = self._fire_on_time(on_time, now, horizon)
+                fires.extend(done)
+                due = sorted(rest + unconfirmed)
         # Many schedules due at one instant commit together (FIRE_BATCH per transaction): one commit per
         # batch instead of per schedule. In-memory cursors move only after the commit.
         for start in range(0, len(due), FIRE_BATCH):
@@ -540,7 +612,124 @@ class ClockProcess:
                     decided.append((key, self._record_fires(tx, key, now, horizon, startup=startup)))
             for key, outcome in decided:
                 fires.extend(self._after_commit(key, outcome, horizon))
+        fires.sort(key=lambda f: order[f.schedule_key])  # stable: each schedule's own fires stay in order
         return fires
+
+    def _split_on_time(self, due: list[str], horizon: datetime) -> tuple[list[_OnTime], list[str]]:
+        """Split ``due`` into schedules whose only due instant is on time (as this clock's memory says) and the rest.
+
+        On time means: active, overlap ``allow``, one instant ``_next`` due by ``horizon`` within ``misfire_grace``
+        and the catch-up window, and the next one after ``horizon``. :meth:`_fire_on_time` then asks the ledger.
+        """
+        on_time: list[_OnTime] = []
+        rest: list[str] = []
+        for key in due:
+            c = self._prepared_for(key)
+            if (c is None or c.fire_at > horizon or c.after <= horizon
+                    or (horizon - c.fire_at).total_seconds() > min(self.misfire_grace, c.definition.catchup_window)):
+                rest.append(key)
+            else:
+                on_time.append(c)
+        return on_time, rest
+
+    def _prepared_for(self, key: str) -> _OnTime | None:
+        """``key``'s next instant prepared for the set-based fire (cached), or None if it must go one by one."""
+        row, fire_at, floor = self._rows.get(key), self._next.get(key), self._floor.get(key)
+        if row is None or fire_at is None or floor is None or row["state"] != "active" or key not in self._parsed:
+            return None
+        c = self._prepared.get(key)
+        if c is not None and c.fire_at == fire_at and c.floor == floor and c.version == row["version"] \
+                and c.sched is self._parsed[key]:
+            return c
+        definition = self._effective(row)
+        if definition is None or definition.overlap != "allow":
+            return None
+        c = _OnTime.prepare(key, int(row["version"]), definition, self._parsed[key], fire_at, floor)
+        self._prepared[key] = c
+        return c
+
+    def prepare_ahead(self, seconds: float) -> int:
+        """Spend at most ``seconds`` preparing the next instants for the set-based fire; return how many.
+
+        :meth:`run` calls it while it waits, so a burst (10,000 schedules due at 08:00) finds its rows ready.
+        """
+        deadline = time.monotonic() + seconds
+        done = 0
+        for key in list(self._next):
+            if time.monotonic() >= deadline:
+                break
+            c = self._prepared.get(key)
+            if c is None or c.fire_at != self._next.get(key):
+                self._prepared_for(key)
+                done += 1
+        return done
+
+    def _fire_on_time(self, due: list[_OnTime], now: datetime, horizon: datetime) -> tuple[list[Fire], list[str]]:
+        """Record ``due``'s on-time occurrences and their jobs set-based: a few statements per batch.
+
+        The ledger decides, not this clock's memory: a row it does not confirm (another process paused, changed
+        or fired the schedule, or the period was served) is returned for the one-schedule path. Returns the fires
+        and the keys left to that path.
+        """
+        fires: list[Fire] = []
+        left: list[str] = []
+        for start in range(0, len(due), FIRE_SET_BATCH):
+            batch = {c.key: c for c in due[start:start + FIRE_SET_BATCH]}
+            with self.store.transaction(bounded=True) as tx:  # a stalled fire must not hold other clocks long
+                recorded = tx.run("fire_on_time", rows=Json([c.row for c in batch.values()]), horizon=horizon,
+                                  now=now, tzdata_version=TZDATA_VERSION, **self.source.params())
+                inserted = {r["schedule_key"]: int(r["id"]) for r in recorded if r["id"] is not None}
+                passed = dict.fromkeys(r["schedule_key"] for r in recorded)  # in order; inserted or a duplicate
+                jobs = self._enqueue_runs(tx, batch, inserted)
+                batch_fires = [self._on_time_fire(tx, batch[key], inserted.get(key), jobs, now) for key in passed]
+            for f in batch_fires:
+                c = batch.pop(f.schedule_key)
+                if f.inserted:
+                    telemetry.emit("occurrence.recorded", {"schedule": c.key, "outcome": "enqueued",
+                                                           "lag_seconds": (now - c.fire_at).total_seconds()})
+                # c.after is the instant next_after(horizon) gives (none lies in (fire_at, horizon]), already known
+                self._after_commit(c.key, ([f], None), horizon, next_fire=c.after)
+            fires.extend(batch_fires)
+            left.extend(batch)
+        return fires, left
+
+    def _enqueue_runs(self, tx: Tx, batch: dict[str, _OnTime], inserted: dict[str, int]) -> dict[int, int]:
+        """Enqueue the runs of the occurrences ``inserted`` (key -> occurrence id) and link each to its job.
+
+        One :meth:`Queue.enqueue_select` per (task, queue, options); returns occurrence id -> job id.
+        Raises StoreError (rolling the batch back) if an occurrence got no job: an enqueued one must have it.
+        """
+        groups: dict[tuple[str, str | None, int | None, int | None], list[int]] = {}
+        for key, occ_id in inserted.items():
+            d = batch[key].definition
+            options = self.task_options.get(d.task) or {}
+            groups.setdefault((d.task, d.queue, options.get("priority"), options.get("max_attempts")),
+                              []).append(occ_id)
+        jobs: dict[int, int] = {}
+        for (task, queue, priority, max_attempts), ids in groups.items():
+            for job_id, run_of in self.queue.enqueue_select_returning(
+                    tx, "scheduled_run_sources", task=task, queue=queue, priority=priority,
+                    max_attempts=max_attempts, ids=ids):
+                if run_of is not None:
+                    jobs[run_of] = job_id
+        if len(jobs) != len(inserted):
+            raise StoreError(f"set-based fire: {len(inserted)} occurrences recorded but {len(jobs)} jobs enqueued")
+        if jobs:
+            tx.run("set_occurrence_jobs", pairs=Json([[o, j] for o, j in jobs.items()]))
+        return jobs
+
+    def _on_time_fire(self, tx: Tx, c: _OnTime, occ_id: int | None, jobs: dict[int, int], now: datetime) -> Fire:
+        """The :class:`Fire` of one schedule the ledger confirmed (``occ_id`` None: a rejected duplicate, audited)."""
+        local = c.local
+        if occ_id is None:  # another clock recorded this instant after our check: its insert won
+            telemetry.emit("occurrence.duplicate", {"schedule": c.key})
+            audit.record(tx, now=now, kind="occurrence.duplicate_rejected", subject=f"schedule:{c.key}",
+                         source=self.source, process_id=self.process_id,
+                         detail={"fire_at": c.fire_at.isoformat(), "local": local.isoformat(),
+                                 "attempted": "enqueued"})
+            return Fire(schedule_key=c.key, fire_at=c.fire_at, local=local, outcome="enqueued", inserted=False)
+        return Fire(schedule_key=c.key, fire_at=c.fire_at, local=local, outcome="enqueued", inserted=True,
+                    occurrence_id=occ_id, job_id=jobs[occ_id])
 
     def _record_fires(self, tx: Tx, key: str, now: datetime, horizon: datetime, *,
                       startup: bool) -> tuple[list[Fire], str | None] | None:
@@ -619,21 +808,35 @@ class ClockProcess:
             out.append((instant, outcome, reason))
         return out
 
-    def _after_commit(self, key: str, outcome: tuple[list[Fire], str | None] | None, now: datetime) -> list[Fire]:
+    def _after_commit(self, key: str, outcome: tuple[list[Fire], str | None] | None, now: datetime, *,
+                      next_fire: datetime | None = None) -> list[Fire]:
+        """Move ``key``'s cursor past ``now`` after its decisions committed, and log the fires.
+
+        ``next_fire``: the schedule's first instant after ``now`` when the caller already computed it.
+        """
         if outcome is None:
             self._next.pop(key, None)
+            self._floor.pop(key, None)
             self._last_load = None  # re-read the schedules table on the next tick
             return []
         fires, summary = outcome
+        # The newest decided instant is the newest at or before `now`: the schedule has none in (it, next).
+        newest = max((f.fire_at for f in fires), default=None)
+        if newest is None:
+            self._floor.pop(key, None)
+        else:
+            self._floor[key] = newest
         if summary:
             log.info(summary, extra={"event": "clock.catchup", "schedule": key})
             self.echo(summary)
         for f in fires:
             if f.inserted and f.outcome == "enqueued":
                 self.fires += 1
-                log.info("fired %s", f.describe(), extra={"event": "clock.fired", "schedule": key})
-                self.echo(f"fired {f.describe()}")
-        self._next[key] = self._parsed[key].next_after(now)
+                if self._echoes or log.isEnabledFor(logging.INFO):  # 10,000 fires at once: format only if read
+                    text = f.describe()
+                    log.info("fired %s", text, extra={"event": "clock.fired", "schedule": key})
+                    self.echo(f"fired {text}")
+        self._next[key] = next_fire if next_fire is not None else self._parsed[key].next_after(now)
         return fires
 
     def _decide(self, row: dict[str, Any], d: ScheduleDef, instants: list[datetime],
@@ -764,6 +967,10 @@ class ClockProcess:
             wait = self.tick_interval
             if nxt is not None:
                 wait = max(0.01, min(wait, (nxt - self.clock.now()).total_seconds()))
+            if wait > 0.1:
+                spent = time.monotonic()
+                self.prepare_ahead(wait / 2)
+                wait = max(0.01, wait - (time.monotonic() - spent))
             self.stop_requested.wait(wait)
         self._stop_process()
 

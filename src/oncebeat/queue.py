@@ -215,12 +215,23 @@ class Queue:
             ValueError: the app does not define ``task``, or ``max_attempts`` < 1.
             StoreError: no registered SQL line defines ``source``.
         """
+        return len(self.enqueue_select_returning(tx, source, task=task, queue=queue, priority=priority,
+                                                 max_attempts=max_attempts, **params))
+
+    def enqueue_select_returning(self, tx: Tx, source: str, *, task: str, queue: str | None = None,
+                                 priority: int | None = None, max_attempts: int | None = None,
+                                 **params: Any) -> list[tuple[int, int | None]]:
+        """:meth:`enqueue_select`, returning ``(job id, occurrence id or None)`` of each job inserted.
+
+        The clock's set-based fire uses it to link each occurrence to its job in the same transaction.
+        Raises as :meth:`enqueue_select`.
+        """
         queue, priority, max_attempts = self._defaults(task, queue, priority, max_attempts)
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         rows = tx.run_with("enqueue_select", source, queue=queue, task=task, priority=priority,
                            max_attempts=max_attempts, now=self.clock.now(), **self.source.params(), **params)
-        return len(rows)
+        return [(int(r["id"]), None if r["occurrence_id"] is None else int(r["occurrence_id"])) for r in rows]
 
     def enqueue_many(self, jobs: Sequence[dict[str, Any]], *, tx: Tx | None = None) -> int:
         """Insert many jobs with one statement; each dict takes :meth:`enqueue`'s keywords (``task`` required).

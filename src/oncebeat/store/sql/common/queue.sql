@@ -40,7 +40,7 @@ SELECT :queue, :task, s.args, 'available', :priority, :max_attempts, :now, s.uni
 FROM (/*source*/) AS s
 WHERE true
 ON CONFLICT DO NOTHING
-RETURNING id;
+RETURNING id, occurrence_id;
 
 -- name: job_copy
 -- A fresh job with the same task and arguments as a finished one (its done effects come back from the ledger).

@@ -119,7 +119,7 @@ SELECT CAST(:queue AS text), CAST(:task AS text), CAST(s.args AS jsonb), 'availa
        CAST(:src_version AS text), CAST(:now AS timestamptz)
 FROM (/*source*/) AS s
 ON CONFLICT DO NOTHING
-RETURNING id;
+RETURNING id, occurrence_id;
 
 -- name: jobs_in_doubt
 SELECT * FROM jobs WHERE state = 'in_doubt' ORDER BY id;
