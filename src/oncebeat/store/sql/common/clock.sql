@@ -1,14 +1,6 @@
 -- Queries of oncebeat.clock, written once for both backends. sqlite/clock.sql and postgres/clock.sql hold only
 -- the blocks that differ (each replaces the block of the same name here). Parameters are :name.
 
--- name: insert_schedule
-INSERT INTO schedules (key, expression, tz, dst_gap, dst_fold, catchup, catchup_window, overlap, task, args,
-                       queue, definition_hash, version, state, active_since, created_at, updated_at)
-VALUES (:key, :expression, :tz, :dst_gap, :dst_fold, :catchup, :catchup_window, :overlap, :task, :args, :queue,
-        :definition_hash, 1, 'active', :now, :now, :now)
-ON CONFLICT DO NOTHING
-RETURNING key;
-
 -- name: update_schedule
 UPDATE schedules
 SET expression = :expression, tz = :tz, dst_gap = :dst_gap, dst_fold = :dst_fold, catchup = :catchup,
