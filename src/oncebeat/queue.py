@@ -236,17 +236,31 @@ class Queue:
     def enqueue_many(self, jobs: Sequence[dict[str, Any]], *, tx: Tx | None = None) -> int:
         """Insert many jobs with one statement; each dict takes :meth:`enqueue`'s keywords (``task`` required).
 
-        All rows get this queue's provenance. Returns the number of jobs submitted (unique-key
-        conflicts are skipped silently).
+        Each row is the job :meth:`enqueue` would insert with the same keywords (the same defaults, state and
+        run_at); all rows get this queue's provenance and one ``created_at``. One round of Python per row: the
+        task defaults are resolved once per distinct (task, queue, priority, max_attempts), and a job without
+        ``run_at`` is sent without one (the statement puts ``now`` there).
+
+        Returns:
+            The number of jobs submitted (a row whose unique key an unfinished job, or an earlier row of the
+            same call, holds is skipped silently).
+        Raises:
+            ValueError: the app does not define a task, a ``max_attempts`` < 1, or a naive ``run_at``.
         """
         now = self.clock.now()
+        options: dict[tuple[Any, ...], tuple[str, int, int]] = {}
         rows = []
         for j in jobs:
-            when = j.get("run_at") or now
-            queue, priority, max_attempts = self._defaults(j["task"], j.get("queue"), j.get("priority"),
-                                                           j.get("max_attempts"))
-            rows.append([queue, j["task"], j.get("args") or {}, "scheduled" if when > now else "available",
-                         priority, max_attempts, instant_text(when), j.get("unique_key"), j.get("occurrence_id")])
+            task = j["task"]
+            key = (task, j.get("queue"), j.get("priority"), j.get("max_attempts"))
+            resolved = options.get(key)
+            if resolved is None:
+                resolved = options[key] = self._defaults(*key)
+                if resolved[2] < 1:
+                    raise ValueError("max_attempts must be >= 1")
+            when = j.get("run_at")
+            rows.append([resolved[0], task, j.get("args") or {}, resolved[1], resolved[2],
+                         None if when is None else instant_text(when), j.get("unique_key"), j.get("occurrence_id")])
         params = {"rows": Json(rows), "now": now, **self.source.params()}
         if tx is not None:
             tx.run("insert_jobs_bulk", **params)

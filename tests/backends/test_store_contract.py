@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from oncebeat.app import App
 from oncebeat.provenance import current_source
-from oncebeat.queue import Queue
+from oncebeat.queue import Queue, all_jobs
 from oncebeat.store import Store, open_store
 from oncebeat.store.sqlfiles import load_migrations, registered_lines
 from oncebeat.timebase import SimulatedClock
@@ -210,6 +211,48 @@ def test_enqueue_many_skips_unique_key_conflicts(store: Store, sim_clock: Simula
     q.enqueue_many([{"task": "t", "unique_key": "k1"}, {"task": "t", "unique_key": "k1"},
                     {"task": "t", "unique_key": "k2"}, {"task": "t"}])
     assert q.counts() == {"available": 3}
+
+
+def test_enqueue_many_inserts_the_rows_enqueue_would(store: Store, sim_clock: SimulatedClock) -> None:
+    """Defaults (the app's per task, the queue's otherwise), state, run_at, keys and provenance: row for row."""
+    app = App()
+    app.task("mailer", queue="mail", priority=3, max_attempts=5)(lambda ctx: None)
+    app.task("t")(lambda ctx: None)
+    q = Queue(store, clock=sim_clock, source=current_source("api"), app=app)
+    now = sim_clock.now()
+    specs: list[dict[str, Any]] = [
+        {"task": "t"},
+        {"task": "mailer", "args": {"to": "a@example.com", "n": [1, 2]}},
+        {"task": "mailer", "queue": "bulk", "priority": -1, "max_attempts": 1},
+        {"task": "t", "run_at": now + timedelta(minutes=5), "unique_key": "later"},
+        {"task": "t", "run_at": now - timedelta(hours=1), "occurrence_id": 42},
+        {"task": "t", "run_at": now, "args": {}},
+    ]
+    singles = [q.enqueue(**spec) for spec in specs]
+    with store.transaction() as tx:
+        tx.execute("UPDATE jobs SET state = 'completed', finished_at = created_at")  # frees "later"
+    assert q.enqueue_many(specs) == len(specs)
+    rows = sorted(all_jobs(store), key=lambda r: r["id"])
+    assert [r["id"] for r in rows[: len(specs)]] == singles
+    skip = {"id", "state", "finished_at"}
+    for one, many in zip(rows[: len(specs)], rows[len(specs):], strict=True):
+        assert {k: v for k, v in many.items() if k not in skip} == {k: v for k, v in one.items() if k not in skip}
+    assert [r["state"] for r in rows[len(specs):]] == ["available", "available", "available", "scheduled",
+                                                        "available", "available"]
+    assert [r["queue"] for r in rows[len(specs):]] == ["default", "mail", "bulk", "default", "default", "default"]
+
+
+def test_enqueue_many_refuses_what_enqueue_refuses(store: Store, sim_clock: SimulatedClock) -> None:
+    app = App()
+    app.task("t")(lambda ctx: None)
+    q = Queue(store, clock=sim_clock, source=current_source("api"), app=app)
+    with pytest.raises(ValueError, match="no task named 'nope'"):
+        q.enqueue_many([{"task": "t"}, {"task": "nope"}])
+    with pytest.raises(ValueError, match="max_attempts"):
+        q.enqueue_many([{"task": "t", "max_attempts": 0}])
+    with pytest.raises(ValueError, match="naive"):
+        q.enqueue_many([{"task": "t", "run_at": sim_clock.now().replace(tzinfo=None)}])
+    assert q.counts() == {}, "a refused batch inserts nothing"
 
 
 def test_enqueue_in_caller_transaction_rolls_back_with_it(store: Store, sim_clock: SimulatedClock) -> None:

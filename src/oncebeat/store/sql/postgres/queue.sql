@@ -2,15 +2,18 @@
 -- block of the same name there); a block not in common/queue.sql is written for each backend.
 
 -- name: insert_jobs_bulk
--- :rows is one JSON array of [queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id]:
--- one statement and one parameter for the whole batch.
+-- :rows is one JSON array of [queue, task, args, priority, max_attempts, run_at or null, unique_key, occurrence_id]:
+-- one statement and one parameter for the whole batch (the server parses it as fast as typed arrays, and the
+-- client encodes it in one C call). A null run_at is :now; a run_at after :now makes the job scheduled.
 INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
-SELECT r ->> 0, r ->> 1, r -> 2, r ->> 3, CAST(r ->> 4 AS integer), CAST(r ->> 5 AS integer),
-       CAST(r ->> 6 AS timestamptz), r ->> 7, CAST(r ->> 8 AS bigint),
-       CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
+SELECT q, t, a, CASE WHEN run_at > CAST(:now AS timestamptz) THEN 'scheduled' ELSE 'available' END, p, m, run_at,
+       u, o, CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
        CAST(:src_version AS text), CAST(:now AS timestamptz)
-FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS r
+FROM (SELECT r ->> 0 AS q, r ->> 1 AS t, r -> 2 AS a, CAST(r ->> 3 AS integer) AS p, CAST(r ->> 4 AS integer) AS m,
+             COALESCE(CAST(r ->> 5 AS timestamptz), CAST(:now AS timestamptz)) AS run_at, r ->> 6 AS u,
+             CAST(r ->> 7 AS bigint) AS o
+      FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS r) AS x
 ON CONFLICT DO NOTHING;
 
 -- name: claim_jobs

@@ -2,15 +2,18 @@
 -- block of the same name there); a block not in common/queue.sql is written for each backend.
 
 -- name: insert_jobs_bulk
--- :rows is one JSON array of [queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id]
--- (run_at as fixed-width UTC text): one statement and one parameter for the whole batch.
+-- :rows is one JSON array of [queue, task, args, priority, max_attempts, run_at or null, unique_key, occurrence_id]
+-- (run_at as fixed-width UTC text, so text order is time order): one statement and one parameter for the whole
+-- batch. A null run_at is :now; a run_at after :now makes the job scheduled.
 INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'),
-       json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'),
+SELECT q, t, a, CASE WHEN run_at > :now THEN 'scheduled' ELSE 'available' END, p, m, run_at, u, o,
        :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
-FROM json_each(:rows)
+FROM (SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS t, json_extract(value, '$[2]') AS a,
+             json_extract(value, '$[3]') AS p, json_extract(value, '$[4]') AS m,
+             COALESCE(json_extract(value, '$[5]'), :now) AS run_at, json_extract(value, '$[6]') AS u,
+             json_extract(value, '$[7]') AS o
+      FROM json_each(:rows))
 WHERE true
 ON CONFLICT DO NOTHING;
 
