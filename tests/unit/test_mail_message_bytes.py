@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from oncebeat.mail import Mailer, MailSink, build_message, build_message_bytes, make_message_id, message_bytes
+from oncebeat.mail import (
+    Mailer,
+    MailSink,
+    build_message,
+    build_message_bytes,
+    build_message_envelope,
+    make_message_id,
+    message_bytes,
+)
 from oncebeat.mail.smtp import envelope_of_bytes
 
 WHEN = datetime(2026, 3, 9, 8, 0, tzinfo=UTC)
@@ -91,6 +99,8 @@ def test_the_direct_bytes_parse_to_the_same_message_as_the_email_package_builds(
     assert [p.get_content_charset() for p in mine] == ["utf-8"] * len(mine)
     assert not msg.defects and not any(p.defects for p in mine)
     assert envelope_of_bytes(direct) == envelope_of_bytes(message_bytes(build_message(**args)))  # type: ignore[arg-type]
+    # The envelope handed over with the bytes is the one the Mailer would read back from them.
+    assert build_message_envelope(**args) == (direct, envelope_of_bytes(direct))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("case", ["reminder", "long german subject", "cjk and emoji", "long ascii subject"])
@@ -129,6 +139,8 @@ def test_a_non_ascii_local_part_is_built_by_the_email_package_for_smtputf8() -> 
     msg = email.message_from_string(direct.decode("utf-8"), policy=email.policy.default)
     assert msg["To"].addresses[0].username == "jürgen"
     assert envelope_of_bytes(direct).utf8
+    # (the email package draws a random MIME boundary: only the envelopes compare)
+    assert build_message_envelope(**args)[1] == envelope_of_bytes(direct)  # type: ignore[arg-type]
 
 
 def test_bad_input_is_refused_like_build_message() -> None:

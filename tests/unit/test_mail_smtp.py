@@ -25,10 +25,11 @@ import pytest
 
 from oncebeat.errors import ConfigError, MailError, PermanentMailError, TransientMailError
 from oncebeat.mail import (
-    MailSink,
     Mailer,
+    MailSink,
     SmtpUrl,
     build_message,
+    build_message_envelope,
     count_by_header,
     make_message_id,
     parse_smtp_url,
@@ -36,6 +37,7 @@ from oncebeat.mail import (
     redact_url,
     serve_forever,
 )
+from oncebeat.mail.smtp import envelope_of_bytes
 
 SECRET = "s3cr3t-Pa55"
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -54,9 +56,10 @@ def message(n: int = 1, to: str = "Zoë Müller <zoe@example.com>", **extra: obj
     )
 
 
-@pytest.fixture
-def sink(tmp_path: Path) -> Iterator[MailSink]:
-    with MailSink(tmp_path / "mail") as running:
+@pytest.fixture(params=[True, False], ids=["pipelining", "stepwise"])
+def sink(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MailSink]:
+    """A sink offering PIPELINING (the Mailer sends MAIL, RCPT and DATA at once) or not (one at a time)."""
+    with MailSink(tmp_path / "mail", pipelining=request.param) as running:
         yield running
 
 
@@ -295,6 +298,54 @@ def test_one_refused_recipient_of_two_means_nothing_is_sent(sink: MailSink) -> N
     with Mailer(sink.url) as mailer:
         mailer.send(msg)
     assert sink.accepted == 1
+
+
+def test_a_recipient_refused_inside_a_pipelined_group_drops_the_connection_before_any_content(
+        tmp_path: Path) -> None:
+    # The sink answers 354 to the pipelined DATA because one recipient was accepted; RSET cannot be sent
+    # inside DATA, so the client ends the transaction by dropping the connection: no final "." ever.
+    with MailSink(tmp_path / "mail", pipelining=True) as sink:
+        sink.faults.reject_recipient("gone@example.com")
+        msg = message(1)
+        msg["Cc"] = "gone@example.com"
+        marks: list[int] = []
+        with Mailer(sink.url) as mailer:
+            with pytest.raises(PermanentMailError, match="nothing sent"):
+                mailer.send(msg, before_final_dot=lambda: marks.append(1))
+            assert not mailer.connected
+            mailer.send(message(2))
+        assert marks == []  # never at the point of no return
+        assert sink.accepted == 1 and sink.connections == 2
+        assert [s.subject for s in read_maildir(sink.maildir)] == ["Reminder 2"]
+
+
+def test_the_point_of_no_return_comes_after_the_content_and_before_the_final_dot(sink: MailSink) -> None:
+    seen: list[int] = []
+    with Mailer(sink.url) as mailer:
+        mailer.send(message(1), before_final_dot=lambda: seen.append(sink.accepted))
+        assert seen == [0]  # called once, before the sink had the message
+
+        def refuse() -> None:
+            raise RuntimeError("could not record the point of no return")
+
+        with pytest.raises(RuntimeError, match="could not record"):
+            mailer.send(message(2), before_final_dot=refuse)
+        assert not mailer.connected  # dropped without the final "."
+        mailer.send(message(3))
+    assert [s.subject for s in read_maildir(sink.maildir)] == ["Reminder 1", "Reminder 3"]
+
+
+def test_bytes_sent_with_their_envelope_go_to_the_envelope_recipients(sink: MailSink) -> None:
+    data, envelope = build_message_envelope(
+        sender="Billing <billing@example.com>", to="Zoë Müller <zoe@bücher.example>", subject="Reminder 1",
+        text="Reminder number 1\n", html=None, message_id=make_message_id("reminder:INV-1:1", "example.com"),
+        date=datetime(2026, 3, 9, 8, 0, tzinfo=UTC))
+    assert envelope == envelope_of_bytes(data)
+    assert envelope.recipients == ("zoe@xn--bcher-kva.example",)
+    with Mailer(sink.url) as mailer:
+        mailer.send(data, envelope=envelope)
+    (stored,) = read_maildir(sink.maildir)
+    assert list(stored.envelope_to) == ["zoe@xn--bcher-kva.example"] and stored.subject == "Reminder 1"
 
 
 def test_connection_refused_is_transient(tmp_path: Path) -> None:

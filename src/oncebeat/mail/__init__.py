@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from .message import (
     RESERVED_HEADERS,
+    Envelope,
     address_problem,
     build_message,
     build_message_bytes,
+    build_message_envelope,
     idna_domain,
     make_message_id,
     parse_address,
@@ -39,6 +41,7 @@ from .smtp import DEFAULT_TIMEOUT, Mailer, SmtpUrl, message_bytes, parse_smtp_ur
 __all__ = [
     "DEFAULT_TIMEOUT",
     "RESERVED_HEADERS",
+    "Envelope",
     "MailSink",
     "Mailer",
     "SinkCounters",
@@ -48,6 +51,7 @@ __all__ = [
     "address_problem",
     "build_message",
     "build_message_bytes",
+    "build_message_envelope",
     "count_by_header",
     "idna_domain",
     "make_message_id",

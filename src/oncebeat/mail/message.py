@@ -52,19 +52,25 @@ import email.policy
 import email.utils
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
+from functools import lru_cache
+from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
 
 from oncebeat.timebase import SystemClock, require_aware
 
 __all__ = [
+    "Envelope",
     "build_message",
     "build_message_bytes",
+    "build_message_envelope",
+    "envelope_address",
+    "envelope_of",
     "make_message_id",
     "parse_address",
     "address_problem",
@@ -313,6 +319,46 @@ class _Prepared:
     extra: list[tuple[str, str]]
 
 
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """The SMTP envelope of one message.
+
+    Attributes:
+        sender: the ``MAIL FROM`` address (``local@domain``, domain in IDNA form).
+        recipients: the ``RCPT TO`` addresses, in order, without repeats.
+        utf8: an address is not ASCII: the message needs SMTPUTF8 (RFC 6531).
+    """
+
+    sender: str
+    recipients: tuple[str, ...]
+    utf8: bool
+
+
+def envelope_address(addr: Address) -> str:
+    """``local@domain`` for MAIL/RCPT with the domain in IDNA form."""
+    return _envelope_spec(addr.username, addr.domain)
+
+
+@lru_cache(maxsize=1024)
+def _envelope_spec(username: str, domain: str) -> str:
+    try:
+        ascii_domain = idna_domain(domain)
+    except ValueError:
+        ascii_domain = domain
+    return Address(username=username, domain=ascii_domain).addr_spec
+
+
+def envelope_of(sender: Address, recipients: Sequence[Address]) -> Envelope:
+    """The envelope of a message from ``sender`` to ``recipients`` (repeats dropped, order kept)."""
+    specs: list[str] = []
+    for addr in recipients:
+        spec = envelope_address(addr)
+        if spec not in specs:
+            specs.append(spec)
+    first = envelope_address(sender)
+    return Envelope(sender=first, recipients=tuple(specs), utf8=not all(s.isascii() for s in (first, *specs)))
+
+
 def _prepare(*, sender: str | Address, to: str | Address, subject: str, message_id: str,
              reply_to: str | Address | None, headers: Mapping[str, str] | None, date: datetime | None) -> _Prepared:
     from_addr = parse_address(sender, field="sender")
@@ -426,12 +472,52 @@ def build_message_bytes(
     """
     p = _prepare(sender=sender, to=to, subject=subject, message_id=message_id, reply_to=reply_to, headers=headers,
                  date=date)
+    return _bytes_of(p, text=text, html=html, args=dict(sender=sender, to=to, subject=subject, text=text, html=html,
+                                                       message_id=message_id, reply_to=reply_to, headers=headers,
+                                                       date=date))
+
+
+def build_message_envelope(
+    *,
+    sender: str | Address,
+    to: str | Address,
+    subject: str,
+    text: str,
+    html: str | None,
+    message_id: str,
+    reply_to: str | Address | None = None,
+    headers: Mapping[str, str] | None = None,
+    date: datetime | None = None,
+) -> tuple[bytes, Envelope]:
+    """:func:`build_message_bytes` and the SMTP envelope of those bytes, from the same parsed addresses.
+
+    The envelope is what :meth:`~oncebeat.mail.Mailer.send` would read back from the bytes' ``From`` and
+    ``To`` (sender = ``From``, recipients = ``(To,)``, domains in IDNA form), without parsing them again:
+    pass both to ``Mailer.send(data, envelope=envelope)``.
+
+    Returns:
+        (bytes, Envelope): e.g. ``(b"From: Billing <billing@example.com>\r\n…",
+        Envelope(sender="billing@example.com", recipients=("zoe@example.com",), utf8=False))``.
+
+    Raises:
+        ValueError: as :func:`build_message`.
+    """
+    p = _prepare(sender=sender, to=to, subject=subject, message_id=message_id, reply_to=reply_to, headers=headers,
+                 date=date)
+    data = _bytes_of(p, text=text, html=html, args=dict(sender=sender, to=to, subject=subject, text=text, html=html,
+                                                        message_id=message_id, reply_to=reply_to, headers=headers,
+                                                        date=date))
+    return data, envelope_of(p.sender, (p.to,))
+
+
+def _bytes_of(p: _Prepared, *, text: str, html: str | None, args: dict[str, Any]) -> bytes:
+    """The RFC 5322 bytes of prepared headers ``p`` and the bodies (``args``: the builder's own arguments, for
+    the SMTPUTF8 path, which stays the email package's)."""
     mailboxes = (p.sender, p.to) if p.reply_to is None else (p.sender, p.to, p.reply_to)
     if not all(a.username.isascii() for a in mailboxes):
         from .smtp import message_bytes  # the SMTPUTF8 path stays the email package's
 
-        return message_bytes(build_message(sender=sender, to=to, subject=subject, text=text, html=html,
-                                           message_id=message_id, reply_to=reply_to, headers=headers, date=date))
+        return message_bytes(build_message(**args))
     out = [_fold("From", _mailbox_tokens(p.sender)), _fold("To", _mailbox_tokens(p.to))]
     if p.reply_to is not None:
         out.append(_fold("Reply-To", _mailbox_tokens(p.reply_to)))
