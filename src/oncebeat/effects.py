@@ -137,10 +137,15 @@ class EffectAttempt:
     Attributes:
         key: the effect key.
         frozen: the input frozen at the key's first attempt (bytes), or None without ``freeze``.
+        taken_over: this attempt took the key over from an earlier one (it had failed, died before its point
+            of no return, or was reconciled ``not_done``); False when this attempt's claim created the key.
+            A caller that checks whether the effect is still wanted only after an earlier attempt need not
+            read the ledger before the claim.
     """
 
     key: str
     frozen: bytes | None
+    taken_over: bool = False
     _ledger: EffectLedger
     _holder: Holder
 
@@ -251,7 +256,8 @@ class EffectLedger:
             return self._in_doubt(key, fn, holder, payload, reconcile, row, staged, marks, frozen)
         if claimed and claimed.get("frozen") is not None:
             frozen = bytes(claimed["frozen"])  # the input frozen at the first attempt wins over today's rendering
-        return True, self._call(key, fn, holder, self._attempt(key, holder, frozen) if staged else None)
+        attempt = self._attempt(key, holder, frozen, taken_over=row is not None) if staged else None
+        return True, self._call(key, fn, holder, attempt)
 
     @staticmethod
     def _require_current(tx: Tx, key: str, holder: Holder, now: datetime) -> None:
@@ -267,8 +273,8 @@ class EffectLedger:
             raise LeaseLost(holder.job_id, holder.attempt, f"not starting effect {key!r}: this attempt no longer "
                             "holds the job with an unexpired lease")
 
-    def _attempt(self, key: str, holder: Holder, frozen: bytes | None) -> EffectAttempt:
-        return EffectAttempt(key=key, frozen=frozen, _ledger=self, _holder=holder)
+    def _attempt(self, key: str, holder: Holder, frozen: bytes | None, *, taken_over: bool) -> EffectAttempt:
+        return EffectAttempt(key=key, frozen=frozen, taken_over=taken_over, _ledger=self, _holder=holder)
 
     def _decide_existing(self, tx: Tx, key: str, digest: str, row: dict[str, Any], holder: Holder, now: datetime,
                          no_return_at: datetime | None, frozen: bytes | None) -> dict[str, Any] | None:
@@ -392,7 +398,8 @@ class EffectLedger:
                     return False, result
                 if taken is not None and taken.get("frozen") is not None:
                     frozen = bytes(taken["frozen"])
-                return True, self._call(key, fn, holder, self._attempt(key, holder, frozen) if staged else None)
+                attempt = self._attempt(key, holder, frozen, taken_over=True) if staged else None
+                return True, self._call(key, fn, holder, attempt)
         raise EffectInDoubt(key, str(row.get("detail") or ""))
 
     def list_page(self, *, state: str | None = "in_doubt", after: tuple[datetime, str] | None = None,

@@ -38,6 +38,7 @@ class Newsletter:
         self.outbox: list[tuple[str, bytes]] = []
         self.edition = "march"
         self.die_before_no_return: str | None = None
+        self.taken_over: list[str] = []  # recipients whose attempt took the key over from an earlier one
         self.app = App()
 
         @self.app.task(max_attempts=5)
@@ -50,6 +51,8 @@ class Newsletter:
 
     def send(self, rcpt: str, attempt: EffectAttempt) -> dict[str, str]:
         assert attempt.frozen is not None
+        if attempt.taken_over:
+            self.taken_over.append(rcpt)
         if self.die_before_no_return == rcpt:
             self.die_before_no_return = None
             raise SimulatedCrash("killed before the point of no return")
@@ -190,10 +193,12 @@ def test_a_holder_that_died_before_its_point_of_no_return_is_retried_not_doubted
         news.worker().drain()
     assert news.states(RECIPIENTS[:2]) == ["done", "started"]
 
+    assert news.taken_over == []  # every first claim created its key
     news.restart_after_lease_expiry()
     assert news.sent_to() == RECIPIENTS[:3]
     assert news.states(RECIPIENTS[:3]) == ["done"] * 3
     assert news.job(job_id).state == "completed"
+    assert news.taken_over == ["r2@example.test"]  # the retry knows an attempt came before it
     [event] = store.read("list_events", subject="effect:news:r2@example.test", kind="effect.retried",
                          since=sim_clock.now() - timedelta(days=1))
     assert "died before its point of no return" in event["detail"]["detail"]

@@ -46,7 +46,7 @@ from ..errors import (
 from ..mail import (
     Mailer,
     address_problem,
-    build_message_bytes,
+    build_message_envelope,
     make_message_id,
     parse_address,
     sanitize_header_text,
@@ -264,18 +264,19 @@ class ReminderService:
         if r["state"] != "pending":
             return str(r["state"])  # already decided by an earlier job: nothing to do
         key = reminder_key(reminder_id)
-        earlier = ctx.effect_state(key)
         # If an earlier attempt started the delivery, the ledger decides (sent, in doubt or busy), whatever
-        # happened to the invoice since: calling it skipped could hide an email that went out.
-        if earlier in (None, "failed") and r["status"] != "open":
+        # happened to the invoice since: calling it skipped could hide an email that went out. The ledger is
+        # read here only for a closed invoice; for an open one the claim says whether an attempt came before.
+        if r["status"] != "open" and ctx.effect_state(key) in (None, "failed"):
             reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
             return self._finish(reminder_id, "skipped", reason)
         problem = address_problem(r["email"])
         if problem is not None:  # no attempt can ever deliver it: failed at once, not retried for hours (G6)
             return self._finish(reminder_id, "failed", f"undeliverable address {r['email']!r}: {problem}")
         rendered, message_id = self._render(r)
-        # The RFC 5322 bytes directly (the email package's EmailMessage cost ~1 ms of CPU per reminder).
-        data = build_message_bytes(sender=self.policy.sender, to=_mailbox(r["name"], r["email"]),
+        # The RFC 5322 bytes directly (the email package's EmailMessage cost ~1 ms of CPU per reminder), and
+        # their envelope from the same parsed addresses (the mailer need not parse the header block back).
+        data, envelope = build_message_envelope(sender=self.policy.sender, to=_mailbox(r["name"], r["email"]),
                                    subject=rendered.subject, text=rendered.text, html=rendered.html,
                                    message_id=message_id, reply_to=self.policy.reply_to, date=self.clock.now(),
                                    headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Stage": str(r["stage"]),
@@ -288,12 +289,14 @@ class ReminderService:
             # attempt.frozen: the message as rendered at the key's first attempt; a retry or an approved
             # resend sends exactly those bytes, whatever happened to the invoice since (G4, outbox).
             assert attempt.frozen is not None
-            if earlier is not None:  # an earlier attempt died before its point of no return: is it still due?
+            if attempt.taken_over:  # an earlier attempt failed or died before its point of no return: still due?
                 now_rows = self.store.read("get_reminder_for_send", id=reminder_id)
                 if now_rows and now_rows[0]["status"] != "open":
                     raise _InvoiceClosed(now_rows[0])  # recorded failed: nothing was sent
+            # Frozen by an earlier attempt (another Date): the mailer reads that message's own envelope.
+            known = envelope if attempt.frozen == data else None
             try:
-                reply = mailer.send(attempt.frozen, before_final_dot=attempt.point_of_no_return)
+                reply = mailer.send(attempt.frozen, before_final_dot=attempt.point_of_no_return, envelope=known)
             except DeliveryUnknown as exc:  # the final "." went out, but no reply: never resend blindly (G4)
                 raise EffectOutcomeUnknown(str(exc)) from exc
             return {"message_id": message_id, "reply": reply}
