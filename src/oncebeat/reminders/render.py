@@ -93,7 +93,9 @@ from jinja2 import (
     StrictUndefined,
     Template,
     TemplateError,
+    nodes,
 )
+from jinja2.ext import InternationalizationExtension
 
 from oncebeat.errors import ConfigError
 from oncebeat.reminders.translations import language_of, translations
@@ -302,6 +304,28 @@ def _wrap(value: str, width: int = 72) -> str:
     return "\n".join(lines)
 
 
+class _TransAtCompile(InternationalizationExtension):
+    """Jinja's i18n extension, except that a ``{% trans %}`` block without plural or context is translated
+    once, when its template is compiled, instead of on every render.
+
+    A :class:`Renderer` keeps one environment per language, so such a block's translation is a constant of
+    the compiled template. What runs per render is what Jinja's newstyle ``gettext`` did after the lookup:
+    ``Markup(text) % variables`` under autoescape (the variables are escaped), ``text % variables``
+    otherwise — the same output without a catalog lookup, a context call and a wrapper per string.
+    ``ngettext``/``pgettext`` blocks and ``_()`` calls keep the runtime path.
+    """
+
+    def _make_node(self, singular: str, plural: str | None, context: str | None, variables: dict[str, nodes.Expr],
+                   plural_expr: nodes.Expr | None, vars_referenced: bool, num_called_num: bool) -> nodes.Output:
+        gettext = getattr(self.environment, "oncebeat_gettext", None)
+        if gettext is None or plural_expr is not None or context is not None:
+            return super()._make_node(singular, plural, context, variables, plural_expr, vars_referenced,
+                                      num_called_num)
+        text = nodes.MarkSafeIfAutoescape(nodes.Const(gettext(singular)))
+        pairs = [nodes.Pair(nodes.Const(key), value) for key, value in variables.items()]
+        return nodes.Output([nodes.Mod(text, nodes.Dict(pairs))])  # newstyle: always a format, even with {}
+
+
 class Renderer:
     """Renders reminder emails from the built-in templates, overridden by files in ``templates``."""
 
@@ -323,7 +347,7 @@ class Renderer:
             "trim_blocks": True,
             "lstrip_blocks": True,
             "keep_trailing_newline": True,
-            "extensions": ["jinja2.ext.i18n"],
+            "extensions": [_TransAtCompile],
         }
         self.templates = templates
         self.company = _one_line(company)
@@ -341,7 +365,9 @@ class Renderer:
         if env is None:
             env = Environment(autoescape=autoescape, **self._options)
             env.filters["wrap"] = _wrap
-            env.install_gettext_translations(translations(language), newstyle=True)  # type: ignore[attr-defined]
+            catalog = translations(language)
+            env.install_gettext_translations(catalog, newstyle=True)  # type: ignore[attr-defined]
+            env.extend(oncebeat_gettext=catalog.gettext)  # {% trans %} blocks translated at compile time
             self._envs[(language, autoescape)] = env
         return env
 
