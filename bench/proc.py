@@ -216,8 +216,8 @@ def mailsink(spec: dict[str, Any], ctl: Control) -> None:
 def discardsink(spec: dict[str, Any], ctl: Control) -> None:
     """An aiosmtpd server that accepts every message and keeps nothing (W3's sink need not be the ceiling).
 
-    Same SMTP dialogue as :class:`oncebeat.mail.MailSink` (EHLO, SMTPUTF8, 8BITMIME) without writing a
-    Maildir; counts messages and connections.
+    Same SMTP dialogue as :class:`oncebeat.mail.MailSink` (EHLO, SMTPUTF8, 8BITMIME, PIPELINING) without
+    writing a Maildir; counts messages and connections.
     """
     import socket
 
@@ -231,6 +231,7 @@ def discardsink(spec: dict[str, Any], ctl: Control) -> None:
                               responses: list[str]) -> list[str]:
             Discard.connections += 1
             session.host_name = hostname
+            responses.insert(len(responses) - 1, "250-PIPELINING")  # as Postfix does (RFC 2920)
             return responses
 
         async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
