@@ -3,7 +3,12 @@
 Every transaction starts with ``BEGIN IMMEDIATE`` so that writers queue on
 the database lock (with ``busy_timeout``) instead of failing on upgrade from a
 read lock; that is what makes claims and ledger inserts correct across
-processes sharing one file. ``synchronous=FULL`` by default: a committed job
+processes sharing one file. Around it each transaction holds a ``flock`` on the
+side file ``<db>-lock`` (:mod:`oncebeat.store.writelock`): a waiting process is
+woken the moment the lock is released instead of sleeping in SQLite's busy
+handler, so a second worker process adds throughput. That lock is advisory and
+released by the kernel when a process dies; SQLite's lock stays the one that
+decides. ``synchronous=FULL`` by default: a committed job
 survives power loss (``?synchronous=normal`` trades that for speed).
 
 Instants are stored as fixed-width UTC text (``2026-03-08T14:00:00.000000Z``)
@@ -13,7 +18,9 @@ so text order is time order; columns declared ``TIMESTAMPTZ``, ``DATE`` and
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -29,19 +36,35 @@ from ..errors import MigrationError, StoreError, TransientStoreError
 from .base import Json, Store, Tx, instant_text, redact_url
 from .migrations import apply_lines, now_utc, versions_by_line
 from .sqlfiles import SqlLine, registered_lines
+from .writelock import WriteLock
 
 __all__ = ["SqliteStore"]
+
+log = logging.getLogger("oncebeat.store")
 
 _ts_to_text = instant_text
 
 
+@functools.lru_cache(maxsize=4096)
 def _convert_ts(raw: bytes) -> datetime:
-    return datetime.fromisoformat(raw.decode()).astimezone(UTC)
+    # Cached: a claimed batch shares its started_at and lease instants (and a bulk enqueue its run_at and
+    # created_at), and datetimes are immutable. Stored text ends in Z, which parses to UTC already.
+    value = datetime.fromisoformat(raw.decode())
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def _convert_json(raw: bytes) -> Any:
+    # Most job rows carry empty args and errors: skip the decoder for them (a new object each time).
+    if raw == b"{}":
+        return {}
+    if raw == b"[]":
+        return []
+    return json.loads(raw)
 
 
 sqlite3.register_converter("TIMESTAMPTZ", _convert_ts)
 sqlite3.register_converter("DATE", lambda raw: date.fromisoformat(raw.decode()))
-sqlite3.register_converter("JSON", lambda raw: json.loads(raw))
+sqlite3.register_converter("JSON", _convert_json)
 
 
 def _adapt(value: Any) -> Any:
@@ -87,10 +110,15 @@ class _SqliteTx(Tx):
         if self._store.before_statement is not None:
             self._store.before_statement(name)
         try:
-            cur = self._conn.execute(sql, _params(params))
-            return cur.fetchall()
+            cur = self._conn.cursor()
+            cur.row_factory = None  # tuples, made dicts below with the column names looked up once
+            rows = cur.execute(sql, _params(params)).fetchall()
         except sqlite3.Error as exc:
             raise _translate(exc, f"query {name}") from exc
+        if not rows:
+            return []
+        names = [col[0] for col in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
     def many(self, name: str, rows: Iterable[Mapping[str, Any]], /) -> None:
         sql = self._store.query_sql(name)
@@ -160,9 +188,12 @@ class SqliteStore(Store):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._writers = WriteLock(f"{path}-lock") if path != ":memory:" else None
         # The store owns its per-thread connections: one dropped without close() closes them when collected
         # (Python 3.13 warns about every sqlite3 connection left for the garbage collector).
         weakref.finalize(self, _close_all, self._all, self._lock)
+        if self._writers is not None:
+            weakref.finalize(self, self._writers.close)
 
     def _connect(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -205,22 +236,47 @@ class SqliteStore(Store):
     @contextmanager
     def transaction(self, *, bounded: bool = False) -> Iterator[Tx]:
         conn = self._connect()  # bounded: every wait is already bounded by busy_timeout
+        locked = self._take_writer_lock()
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise _translate(exc, "begin transaction") from exc
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _translate(exc, "begin transaction") from exc
+            try:
+                yield _SqliteTx(self, conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise _translate(exc, "commit") from exc
+        finally:
+            if locked:
+                self._writers.release()  # type: ignore[union-attr]
+
+    def _take_writer_lock(self) -> bool:
+        """Queue on ``<db>-lock`` within ``busy_timeout``; False when there is none (in memory, unwritable dir).
+
+        Raises:
+            TransientStoreError: another oncebeat process held it for all of ``busy_timeout``.
+        """
+        if self._writers is None:
+            return False
         try:
-            yield _SqliteTx(self, conn)
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise _translate(exc, "commit") from exc
+            got = self._writers.acquire(self.busy_timeout)
+        except OSError as exc:  # e.g. a read-only directory: SQLite's busy handler alone still orders writers
+            log.warning("no writer lock file %s (%s); waits for the write lock poll", self._writers.path, exc,
+                        extra={"event": "store.no_writer_lock"})
+            self._writers = None
+            return False
+        if not got:
+            raise TransientStoreError(f"begin transaction: database is locked (another process held the writer "
+                                      f"lock {self._writers.path} for {self.busy_timeout:g} s)")
+        return True
 
     def migrate(self, target: int | None = None, *, lines: tuple[SqlLine, ...] | None = None
                 ) -> list[tuple[str, int]]:
@@ -261,3 +317,5 @@ class SqliteStore(Store):
     def close(self) -> None:
         _close_all(self._all, self._lock)
         self._local = threading.local()
+        if self._writers is not None:
+            self._writers.close()
