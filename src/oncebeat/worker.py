@@ -168,6 +168,66 @@ class JobContext:
         return self.queue.enqueue(task, args, tx=tx, **options)
 
 
+class _Outcomes:
+    """How the slots of :meth:`Worker.run` report a batch to its loop, waking it rarely.
+
+    A slot records each job's outcome here; the loop is woken when the batch is over, when a slot raised,
+    and when the first completion of a commit window arrives (it then sleeps until that completion has
+    waited ``complete_within``). Handing each outcome over through a queue woke the loop once per job.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._left: set[int] = set()  # dispatched, no outcome yet
+        self._done: list[int] = []  # completed, not taken by the loop yet
+        self._first: float | None = None  # when the oldest of _done finished (monotonic)
+        self._error: BaseException | None = None
+
+    def expect(self, ids: Iterable[int]) -> None:
+        with self._cond:
+            self._left = set(ids)
+
+    def put(self, job_id: int, outcome: bool | BaseException) -> None:
+        with self._cond:
+            self._left.discard(job_id)
+            if isinstance(outcome, BaseException):
+                self._error = self._error or outcome
+            elif outcome:
+                self._done.append(job_id)
+                if self._first is not None and self._left:
+                    return  # the loop already sleeps until this window's deadline
+                self._first = self._first if self._first is not None else time.monotonic()
+            if self._error is not None or not self._left or outcome:
+                self._cond.notify()
+
+    def wait(self, timeout: float, complete_within: float) -> tuple[list[int], bool]:
+        """Wait up to ``timeout`` s; return (completions to commit now, batch over).
+
+        Completions are handed out when the batch is over or the oldest has waited ``complete_within``.
+        Raises what a slot's job raised (a simulated crash, an unexpected BaseException).
+        """
+        end = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._error is not None:
+                    raise self._error
+                now = time.monotonic()
+                over = not self._left
+                if over or (self._first is not None and now - self._first >= complete_within):
+                    done, self._done, self._first = self._done, [], None
+                    return done, over
+                if now >= end:
+                    return [], False
+                wake = end if self._first is None else min(end, self._first + complete_within)
+                self._cond.wait(wake - now)
+
+    def give_up(self) -> tuple[list[int], set[int]]:
+        """The grace period is over: return (completions not taken yet, jobs still without an outcome)."""
+        with self._cond:
+            done, self._done, self._first = self._done, [], None
+            return done, set(self._left)
+
+
 class Worker:
     """Runs jobs of ``app``'s tasks from ``store``.
 
@@ -598,40 +658,31 @@ class Worker:
         self._release(done)
         return True
 
-    def _await_batch(self, wid: int, jobs: list[Job],
-                     results: _queue.Queue[tuple[int, bool | BaseException]]) -> tuple[list[int], set[int]]:
+    def _await_batch(self, wid: int, jobs: list[Job], outcomes: _Outcomes) -> tuple[list[int], set[int]]:
         """Wait for a dispatched batch; return (completions not committed yet, jobs unfinished at the grace's end).
 
         A completion waits at most ``complete_within`` seconds for the batch's end (then it rides on the next
         claim): a worker frozen or killed later has no finished job to be re-run.
         """
-        pending = {j.id for j in jobs}
         done: list[int] = []
-        oldest: float | None = None
         deadline: float | None = None
-        while pending:
+        while True:
             if self.stop_requested.is_set() and deadline is None:
                 deadline = time.monotonic() + self.grace_seconds
             timeout = 0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic()))
-            try:
-                job_id, outcome = results.get(timeout=timeout)
-            except _queue.Empty:
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-            else:
-                pending.discard(job_id)
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                if outcome:
-                    done.append(job_id)
-                    self.processed += 1
-                    oldest = oldest if oldest is not None else time.monotonic()
-            if pending and oldest is not None and time.monotonic() - oldest >= self.complete_within:
-                if self._flush(wid, done):
-                    done, oldest = [], None
-        return done, pending
+            taken, over = outcomes.wait(timeout, self.complete_within)
+            done += taken
+            self.processed += len(taken)
+            if over:
+                return done, set()
+            if deadline is not None and time.monotonic() >= deadline:
+                taken, unfinished = outcomes.give_up()
+                self.processed += len(taken)
+                return done + taken, unfinished
+            if taken and self._flush(wid, done):
+                done = []
 
-    def _give_back(self, wid: int, inbox: _queue.Queue[Job | None], unfinished: set[int]) -> int:
+    def _give_back(self, wid: int, inbox: _queue.SimpleQueue[Job | None], unfinished: set[int]) -> int:
         """Grace period over: drop queued-but-unstarted work and return the unfinished jobs; return how many."""
         while True:
             try:
@@ -660,12 +711,12 @@ class Worker:
             signal.signal(signal.SIGINT, self.request_stop)
         log.info("worker %s started: queues %s, %d slots, batch %d", wid, ",".join(self.queues), self.concurrency,
                  self.batch_size, extra={"event": "worker.started"})
-        results: _queue.Queue[tuple[int, bool | BaseException]] = _queue.Queue()
-        inbox: _queue.Queue[Job | None] = _queue.Queue()
+        outcomes = _Outcomes()
+        inbox: _queue.SimpleQueue[Job | None] = _queue.SimpleQueue()
 
         def slot() -> None:
             while (job := inbox.get()) is not None:
-                results.put((job.id, self._run_one(job)))
+                outcomes.put(job.id, self._run_one(job))
 
         slots = [threading.Thread(target=slot, name=f"oncebeat-slot-{i}", daemon=True) for i in range(self.concurrency)]
         for t in slots:
@@ -690,9 +741,10 @@ class Worker:
                     self.stop_requested.wait(self.poll_interval)
                     continue
                 self._hold(jobs)
+                outcomes.expect(j.id for j in jobs)
                 for job in jobs:
                     inbox.put(job)
-                done, unfinished = self._await_batch(wid, jobs, results)
+                done, unfinished = self._await_batch(wid, jobs, outcomes)
                 if unfinished:
                     returned += self._give_back(wid, inbox, unfinished)
                 self._release(j.id for j in jobs if j.id not in done)
