@@ -15,8 +15,8 @@ from typing import Any
 
 from .store import Store, Tx
 
-__all__ = ["list_schedules", "get_schedule", "last_fire_at", "set_schedule_state", "get_occurrence",
-           "occurrence_at", "list_occurrences", "set_occurrence_job"]
+__all__ = ["list_schedules", "schedule_versions", "get_schedule", "last_fire_at", "set_schedule_state",
+           "get_occurrence", "occurrence_at", "list_occurrences", "set_occurrence_job"]
 
 Db = Store | Tx
 
@@ -25,9 +25,19 @@ def _first(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
-def list_schedules(db: Db) -> list[dict[str, Any]]:
-    """Every schedule row (every state: active, paused, retired), ordered by key."""
-    return db.read("list_schedules")
+def list_schedules(db: Db, *, keys: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every schedule row (every state: active, paused, retired), ordered by key; only ``keys``' rows if given."""
+    if keys is None:
+        return db.read("list_schedules")
+    return db.read("list_schedules_by_key", keys=keys) if keys else []
+
+
+def schedule_versions(db: Db) -> list[dict[str, Any]]:
+    """``{"key", "version", "state"}`` of every schedule: what changed since a re-read, without reading all rows.
+
+    Every change of a schedule's definition raises its version; a pause, resume or retirement changes its state.
+    """
+    return db.read("schedule_versions")
 
 
 def get_schedule(db: Db, key: str) -> dict[str, Any] | None:

@@ -501,3 +501,35 @@ def test_business_date_is_the_local_date_in_the_schedule_zone_across_dst(
     assert sorted(seen) == sorted([("late", d) for _, _, d in late] + [("early", d) for _, _, d in early])
     host_dates = [datetime.fromtimestamp(fire_at.timestamp()).date() for fire_at, _, _ in late]
     assert host_dates == [date(2026, 3, d) for d in (7, 8, 9, 10)], "the host (Tokyo) is already a day ahead"
+
+
+def test_a_re_read_fetches_only_changed_rows_and_sees_a_run_time_edit(store: Store, sim_clock: SimulatedClock,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from oncebeat import ledger as ledger_mod
+    from oncebeat.schedule_admin import pause_schedule, set_schedule
+
+    keys = [f"report-{i:02d}" for i in range(20)]
+    app = hourly_app(*keys)
+    clock = clock_for(app, store, sim_clock, resync_interval=60)
+    clock.start()
+    fetched: list[list[str] | None] = []
+    real = ledger_mod.list_schedules
+
+    def spy(db: Any, *, keys: list[str] | None = None) -> list[dict[str, Any]]:
+        fetched.append(keys)
+        return real(db, keys=keys)
+
+    monkeypatch.setattr(ledger_mod, "list_schedules", spy)
+    run_until(sim_clock, at(12, 10), 60, clock)  # re-reads with nothing changed: no whole rows fetched
+    assert fetched and all(k == [] for k in fetched), fetched
+
+    sim_clock.set(at(12, 10, 30))
+    set_schedule(store, "report-03", expression="15 * * * *", clock=sim_clock)  # another process: earlier now
+    pause_schedule(store, app, "report-04", clock=sim_clock)
+    fetched.clear()
+    run_until(sim_clock, at(13, 30), 60, clock)
+    assert ["report-03", "report-04"] in fetched, fetched
+    assert ledger(store, "report-03") == [(at(12, 15), "enqueued"), (at(13, 15), "enqueued")]
+    assert ledger(store, "report-04") == [(at(13), "paused")]
+    assert ledger(store, "report-05") == [(at(13), "enqueued")]
+    assert_one_job_per_enqueued_occurrence(store)

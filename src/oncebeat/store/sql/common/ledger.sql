@@ -5,6 +5,9 @@
 -- name: list_schedules
 SELECT * FROM schedules ORDER BY key;
 
+-- name: schedule_versions
+SELECT key, version, state FROM schedules;
+
 -- name: get_schedule
 SELECT * FROM schedules WHERE key = :key;
 

@@ -8,3 +8,6 @@ SELECT * FROM schedules WHERE key = :key FOR SHARE;
 -- name: last_fire_at
 SELECT MAX(fire_at) AS last_fire_at FROM occurrences
 WHERE schedule_key = :key AND outcome <> 'manual';
+
+-- name: list_schedules_by_key
+SELECT * FROM schedules WHERE key = ANY(CAST(:keys AS text[])) ORDER BY key;

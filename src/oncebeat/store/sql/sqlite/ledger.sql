@@ -4,3 +4,6 @@
 -- name: last_fire_at
 SELECT MAX(fire_at) AS "last_fire_at [TIMESTAMPTZ]" FROM occurrences
 WHERE schedule_key = :key AND outcome <> 'manual';
+
+-- name: list_schedules_by_key
+SELECT * FROM schedules WHERE key IN (SELECT value FROM json_each(:keys)) ORDER BY key;
