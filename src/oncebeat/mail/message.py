@@ -161,6 +161,11 @@ def address_problem(addr_spec: str) -> str | None:
         str | None: A short reason (``"the part after the @-sign contains invalid characters: '_'"``),
         or ``None`` when the address is fine.
     """
+    return _address_problem(addr_spec)
+
+
+@lru_cache(maxsize=4096)  # a pure function of the text; a send checks its recipient twice (service, builder)
+def _address_problem(addr_spec: str) -> str | None:
     local = addr_spec.rpartition("@")[0]
     if "=?" in local or _UNSAFE_HEADER_CHARS.search(addr_spec):
         return "its local part holds an RFC 2047 encoded-word ('=?') or a control character"
@@ -240,7 +245,11 @@ def parse_address(value: str | Address, *, field: str = "address", deliverable: 
             raise ValueError(f"{field}: cannot parse mailbox {value!r}; use 'Name <user@domain>' or 'user@domain'")
         else:
             name, addr_spec = "", text
-    name = sanitize_header_text(name)
+    return _parse_mailbox(sanitize_header_text(name), addr_spec, field, deliverable)
+
+
+@lru_cache(maxsize=4096)  # pure; Address is immutable: the policy's sender and reply-to are parsed once
+def _parse_mailbox(name: str, addr_spec: str, field: str, deliverable: bool) -> Address:
     local, at, domain = addr_spec.rpartition("@")
     if not at or not local or not domain:
         raise ValueError(f"{field}: {addr_spec!r} is not an email address (expected user@domain)")
