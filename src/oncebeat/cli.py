@@ -401,7 +401,8 @@ def worker(database_url: str | None, config: Path | None, app: str | None, concu
     """Run a worker: claims jobs with a lease and runs them; SIGTERM drains gracefully."""
     from .worker import Worker
 
-    rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None)
+    rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None,
+                  smtp_connections=concurrency)  # one SMTP connection per handler slot
     try:
         with _serving_metrics(metrics_port, metrics_host):
             wrk = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
@@ -436,7 +437,8 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
     from .dbtime import time_source_clock
     from .worker import Worker
 
-    rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None)
+    rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None,
+                  smtp_connections=concurrency)  # one SMTP connection per handler slot
     clk = ClockProcess(rt.app, rt.store, clock=time_source_clock(rt.store, time_source), echo=click.echo)
     wrk = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
                  lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval)

@@ -179,6 +179,53 @@ def test_several_sends_reuse_one_connection_and_return_the_final_reply(sink: Mai
     assert replies == [f"250 OK queued as {s.key}" for s in stored]
 
 
+def test_with_two_connections_a_second_thread_sends_while_the_first_holds_one(sink: MailSink) -> None:
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_one(mailer: Mailer) -> None:
+        with mailer.reserved():
+            mailer.send(message(1))
+            holding.set()
+            release.wait(10)
+
+    with Mailer(sink.url, connections=2) as mailer:
+        first = threading.Thread(target=hold_one, args=(mailer,))
+        first.start()
+        assert holding.wait(10)
+        mailer.send(message(2))  # does not wait for the first thread's connection
+        release.set()
+        first.join(10)
+        mailer.send(message(3))
+    assert sink.accepted == 3 and sink.connections == 2
+
+
+def test_with_one_connection_a_second_thread_waits_for_it(sink: MailSink) -> None:
+    holding, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def hold_one(mailer: Mailer) -> None:
+        with mailer.reserved():
+            mailer.send(message(1))
+            holding.set()
+            release.wait(0.3)
+            order.append("released")
+
+    with Mailer(sink.url) as mailer:
+        first = threading.Thread(target=hold_one, args=(mailer,))
+        first.start()
+        assert holding.wait(10)
+        mailer.send(message(2))
+        order.append("second sent")
+        first.join(10)
+    assert order == ["released", "second sent"]
+    assert sink.accepted == 2 and sink.connections == 1
+
+
+def test_a_mailer_needs_at_least_one_connection() -> None:
+    with pytest.raises(ValueError, match="connections"):
+        Mailer("smtp://127.0.0.1:1025", connections=0)
+
+
 def test_a_closed_mailer_reconnects_on_the_next_send(sink: MailSink) -> None:
     mailer = Mailer(sink.url)
     mailer.send(message(1))

@@ -69,6 +69,7 @@ import copy
 import email.utils
 import io
 import logging
+import queue
 import re
 import smtplib
 import socket
@@ -403,11 +404,20 @@ class _Stage:
     content_started: bool = False
 
 
-class Mailer:
-    """Sends messages over one reusable SMTP connection.
+class _Slot:
+    """One kept SMTP connection of a :class:`Mailer`; its lock is held by the thread sending over it."""
 
-    Thread-safe (sends are serialised). Use as a context manager or call
-    :meth:`close`::
+    def __init__(self) -> None:
+        self.conn: smtplib.SMTP | None = None
+        self.lock = threading.RLock()
+
+
+class Mailer:
+    """Sends messages over reusable SMTP connections: one by default, or up to ``connections``.
+
+    Thread-safe: each send holds one connection for its whole transaction; with ``connections=N``
+    up to N threads (e.g. a worker's handler slots) send at once, each over its own connection,
+    and further threads wait. Use as a context manager or call :meth:`close`::
 
         with Mailer("smtp://127.0.0.1:1025") as mailer:
             reply = mailer.send(msg)      # "250 OK queued as ..."
@@ -419,9 +429,12 @@ class Mailer:
         ssl_context: TLS settings for ``smtps``/``STARTTLS``; default
             :func:`ssl.create_default_context` (verifies the certificate).
         local_hostname: Name sent in ``EHLO``; default the host's FQDN.
+        connections: Connections kept at most (>= 1); each is opened when first needed. The most recently
+            used free one is taken first, so a single thread keeps reusing one connection.
 
     Raises:
         ConfigError: ``url`` is a string that :func:`parse_smtp_url` rejects.
+        ValueError: ``connections`` < 1.
     """
 
     def __init__(
@@ -431,31 +444,66 @@ class Mailer:
         timeout: float = DEFAULT_TIMEOUT,
         ssl_context: ssl.SSLContext | None = None,
         local_hostname: str | None = None,
+        connections: int = 1,
     ) -> None:
+        if connections < 1:
+            raise ValueError("connections must be >= 1")
         self.url: SmtpUrl = parse_smtp_url(url) if isinstance(url, str) else url
         self.timeout: float = self.url.timeout if self.url.timeout is not None else float(timeout)
         _warn_clear_text_auth(self.url)
         self._ssl_context = ssl_context
         self._local_hostname = local_hostname
-        self._conn: smtplib.SMTP | None = None
-        self._lock = threading.RLock()
+        self._slots = [_Slot() for _ in range(connections)]
+        self._free: queue.LifoQueue[_Slot] = queue.LifoQueue()
+        for slot in reversed(self._slots):
+            self._free.put(slot)
+        self._held = threading.local()  # .slot: the connection this thread holds, if any
+
+    @property
+    def _conn(self) -> smtplib.SMTP | None:
+        """The connection of the slot this thread holds (internal methods run only while holding one)."""
+        return self._held.slot.conn
+
+    @_conn.setter
+    def _conn(self, conn: smtplib.SMTP | None) -> None:
+        self._held.slot.conn = conn
+
+    @contextmanager
+    def _hold(self) -> Iterator[_Slot]:
+        """Hold a connection slot for this thread (re-entrant: a thread already holding one keeps it)."""
+        held = getattr(self._held, "slot", None)
+        if held is not None:
+            yield held
+            return
+        slot = self._free.get()
+        try:
+            with slot.lock:
+                self._held.slot = slot
+                try:
+                    yield slot
+                finally:
+                    self._held.slot = None
+        finally:
+            self._free.put(slot)
 
     def __repr__(self) -> str:
         return f"Mailer({self.url.redacted()!r}, connected={self.connected})"
 
     @property
     def connected(self) -> bool:
-        """Whether a connection is currently open (it may still be stale)."""
-        conn = self._conn
-        return conn is not None and conn.sock is not None
+        """Whether a connection is currently open (it may still be stale): the one this thread holds, else any."""
+        held = getattr(self._held, "slot", None)
+        slots = [held] if held is not None else self._slots
+        return any(s.conn is not None and s.conn.sock is not None for s in slots)
 
     # -- public API -------------------------------------------------------
 
     @contextmanager
     def reserved(self) -> Iterator[Mailer]:
-        """Hold this mailer's connection for one send (other threads wait): an effect claims its key only
-        once the connection is free (``ctx.effect(..., resource=mailer.reserved())``)."""
-        with self._lock:
+        """Hold one of this mailer's connections for one send (when all are held, other threads wait): an
+        effect claims its key only once a connection is free (``ctx.effect(..., resource=mailer.reserved())``);
+        the send inside uses the connection held."""
+        with self._hold():
             yield self
 
     def send(self, msg: EmailMessage | bytes, *, before_final_dot: Callable[[], None] | None = None,
@@ -505,7 +553,7 @@ class Mailer:
         else:
             envelope = _envelope(msg)
             payload = _dot_stuff(_serialize(msg, utf8=envelope.utf8))
-        with self._lock:
+        with self._hold():
             retried = False
             while True:
                 reused = self.connected
@@ -534,17 +582,18 @@ class Mailer:
         after accepting the last message) are ignored: a message whose ``250``
         was received is delivered regardless.
         """
-        with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is None:
-                return
-            try:
-                if conn.sock is not None:
-                    conn.quit()
-            except (smtplib.SMTPException, OSError) as exc:
-                log.debug("ignoring error on QUIT to %s: %s", self.url.redacted(), self._scrub(str(exc)))
-            finally:
-                conn.close()
+        for slot in self._slots:
+            with slot.lock:  # waits for a send in flight on it
+                conn, slot.conn = slot.conn, None
+                if conn is None:
+                    continue
+                try:
+                    if conn.sock is not None:
+                        conn.quit()
+                except (smtplib.SMTPException, OSError) as exc:
+                    log.debug("ignoring error on QUIT to %s: %s", self.url.redacted(), self._scrub(str(exc)))
+                finally:
+                    conn.close()
 
     def __enter__(self) -> Mailer:
         return self

@@ -45,11 +45,12 @@ class Runtime:
 
 def load_runtime(*, config: Path | None = None, database_url: str | None = None, smtp_url: str | None = None,
                  need_smtp: bool = False, migrate: bool = True, app: str | None = None,
-                 clock: Clock | None = None) -> Runtime:
+                 clock: Clock | None = None, smtp_connections: int = 1) -> Runtime:
     """Open everything a command needs.
 
     ``need_smtp`` makes a missing ``SMTP_URL`` an error. With ``migrate=False`` (read-only
-    commands) the database must already exist and hold oncebeat's schema.
+    commands) the database must already exist and hold oncebeat's schema. ``smtp_connections``: SMTP
+    connections the mailer keeps at most (a worker passes its handler slots, so they send side by side).
 
     Raises:
         ConfigError: bad policy file, missing SMTP_URL, bad --app.
@@ -62,7 +63,7 @@ def load_runtime(*, config: Path | None = None, database_url: str | None = None,
         raise ConfigError("SMTP_URL is not set: workers need it to send reminders, e.g. "
                           "SMTP_URL=smtp://user:password@mail.example.com:587?starttls=true "
                           "(for local testing run `oncebeat mailsink` and use smtp://127.0.0.1:1025)")
-    mailer = Mailer(smtp) if smtp else None
+    mailer = Mailer(smtp, connections=smtp_connections) if smtp else None
     store = open_store_for(deployment_url(database_url), migrate=migrate)
     clock = clock or SystemClock()
     service = ReminderService(store, policy, clock=clock, mailer=mailer)
