@@ -50,6 +50,8 @@ def parse(argv: list[str]) -> tuple[str, Settings, argparse.Namespace]:
     p.add_argument("--e2e-sink", choices=("discard", "maildir"),
                    help="W3 sink, one process per worker: discard (aiosmtpd keeping nothing; default) or maildir")
     p.add_argument("--e2e-workers", help="W3 worker process counts (default 1,2)")
+    p.add_argument("--e2e-concurrency",
+                   help="W3 handler slots per worker, each with its own SMTP connection (default 1)")
     p.add_argument("--clock-schedules", type=int, help="W4 schedules (default 10,000)")
     p.add_argument("--clock-seconds", type=float, help="W4 window in seconds (default 120)")
     p.add_argument("--clock-modes", help="W4 modes: burst,spread (default both)")
@@ -64,6 +66,7 @@ def parse(argv: list[str]) -> tuple[str, Settings, argparse.Namespace]:
                       scan_sizes=_ints(a.scan_sizes), scan_collapse=_strs(a.scan_collapse),
                       e2e_reminders=a.e2e_reminders,
                       e2e_sink=a.e2e_sink, e2e_workers=_ints(a.e2e_workers),
+                      e2e_concurrency=_ints(a.e2e_concurrency),
                       clock_schedules=a.clock_schedules, clock_seconds=a.clock_seconds,
                       clock_modes=_strs(a.clock_modes), growth_sizes=_ints(a.growth_sizes),
                       backends=_strs(a.backends), only=_strs(a.only) or ())

@@ -49,6 +49,7 @@ class Settings:
     e2e_reminders: int = 1_000
     e2e_sink: str = "discard"  # W3 SMTP sink per worker: "discard" (aiosmtpd, keeps nothing) or "maildir"
     e2e_workers: tuple[int, ...] = (1, 2)
+    e2e_concurrency: tuple[int, ...] = (1,)  # W3 handler slots per worker (one SMTP connection each)
     clock_schedules: int = 10_000
     clock_seconds: float = 120.0
     clock_modes: tuple[str, ...] = ("burst", "spread")

@@ -152,7 +152,10 @@ def reminders_worker(spec: dict[str, Any], ctl: Control) -> None:
     from oncebeat.worker import Worker
 
     store = open_store(spec["url"])
-    mailer = Mailer(spec["smtp_url"])
+    try:  # one SMTP connection per handler slot (an engine before Mailer(connections=) has one)
+        mailer = Mailer(spec["smtp_url"], connections=spec.get("concurrency", 1))
+    except TypeError:
+        mailer = Mailer(spec["smtp_url"])
     service = ReminderService(store, Policy(), clock=SystemClock(), mailer=mailer)
     app = build_app(service)
     w = Worker(app, store, concurrency=spec.get("concurrency", 1), batch_size=spec.get("batch_size", 100),

@@ -28,7 +28,8 @@ from bench.common import FreshDb, Settings, fmt_stat, log, md_table, start_child
 from bench.w2_scan import BUSINESS_DATE
 
 
-def one(settings: Settings, backend: str, n: int, workers: int, *, spy_name: str | None = None) -> dict[str, Any]:
+def one(settings: Settings, backend: str, n: int, workers: int, *, concurrency: int = 1,
+        spy_name: str | None = None) -> dict[str, Any]:
     from oncebeat.provenance import current_source
     from oncebeat.reminders.policy import Policy
     from oncebeat.reminders.service import ReminderService
@@ -46,7 +47,7 @@ def one(settings: Settings, backend: str, n: int, workers: int, *, spy_name: str
         logs = settings.tmp / "logs"
         try:
             specs = [{"url": db.url, "smtp_url": sinks[i % len(sinks)].ready_info["url"], "batch_size": 100,
-                      "concurrency": 1} for i in range(workers)]
+                      "concurrency": concurrency} for i in range(workers)]
             kids = start_children("reminders-worker", specs, logdir=logs)
             spies = []
             if spy_name and settings.profile:
@@ -78,7 +79,7 @@ def one(settings: Settings, backend: str, n: int, workers: int, *, spy_name: str
         if sent != n or sink_info["accepted"] != n or done != n:
             raise RuntimeError(f"W3: {sent} sent, {sink_info['accepted']} accepted by the sink, {done} jobs done; "
                                f"expected {n}")
-    return {"reminders": n, "workers": workers, "seconds": secs, "rate": n / secs, "wall": wall,
+    return {"reminders": n, "workers": workers, "concurrency": concurrency, "seconds": secs, "rate": n / secs, "wall": wall,
             "worker_cpu_ms_per_reminder": sum(i["work_cpu"] for i in infos) / n * 1000,
             "maxrss_kb": max(i["maxrss_kb"] for i in infos), "smtp_connections": sink_info["connections"],
             "sinks": len(sink_infos), "sink_kind": settings.e2e_sink}
@@ -105,16 +106,16 @@ def stop_sinks(sinks: list[Any]) -> list[dict[str, Any]]:
 
 
 def run(settings: Settings) -> dict[str, Any]:
-    res: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    res: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for rep in range(settings.reps):
         for backend in settings.backends:
-            for workers in settings.e2e_workers:
+            for workers, slots in [(w, c) for w in settings.e2e_workers for c in settings.e2e_concurrency]:
                 spy_name = f"w3-{backend}-{workers}w" if rep == 0 and workers == 2 else None
-                r = one(settings, backend, settings.e2e_reminders, workers, spy_name=spy_name)
-                log(f"W3 rep {rep + 1}: {backend}, {workers} worker(s): {r['rate']:,.0f} reminders/s "
-                    f"({r['worker_cpu_ms_per_reminder']:.2f} ms worker CPU each, {r['smtp_connections']} SMTP "
-                    f"connections)")
-                res.setdefault(backend, {}).setdefault(workers, []).append(r)
+                r = one(settings, backend, settings.e2e_reminders, workers, concurrency=slots, spy_name=spy_name)
+                log(f"W3 rep {rep + 1}: {backend}, {workers} worker(s) × {slots} slot(s): {r['rate']:,.0f} "
+                    f"reminders/s ({r['worker_cpu_ms_per_reminder']:.2f} ms worker CPU each, "
+                    f"{r['smtp_connections']} SMTP connections)")
+                res.setdefault(backend, {}).setdefault(f"{workers}x{slots}", []).append(r)
     comp = components()
     ceiling = {f"{SINK_LABELS[kind]}, {c} process(es), 1 connection each":
                sink_ceiling(settings, kind=kind, connections=c) for kind, c in
@@ -131,16 +132,17 @@ def component_table(comp: dict[str, float], ceiling: dict[str, float]) -> dict[s
     return {"components": md_table(["step of one send (µs of CPU per call, warm, one process)", "value"], rows)}
 
 
-def tables(res: dict[str, dict[int, list[dict[str, Any]]]]) -> dict[str, str]:
+def tables(res: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, str]:
     rows = []
     for backend, by_w in res.items():
-        for workers, reps in sorted(by_w.items()):
-            rows.append([backend, workers, fmt_stat([r["rate"] for r in reps]),
+        for _, reps in sorted(by_w.items()):
+            rows.append([backend, reps[0]["workers"], reps[0].get("concurrency", 1),
+                         fmt_stat([r["rate"] for r in reps]),
                          fmt_stat([r["worker_cpu_ms_per_reminder"] for r in reps], 2),
                          fmt_stat([r["maxrss_kb"] / 1024 for r in reps], 0),
                          reps[0]["smtp_connections"], f"{reps[0].get('sinks', 1)} × "
                          f"{SINK_LABELS[reps[0].get('sink_kind', 'maildir')]}"])
-    return {"e2e": md_table(["backend", "workers", "reminders delivered/s", "worker CPU ms per reminder",
+    return {"e2e": md_table(["backend", "workers", "slots (SMTP connections) per worker", "reminders delivered/s", "worker CPU ms per reminder",
                              "peak RSS MB per worker", "SMTP connections", "sink processes"], rows)}
 
 
