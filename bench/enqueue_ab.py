@@ -96,6 +96,9 @@ def _ratio_rows(reps: list[dict[str, float]], engines: list[str]) -> list[list[s
         for a, b, target in pairs:
             vals = [r[f"{eng}:{a}"] / r[b] for r in reps]
             rows.append([eng, f"{a} ÷ {b}", fmt_stat(vals, 2), target])
+    if "before" in engines:
+        for c in ONCEBEAT_CELLS:
+            rows.append(["after ÷ before", c, fmt_stat([r[f"after:{c}"] / r[f"before:{c}"] for r in reps], 2), "–"])
     return rows
 
 
