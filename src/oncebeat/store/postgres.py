@@ -30,7 +30,9 @@ one set there wins over the default.
 
 Dropped connections: pooled connections are checked before each use (a dropped
 one is replaced, never handed out) and, after an outage, the pool tries to
-reconnect at least every ``RECONNECT_MAX_DELAY`` (2 s).
+reconnect at least every ``RECONNECT_MAX_DELAY`` (2 s). The check is the
+transaction's own ``BEGIN`` (with a bounded transaction's ``SET LOCAL`` statements in the
+same round trip), so it costs no round trip of its own.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ CONNECTION_DEFAULTS = {"connect_timeout": "10", "keepalives": "1", "keepalives_i
 # oncebeat's own URL options: server settings (durations), session-wide or per bounded transaction.
 SESSION_DEFAULTS = {"idle_in_transaction_session_timeout": "20s"}
 BOUNDED_DEFAULTS = {"lock_timeout": "5s", "statement_timeout": "15s"}
-_BOUND_SQL = "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)"
+BEGIN_TRIES = 3  # pooled connections tried before a transaction's BEGIN failure is raised (see _begin)
 _DURATION = re.compile(r"(0|[1-9][0-9]{0,8})(us|ms|s|min|h|d)?")
 
 
@@ -101,24 +103,10 @@ class _CappedBackoff(AttemptWithBackoff):
 
 
 class _Pool(ConnectionPool):
-    """The connection pool, with two rules for dropped connections (issue 9, item 8).
+    """The connection pool: after an outage, reconnect attempts are at most RECONNECT_MAX_DELAY apart.
 
-    - Every connection is checked before it is handed out (``ConnectionPool.check_connection``, one empty
-      round trip). A dead one makes the pool check all its idle connections at once, since they usually died
-      together (a server restart, ``pg_terminate_backend``, a network cut): the caller then gets a live
-      connection, never the next dead one.
-    - After an outage, reconnect attempts are at most RECONNECT_MAX_DELAY apart.
+    Checking a connection before it is handed out is :meth:`PostgresStore._begin`'s job (issue 9, item 8).
     """
-
-    def __init__(self, conninfo: str, **kwargs: Any) -> None:
-        super().__init__(conninfo, check=self._check_or_purge, **kwargs)
-
-    def _check_or_purge(self, conn: psycopg.Connection[Any]) -> None:
-        try:
-            ConnectionPool.check_connection(conn)
-        except Exception:
-            self.check()  # drop the idle connections that died with it (each replaced in the background)
-            raise
 
     def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
         super()._add_connection(attempt or _CappedBackoff(timeout=self.reconnect_timeout), growing)
@@ -134,6 +122,16 @@ def _adapt(value: Any) -> Any:
 
 def _params(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _adapt(v) for k, v in params.items()}
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    """End a failed transaction, if the connection still can (else the pool discards it on return)."""
+    if conn.closed or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except psycopg.Error:
+        pass  # broken or busy: putconn discards it
 
 
 def _translate(exc: psycopg.Error, what: str, url: str) -> StoreError:
@@ -211,6 +209,11 @@ class PostgresStore(Store):
         pool_size = int(pool_text)
         self.url = redact_url(url)
         self.bounds = tuple(_duration_option(options, name, default, url) for name, default in BOUNDED_DEFAULTS.items())
+        # SET LOCAL: ends with the transaction, the pooled connection keeps its defaults. The values are
+        # durations checked by _duration_option (digits and a unit), so they are written into the statement:
+        # one simple query, one round trip with the BEGIN.
+        self._begin_bounded = "BEGIN; " + "; ".join(
+            f"SET LOCAL {name} = '{value}'" for name, value in zip(BOUNDED_DEFAULTS, self.bounds, strict=True))
         options["options"] = _server_options(options, self.schema, url)
         options = CONNECTION_DEFAULTS | options  # the URL's own values win
         query = urlencode(options, quote_via=quote)  # %20, not '+': libpq decodes only %XX
@@ -236,12 +239,40 @@ class PostgresStore(Store):
     @contextmanager
     def transaction(self, *, bounded: bool = False) -> Iterator[Tx]:
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                if bounded:  # SET LOCAL: ends with this transaction, the pooled connection keeps its defaults
-                    conn.execute(_BOUND_SQL, self.bounds)
-                yield _PgTx(self, cast("psycopg.Connection[dict[str, Any]]", conn))  # kwargs set dict_row
+            conn = self._begin(self._begin_bounded if bounded else "BEGIN")
         except psycopg.Error as exc:
             raise _translate(exc, "transaction", self.url) from exc
+        try:
+            yield _PgTx(self, cast("psycopg.Connection[dict[str, Any]]", conn))  # kwargs set dict_row
+            conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            _rollback(conn)
+            raise _translate(exc, "transaction", self.url) from exc
+        except BaseException:
+            _rollback(conn)
+            raise
+        finally:
+            self._pool.putconn(conn)
+
+    def _begin(self, begin: str) -> psycopg.Connection[Any]:
+        """A pooled connection with its transaction begun: ``begin`` is the check that it is alive.
+
+        One round trip, as the pool's own check (an empty query) would be, but it also starts the transaction.
+        A connection that fails it is given back (the pool replaces a closed one) and the pool checks its idle
+        ones, which usually died together (a server restart, ``pg_terminate_backend``, a network cut); the next
+        one is tried, so the caller never meets a dead connection while the pool has or can open a live one.
+        """
+        for attempt in range(BEGIN_TRIES):
+            conn = self._pool.getconn()
+            try:
+                conn.execute(begin)
+                return conn
+            except psycopg.OperationalError:
+                self._pool.putconn(conn)
+                if attempt == BEGIN_TRIES - 1:
+                    raise
+                self._pool.check()
+        raise AssertionError("unreachable")
 
     def migrate(self, target: int | None = None, *, lines: tuple[SqlLine, ...] | None = None
                 ) -> list[tuple[str, int]]:
