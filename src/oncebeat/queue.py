@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -46,8 +46,8 @@ from .store import Json, Store, Tx
 from .store.base import instant_text
 from .timebase import Clock, require_aware
 
-__all__ = ["Job", "Queue", "backoff_seconds", "job_row", "all_jobs", "jobs_in_doubt", "rerun_in_doubt", "copy_job",
-           "close_in_doubt", "JOB_STATES", "UNFINISHED_STATES"]
+__all__ = ["Job", "JobRecord", "Queue", "backoff_seconds", "job_row", "all_jobs", "jobs_in_doubt", "rerun_in_doubt",
+           "copy_job", "close_in_doubt", "JOB_STATES", "UNFINISHED_STATES"]
 
 JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled", "in_doubt")
 UNFINISHED_STATES = ("available", "scheduled", "running", "retryable")
@@ -55,7 +55,13 @@ UNFINISHED_STATES = ("available", "scheduled", "running", "retryable")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Job:
-    """One job row. Instants are aware UTC datetimes."""
+    """A claimed job: what running it needs (a handler's ``ctx.job``). Instants are aware UTC datetimes.
+
+    ``state``, ``worker_id`` and ``lease_expires_at`` are the claim's own (``running``, the claiming worker,
+    the lease it took); the rest is read from the row. The job's history (``errors``, ``created_at``,
+    ``started_at``, ``finished_at``) is not read by a claim (a JSON list and three instants to send and decode per
+    row, which running a job never needs): :meth:`Queue.get` returns it, as a :class:`JobRecord`.
+    """
 
     id: int
     queue: str
@@ -68,21 +74,28 @@ class Job:
     run_at: datetime
     lease_expires_at: datetime | None
     worker_id: int | None
-    unique_key: str | None
     occurrence_id: int | None
+    unique_key: str | None
     source_kind: str
     source_host: str
     source_pid: int
     source_name: str
     source_version: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Job:
+        """Build from a ``jobs`` row holding at least this class's fields (extra columns are ignored)."""
+        return cls(**{f.name: row[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobRecord(Job):
+    """A whole ``jobs`` row (:meth:`Queue.get`): a :class:`Job` with its history."""
+
     errors: list[dict[str, Any]]
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Job:
-        return cls(**{name: row[name] for name in cls.__slots__})
 
 
 def backoff_seconds(attempt: int, *, base: float = 2.0, cap: float = 3600.0, rng: random.Random | None = None) -> float:
@@ -280,16 +293,23 @@ class Queue:
                 transaction (one commit per batch instead of two).
         """
         now = self.clock.now()
+        lease = now + timedelta(seconds=lease_seconds)
         rows: list[dict[str, Any]] = []
         with self.store.transaction(bounded=True) as tx:
             if complete:
                 tx.run("complete_jobs", worker_id=worker_id, ids=list(complete), now=now)
             for name in queues:  # queues are served in the order given
                 rows += tx.run("claim_jobs", worker_id=worker_id, queue=name, limit=limit - len(rows), now=now,
-                               lease_expires_at=now + timedelta(seconds=lease_seconds))
+                               lease_expires_at=lease)
                 if len(rows) >= limit:
                     break
-        jobs = [Job.from_row(r) for r in rows]
+        # The claim returns only what running a job needs; state, worker and lease are the claim's own.
+        jobs = [Job(id=r["id"], queue=r["queue"], task=r["task"], args=r["args"], state="running",
+                    priority=r["priority"], attempt=r["attempt"], max_attempts=r["max_attempts"], run_at=r["run_at"],
+                    lease_expires_at=lease, worker_id=worker_id, occurrence_id=r["occurrence_id"],
+                    unique_key=r["unique_key"], source_kind=r["source_kind"], source_host=r["source_host"],
+                    source_pid=r["source_pid"], source_name=r["source_name"], source_version=r["source_version"])
+                for r in rows]
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return jobs
 
@@ -459,9 +479,10 @@ class Queue:
                                until=require_aware(until, "until") if until else None,
                                before_id=before_id, limit=limit)
 
-    def get(self, job_id: int) -> Job | None:
+    def get(self, job_id: int) -> JobRecord | None:
+        """Job ``job_id`` with its history and provenance, or None."""
         row = job_row(self.store, job_id)
-        return Job.from_row(row) if row else None
+        return JobRecord.from_row(row) if row else None
 
     def next_run_at(self, queues: Sequence[str] = ("default",)) -> datetime | None:
         """Earliest ``run_at`` of unfinished, unclaimed jobs in ``queues`` (None if none)."""

@@ -17,6 +17,8 @@ FROM (SELECT r ->> 0 AS q, r ->> 1 AS t, r -> 2 AS a, CAST(r ->> 3 AS integer) A
 ON CONFLICT DO NOTHING;
 
 -- name: claim_jobs
+-- Returns only what a claimed job carries (oncebeat.queue.Job): not its errors (JSON) nor the instants that
+-- running it never reads, to send and decode per row.
 -- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
 -- order, so a claim reads about :limit rows however long the backlog is and whatever the table
 -- statistics say (no sort of the whole queue after an idle period).
@@ -29,18 +31,25 @@ WHERE id IN (
     ORDER BY priority, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED)
-RETURNING *;
+RETURNING id, queue, task, args, priority, attempt, max_attempts, run_at, occurrence_id, unique_key,
+          source_kind, source_host, source_pid, source_name, source_version;
 
 -- name: extend_leases
 -- Fencing: only a lease that has not expired is renewed (an expired one belongs to the rescue, whether or not it
 -- has run yet); the rows returned are the jobs this worker still holds.
+-- By primary key only, as complete_jobs (jobs_running_lease holds the dead entries of every job run lately).
 UPDATE jobs SET lease_expires_at = :lease_expires_at
-WHERE worker_id = :worker_id AND state = 'running' AND id = ANY(CAST(:ids AS bigint[])) AND lease_expires_at >= :now
+WHERE id = ANY(CAST(:ids AS bigint[])) AND worker_id = :worker_id AND state || '' = 'running'
+  AND lease_expires_at >= :now
 RETURNING id, attempt;
 
 -- name: complete_jobs
+-- By primary key only: written `state = 'running'`, the condition lets the planner read the partial index
+-- jobs_running_lease, which keeps an entry for every job run since the last VACUUM (a bitmap scan sets no
+-- dead-entry hints): the completion then costs more the more jobs were drained. `state || ''` is the same test
+-- that no index answers.
 UPDATE jobs SET state = 'completed', finished_at = :now, lease_expires_at = NULL
-WHERE worker_id = :worker_id AND state = 'running' AND id = ANY(CAST(:ids AS bigint[]));
+WHERE id = ANY(CAST(:ids AS bigint[])) AND worker_id = :worker_id AND state || '' = 'running';
 
 -- name: fail_job
 UPDATE jobs

@@ -18,6 +18,8 @@ WHERE true
 ON CONFLICT DO NOTHING;
 
 -- name: claim_jobs
+-- Returns only what a claimed job carries (oncebeat.queue.Job): not its errors (JSON) nor the instants that
+-- running it never reads, to send and decode per row.
 -- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
 -- order, so a claim reads about :limit rows however long the backlog is (no sort of the whole queue).
 UPDATE jobs
@@ -28,7 +30,8 @@ WHERE id IN (
     WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
     ORDER BY priority, run_at, id
     LIMIT :limit)
-RETURNING *;
+RETURNING id, queue, task, args, priority, attempt, max_attempts, run_at, occurrence_id, unique_key,
+          source_kind, source_host, source_pid, source_name, source_version;
 
 -- name: extend_leases
 -- Fencing: only a lease that has not expired is renewed (an expired one belongs to the rescue, whether or not it
