@@ -213,7 +213,8 @@ def test_enqueue_many_skips_unique_key_conflicts(store: Store, sim_clock: Simula
     assert q.counts() == {"available": 3}
 
 
-def test_enqueue_many_inserts_the_rows_enqueue_would(store: Store, sim_clock: SimulatedClock) -> None:
+@pytest.mark.parametrize("keyed", [True, False], ids=["a unique key in the batch", "no unique key"])
+def test_enqueue_many_inserts_the_rows_enqueue_would(store: Store, sim_clock: SimulatedClock, keyed: bool) -> None:
     """Defaults (the app's per task, the queue's otherwise), state, run_at, keys and provenance: row for row."""
     app = App()
     app.task("mailer", queue="mail", priority=3, max_attempts=5)(lambda ctx: None)
@@ -224,7 +225,7 @@ def test_enqueue_many_inserts_the_rows_enqueue_would(store: Store, sim_clock: Si
         {"task": "t"},
         {"task": "mailer", "args": {"to": "a@example.com", "n": [1, 2]}},
         {"task": "mailer", "queue": "bulk", "priority": -1, "max_attempts": 1},
-        {"task": "t", "run_at": now + timedelta(minutes=5), "unique_key": "later"},
+        {"task": "t", "run_at": now + timedelta(minutes=5), **({"unique_key": "later"} if keyed else {})},
         {"task": "t", "run_at": now - timedelta(hours=1), "occurrence_id": 42},
         {"task": "t", "run_at": now, "args": {}},
     ]

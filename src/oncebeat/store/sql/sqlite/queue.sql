@@ -17,6 +17,19 @@ FROM (SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS t,
 WHERE true
 ON CONFLICT DO NOTHING;
 
+-- name: insert_jobs_bulk_unkeyed
+-- insert_jobs_bulk for a batch in which no job has a unique key: nothing can conflict (ids come from the
+-- table's sequence), so a plain INSERT (a key collision would be an error, never a silently dropped job).
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT q, t, a, CASE WHEN run_at > :now THEN 'scheduled' ELSE 'available' END, p, m, run_at, u, o,
+       :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
+FROM (SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS t, json_extract(value, '$[2]') AS a,
+             json_extract(value, '$[3]') AS p, json_extract(value, '$[4]') AS m,
+             COALESCE(json_extract(value, '$[5]'), :now) AS run_at, json_extract(value, '$[6]') AS u,
+             json_extract(value, '$[7]') AS o
+      FROM json_each(:rows));
+
 -- name: claim_jobs
 -- Returns only what a claimed job carries (oncebeat.queue.Job): not its errors (JSON) nor the instants that
 -- running it never reads, to send and decode per row.
