@@ -36,16 +36,19 @@ FROM (SELECT r ->> 0 AS q, r ->> 1 AS t, r -> 2 AS a, CAST(r ->> 3 AS integer) A
 -- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
 -- order, so a claim reads about :limit rows however long the backlog is and whatever the table
 -- statistics say (no sort of the whole queue after an idle period).
+-- The rows picked are updated by their physical address (ctid, a Tid Scan), not looked up again in jobs_pkey:
+-- the row lock taken by the pick keeps that address current until the update, which is in the same statement.
 UPDATE jobs
 SET state = 'running', attempt = attempt + 1, worker_id = :worker_id, lease_expires_at = :lease_expires_at,
     started_at = :now
-WHERE id IN (
-    SELECT id FROM jobs
+FROM (
+    SELECT ctid FROM jobs
     WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
     ORDER BY priority, run_at, id
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED)
-RETURNING id, queue, task, args, priority, attempt, max_attempts, run_at, occurrence_id, unique_key,
+    FOR UPDATE SKIP LOCKED) AS picked
+WHERE jobs.ctid = picked.ctid
+RETURNING jobs.id, queue, task, args, priority, attempt, max_attempts, run_at, occurrence_id, unique_key,
           source_kind, source_host, source_pid, source_name, source_version;
 
 -- name: extend_leases
