@@ -73,7 +73,8 @@ def one(settings: Settings, backend: str, n: int, workers: int, *, concurrency: 
         finally:
             sink_infos = stop_sinks(sinks)
         sink_info = {"accepted": sum(i["accepted"] for i in sink_infos),
-                     "connections": sum(i["connections"] for i in sink_infos)}
+                     "connections": sum(i["connections"] for i in sink_infos),
+                     "cpu": sum(i.get("sink_cpu") or 0.0 for i in sink_infos)}
         done, secs = db.job_span()
         sent = int(db.query("SELECT count(*) FROM reminders WHERE state = 'sent'")[0][0])
         if sent != n or sink_info["accepted"] != n or done != n:
@@ -82,7 +83,8 @@ def one(settings: Settings, backend: str, n: int, workers: int, *, concurrency: 
     return {"reminders": n, "workers": workers, "concurrency": concurrency, "seconds": secs, "rate": n / secs, "wall": wall,
             "worker_cpu_ms_per_reminder": sum(i["work_cpu"] for i in infos) / n * 1000,
             "maxrss_kb": max(i["maxrss_kb"] for i in infos), "smtp_connections": sink_info["connections"],
-            "sinks": len(sink_infos), "sink_kind": settings.e2e_sink}
+            "sinks": len(sink_infos), "sink_kind": settings.e2e_sink,
+            "sink_cpu_ms_per_reminder": sink_info["cpu"] / n * 1000}
 
 
 SINK_ROLES = {"maildir": "mailsink", "discard": "discardsink"}
@@ -114,6 +116,7 @@ def run(settings: Settings) -> dict[str, Any]:
                 r = one(settings, backend, settings.e2e_reminders, workers, concurrency=slots, spy_name=spy_name)
                 log(f"W3 rep {rep + 1}: {backend}, {workers} worker(s) × {slots} slot(s): {r['rate']:,.0f} "
                     f"reminders/s ({r['worker_cpu_ms_per_reminder']:.2f} ms worker CPU each, "
+                    f"sink {r['sink_cpu_ms_per_reminder']:.2f} ms, "
                     f"{r['smtp_connections']} SMTP connections)")
                 res.setdefault(backend, {}).setdefault(f"{workers}x{slots}", []).append(r)
     comp = components()
