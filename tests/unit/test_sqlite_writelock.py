@@ -9,6 +9,10 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
+
+from oncebeat.errors import StoreError
+from oncebeat.store import open_store
 from oncebeat.store.writelock import WriteLock
 
 
@@ -104,3 +108,17 @@ def test_a_forked_child_neither_holds_nor_frees_the_parents_lock(tmp_path: Path)
     lock.release()
     lock.close()
     assert not held_elsewhere(path)
+
+
+def test_a_nested_transaction_on_the_same_store_fails_at_once_instead_of_waiting_for_itself(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/nested.db?busy_timeout=20")
+    try:
+        started = time.monotonic()
+        with store.transaction():
+            with pytest.raises(StoreError, match="within a transaction"), store.transaction():
+                pass
+        assert time.monotonic() - started < 5  # SQLite's own refusal, not a wait for a lock this thread holds
+        with store.transaction() as tx:  # the lock was released: the next transaction gets it
+            assert tx.execute("SELECT 1 AS one") == [{"one": 1}]
+    finally:
+        store.close()

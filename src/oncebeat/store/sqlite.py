@@ -264,7 +264,7 @@ class SqliteStore(Store):
         Raises:
             TransientStoreError: another oncebeat process held it for all of ``busy_timeout``.
         """
-        if self._writers is None:
+        if self._writers is None or self._writers.held_here():  # nested: SQLite refuses it at once, as before
             return False
         try:
             got = self._writers.acquire(self.busy_timeout)

@@ -56,6 +56,7 @@ class WriteLock:
         self._threads = threading.Lock()  # one thread of this process holds or waits for the flock
         self._state = threading.Lock()  # guards a _Wait's got/abandoned hand-over
         self._fd: int | None = None
+        self._owner: int | None = None  # the thread holding the lock (a nested transaction must not wait for itself)
         self._requests: queue.SimpleQueue[_Wait | None] | None = None
         _LIVE.add(self)
 
@@ -72,18 +73,23 @@ class WriteLock:
             fd = self._open()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
+                got = True
             except BlockingIOError:
-                pass
-            if self._wait(fd, deadline - time.monotonic()):
-                return True
+                got = self._wait(fd, deadline - time.monotonic())
         except BaseException:
             self._threads.release()
             raise
-        return False  # the waiter thread releases _threads once its late flock is undone
+        if got:
+            self._owner = threading.get_ident()
+        return got  # not got: the waiter thread releases _threads once its late flock is undone
+
+    def held_here(self) -> bool:
+        """True if the calling thread holds the lock (it is inside a transaction of this store)."""
+        return self._owner == threading.get_ident()
 
     def release(self) -> None:
         """Release the lock taken by :meth:`acquire` (from the thread that took it)."""
+        self._owner = None
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         self._threads.release()
@@ -138,6 +144,7 @@ class WriteLock:
             os.close(self._fd)
         self._fd = None
         self._requests = None
+        self._owner = None
         self._threads = threading.Lock()
         self._state = threading.Lock()
 
