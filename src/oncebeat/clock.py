@@ -89,6 +89,7 @@ OVERLAP_RUNNING = "overlap: previous run still running"
 OVERLAP_FULL = "overlap: previous run still running and one run already waiting"
 HELD_UNTIL = datetime(2999, 1, 1, tzinfo=UTC)  # run_at of a run held by overlap buffer_one until released
 PREPARE_HORIZON = 120.0  # seconds ahead for which a waiting clock prepares the next instants (prepare_ahead)
+PREPARE_EVERY = 10.0  # seconds between complete passes of prepare_ahead
 TICK_MAX_EARLY = 900.0  # seconds a `tick --at` instant may lie ahead of the clock (an early delivery)
 _REASONS = {"paused": "schedule paused", "missed": "catch-up policy none",
             "coalesced": "catch-up policy latest: a later occurrence runs instead"}
@@ -347,6 +348,7 @@ class ClockProcess:
         self._floor: dict[str, datetime] = {}
         self._prepared: dict[str, _OnTime] = {}  # key -> its next instant prepared for the set-based fire
         self._buffered: set[str] = set()  # keys of overlap buffer_one schedules (held runs to release)
+        self._prepare_pass: datetime | None = None  # when prepare_ahead last finished a pass
         self._last_load: datetime | None = None
         self._last_heartbeat: datetime | None = None
         self._last_now: datetime | None = None
@@ -694,17 +696,22 @@ class ClockProcess:
         """Spend at most ``seconds`` preparing, for the set-based fire, the instants due within ``horizon`` seconds.
 
         :meth:`run` calls it while it waits, so a burst (10,000 schedules due at 08:00) finds its rows ready, and
-        100,000 hourly schedules are prepared a few minutes ahead, spread over the hour. Returns how many.
+        100,000 hourly schedules are prepared a few minutes ahead, spread over the hour. A complete pass is
+        repeated only every ``PREPARE_EVERY`` seconds (finding the due keys is a walk over them). Returns how many.
         """
+        now = self.clock.now()
+        if self._prepare_pass is not None and 0 <= (now - self._prepare_pass).total_seconds() < PREPARE_EVERY:
+            return 0
         deadline = time.monotonic() + seconds
         done = 0
-        for key in self._next.due(self.clock.now() + timedelta(seconds=horizon)):
+        for key in self._next.due_unordered(now + timedelta(seconds=horizon)):
             if time.monotonic() >= deadline:
-                break
+                return done  # the pass was cut short: the next wait goes on with it
             c = self._prepared.get(key)
             if c is None or c.fire_at != self._next[key]:
                 self._prepared_for(key)
                 done += 1
+        self._prepare_pass = now
         return done
 
     def _fire_on_time(self, due: list[_OnTime], now: datetime, horizon: datetime) -> tuple[list[Fire], list[str]]:

@@ -178,3 +178,20 @@ def test_clock_that_loses_the_race_in_the_set_based_fire_audits_each_rejected_du
     rejected = events(store, "occurrence.duplicate_rejected")
     assert len(rejected) == len(KEYS)
     assert all(e["process_id"] == loser.process_id for e in rejected)
+
+
+def test_a_waiting_clock_prepares_the_instants_due_within_its_horizon_once(store: Store,
+                                                                           sim_clock: SimulatedClock) -> None:
+    app = many_app()
+    app.schedule("far", "0 0 * * *", tz="UTC", task="report")  # daily: far outside a 120 s horizon
+    clock = ClockProcess(app, store, clock=sim_clock)
+    clock.start()  # 12:00 on the simulated clock: the reports are due at 13:00
+    sim_clock.set(at(12, 58, 30))
+    assert clock.prepare_ahead(5.0) == len(KEYS), "each report due within 120 s is prepared, the daily one is not"
+    assert clock.prepare_ahead(5.0) == 0, "a second pass within PREPARE_EVERY seconds does nothing"
+    assert "far" not in clock._prepared
+    sim_clock.set(at(13, 0, 1))
+    seen = watch(store)
+    fires = clock.tick()
+    assert sorted(f.schedule_key for f in fires) == KEYS and "fire_on_time" in seen
+    assert all(f.inserted and f.job_id is not None for f in fires)

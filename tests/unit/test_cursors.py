@@ -23,6 +23,7 @@ def test_due_lists_keys_at_or_before_now_earliest_first_and_keeps_them() -> None
     assert c.due(t(5)) == ["a", "b", "c"]
     assert c.due(t(5)) == ["a", "b", "c"], "asking again removes nothing: an unfired key stays due"
     assert c.earliest() == t(0)
+    assert c.due_unordered(t(5)) == {"a", "b", "c"}
 
 
 def test_a_moved_or_removed_key_is_due_only_at_its_new_instant() -> None:
