@@ -112,14 +112,6 @@ def oncebeat_worker(spec: dict[str, Any], ctl: Control) -> None:
     from oncebeat.worker import Worker
 
     store = open_store(spec["url"])
-    if spec.get("queries"):
-        # What-if experiments only (labelled as such in the tables): replace named queries in this
-        # process, to measure a proposed engine change without editing the engine.
-        from oncebeat.store.sqlfiles import to_pyformat
-
-        store.queries = dict(store.queries)  # type: ignore[attr-defined]
-        for name, sql in spec["queries"].items():
-            store.queries[name] = to_pyformat(sql) if store.backend == "postgres" else sql  # type: ignore[attr-defined]
     app = App()
 
     @app.task()

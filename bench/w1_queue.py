@@ -113,11 +113,10 @@ def oncebeat_enqueue(db: FreshDb, n: int, *, per_call: int | None) -> float:
 
 
 def oncebeat_drain(db: FreshDb, n: int, settings: Settings, *, workers: int, batch: int = 100,
-                   concurrency: int = 1, mode: str = "run", spy_name: str | None = None,
-                   queries: dict[str, str] | None = None) -> Drain:
-    """Drain ``n`` jobs with ``workers`` processes; ``queries`` replaces named queries in the workers (what-ifs)."""
+                   concurrency: int = 1, mode: str = "run", spy_name: str | None = None) -> Drain:
+    """Drain ``n`` jobs with ``workers`` processes."""
     pdir = probe_dir(settings)
-    spec = {"url": db.url, "batch_size": batch, "concurrency": concurrency, "mode": mode, "queries": queries}
+    spec = {"url": db.url, "batch_size": batch, "concurrency": concurrency, "mode": mode}
     kids = start_children("oncebeat-worker", [spec] * workers, env=_env(pdir), logdir=settings.tmp / "logs")
     spies = _spy(settings, kids, spy_name) if spy_name else []
     try:
