@@ -36,7 +36,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Self
 
 from . import audit, telemetry
 from .app import App
@@ -83,7 +83,7 @@ class Job:
     source_version: str
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Job:
+    def from_row(cls, row: dict[str, Any]) -> Self:
         """Build from a ``jobs`` row holding at least this class's fields (extra columns are ignored)."""
         return cls(**{f.name: row[f.name] for f in fields(cls)})
 

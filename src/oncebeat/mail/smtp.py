@@ -462,7 +462,8 @@ class Mailer:
     @property
     def _conn(self) -> smtplib.SMTP | None:
         """The connection of the slot this thread holds (internal methods run only while holding one)."""
-        return self._held.slot.conn
+        slot: _Slot = self._held.slot  # threading.local attributes are untyped
+        return slot.conn
 
     @_conn.setter
     def _conn(self, conn: smtplib.SMTP | None) -> None:
