@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,8 +76,9 @@ class ScheduleDef:
         if self.overlap not in OVERLAP_POLICIES:
             raise ConfigError(f"schedule {self.key!r}: overlap must be one of {', '.join(OVERLAP_POLICIES)}, "
                               f"not {self.overlap!r}")
-        if self.catchup_window < 0:
-            raise ConfigError(f"schedule {self.key!r}: catchup_window must be >= 0 seconds")
+        if not math.isfinite(self.catchup_window) or self.catchup_window < 0:
+            raise ConfigError(f"schedule {self.key!r}: catchup_window must be a finite number of seconds >= 0, "
+                              f"not {self.catchup_window!r}")
         self.schedule()  # validates expression, zone and DST options (raises ScheduleError)
         body = {k: getattr(self, k) for k in ("key", "expression", "tz", "task", "args", "queue", "catchup",
                                               "catchup_window", "dst_gap", "dst_fold")}

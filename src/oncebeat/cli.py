@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -372,15 +373,40 @@ def clock(database_url: str | None, config: Path | None, app: str | None, time_s
         rt.close()
 
 
+class _Seconds(click.ParamType):  # type: ignore[type-arg]  # ParamType is generic only in newer click
+    """A duration in seconds: a finite number, above 0 (or at least 0 when ``zero`` is allowed), at most a year."""
+
+    name = "seconds"
+
+    def __init__(self, *, zero: bool) -> None:
+        self.zero = zero
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        low = "0" if self.zero else "more than 0"
+        if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not self.zero) or seconds > 366 * 86400:
+            self.fail(f"{value!r}: give a number of seconds, {low} and at most 31622400 (a year)", param, ctx)
+        return seconds
+
+
+SECONDS_POSITIVE = _Seconds(zero=False)
+SECONDS_NONNEGATIVE = _Seconds(zero=True)
+
+
 def _worker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed([
         click.option("--concurrency", "-c", default=4, show_default=True, type=click.IntRange(1, 256)),
         click.option("--queue", "queues", multiple=True, default=["default"], show_default=True),
         click.option("--batch-size", default=None, type=click.IntRange(1, 10000),
                      help="Jobs claimed per statement (default 10 per slot)."),
-        click.option("--lease", default=30.0, show_default=True, help="Lease seconds, renewed by heartbeat."),
-        click.option("--grace", default=25.0, show_default=True, help="Seconds running jobs get after SIGTERM."),
-        click.option("--rescue-interval", default=15.0, show_default=True,
+        click.option("--lease", default=30.0, show_default=True, type=SECONDS_POSITIVE,
+                     help="Lease seconds, renewed by heartbeat."),
+        click.option("--grace", default=25.0, show_default=True, type=SECONDS_NONNEGATIVE,
+                     help="Seconds running jobs get after SIGTERM."),
+        click.option("--rescue-interval", default=15.0, show_default=True, type=SECONDS_POSITIVE,
                      help="Seconds between looks for jobs whose worker died (lease expired)."),
     ]):
         fn = option(fn)
@@ -699,7 +725,7 @@ def schedules_resume(key: str, database_url: str | None, config: Path | None, ap
 @click.option("--dst-gap", type=click.Choice(["shift", "skip"]), default=None)
 @click.option("--dst-fold", type=click.Choice(["first", "second", "both"]), default=None)
 @click.option("--catchup", type=click.Choice(["none", "latest", "all"]), default=None)
-@click.option("--catchup-window", type=float, default=None, metavar="SECONDS")
+@click.option("--catchup-window", type=SECONDS_NONNEGATIVE, default=None, metavar="SECONDS")
 @click.option("--overlap", type=click.Choice(["allow", "skip", "buffer_one"]), default=None,
               help="Whether a run may start while the previous one is unfinished.")
 @DB_OPTION

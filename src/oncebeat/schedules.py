@@ -222,6 +222,11 @@ _FIELDS = (
 def _zone(tz: object) -> ZoneInfo:
     if not isinstance(tz, str):
         raise ScheduleError(f"time zone must be an IANA name such as 'Europe/Berlin' (got {tz!r})")
+    if tz in ("localtime", "posixrules", "Factory") or tz.startswith(("posix/", "right/")):
+        # ZoneInfo loads these, but they name the host's setting or no zone at all: a schedule in them would fire
+        # at different instants on different machines (G7).
+        raise ScheduleError(f"time zone {tz!r} names the host's zone setting, not an IANA zone; "
+                            "use an IANA name such as 'America/Chicago', 'Europe/Berlin' or 'UTC'")
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, OSError):

@@ -159,3 +159,21 @@ def test_check_refuses_a_maildir_that_does_not_exist_instead_of_reporting_every_
                       cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "does not exist" in result.stderr and "violation" not in result.stdout
+
+
+@pytest.mark.parametrize(("option", "value"), [("--lease", "0"), ("--lease", "-1"), ("--lease", "nan"), ("--lease", "inf"),
+                                               ("--grace", "nan"), ("--grace", "-5"), ("--rescue-interval", "0"),
+                                               ("--rescue-interval", "nan"), ("--lease", "1e12")])
+def test_worker_durations_must_be_finite_positive_seconds(tmp_path: Path, option: str, value: str) -> None:
+    result = oncebeat("worker", "--burst", "--db", f"sqlite:///{tmp_path / 'w.db'}", option, value, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"Invalid value for '{option}'" in result.stderr and "give a number of seconds" in result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_schedules_set_refuses_a_catchup_window_that_is_not_finite_seconds(tmp_path: Path, value: str) -> None:
+    result = oncebeat("schedules", "set", "reminders", "--catchup-window", value,
+                      "--db", f"sqlite:///{tmp_path / 'w.db'}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Invalid value for '--catchup-window'" in result.stderr and "Traceback" not in result.stderr

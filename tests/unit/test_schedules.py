@@ -388,3 +388,11 @@ def test_naive_datetimes_are_refused_with_value_error() -> None:
         schedule.local(naive)
     with pytest.raises(ValueError, match="timezone-aware"):
         parse_schedule("every 5m").next_after(naive)
+
+
+@pytest.mark.parametrize("zone", ["localtime", "posixrules", "Factory", "posix/Europe/Paris", "right/UTC"])
+def test_host_dependent_zone_names_are_refused(zone: str) -> None:
+    # ZoneInfo loads them, but they name the host's setting (or no zone): a schedule in one fires at
+    # different instants on different machines.
+    with pytest.raises(ScheduleError, match="names the host's zone setting, not an IANA zone"):
+        parse_schedule("0 8 * * *", zone)

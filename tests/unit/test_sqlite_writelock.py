@@ -122,3 +122,29 @@ def test_a_nested_transaction_on_the_same_store_fails_at_once_instead_of_waiting
             assert tx.execute("SELECT 1 AS one") == [{"one": 1}]
     finally:
         store.close()
+
+
+def test_threads_meeting_an_unusable_lock_file_all_fall_back_to_sqlites_own_wait(tmp_path: Path) -> None:
+    (tmp_path / "w.db-lock").mkdir()  # the lock file cannot be opened: each first transaction finds that out
+    errors: list[BaseException] = []
+    with open_store(f"sqlite:///{tmp_path / 'w.db'}") as store:
+        store.migrate()
+        start = threading.Barrier(8)
+
+        def first_transactions() -> None:
+            start.wait()
+            try:
+                for _ in range(20):
+                    with store.transaction() as tx:
+                        tx.run("count_jobs_by_state")
+            except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
+                errors.append(exc)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            threads = [threading.Thread(target=first_transactions) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    assert errors == []

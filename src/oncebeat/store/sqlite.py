@@ -236,7 +236,7 @@ class SqliteStore(Store):
     @contextmanager
     def transaction(self, *, bounded: bool = False) -> Iterator[Tx]:
         conn = self._connect()  # bounded: every wait is already bounded by busy_timeout
-        locked = self._take_writer_lock()
+        held = self._take_writer_lock()
         try:
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -255,28 +255,29 @@ class SqliteStore(Store):
                     conn.execute("ROLLBACK")
                 raise _translate(exc, "commit") from exc
         finally:
-            if locked:
-                self._writers.release()  # type: ignore[union-attr]
+            if held is not None:
+                held.release()
 
-    def _take_writer_lock(self) -> bool:
-        """Queue on ``<db>-lock`` within ``busy_timeout``; False when there is none (in memory, unwritable dir).
+    def _take_writer_lock(self) -> WriteLock | None:
+        """Queue on ``<db>-lock`` within ``busy_timeout``; the lock taken, or None (in memory, unwritable dir, nested).
 
         Raises:
             TransientStoreError: another oncebeat process held it for all of ``busy_timeout``.
         """
-        if self._writers is None or self._writers.held_here():  # nested: SQLite refuses it at once, as before
-            return False
+        writers = self._writers  # read once: another thread may drop it (below) meanwhile
+        if writers is None or writers.held_here():  # nested: SQLite refuses it at once, as before
+            return None
         try:
-            got = self._writers.acquire(self.busy_timeout)
+            got = writers.acquire(self.busy_timeout)
         except OSError as exc:  # e.g. a read-only directory: SQLite's busy handler alone still orders writers
-            log.warning("no writer lock file %s (%s); waits for the write lock poll", self._writers.path, exc,
+            log.warning("no writer lock file %s (%s); waits for the write lock poll", writers.path, exc,
                         extra={"event": "store.no_writer_lock"})
             self._writers = None
-            return False
+            return None
         if not got:
             raise TransientStoreError(f"begin transaction: database is locked (another process held the writer "
-                                      f"lock {self._writers.path} for {self.busy_timeout:g} s)")
-        return True
+                                      f"lock {writers.path} for {self.busy_timeout:g} s)")
+        return writers
 
     def migrate(self, target: int | None = None, *, lines: tuple[SqlLine, ...] | None = None
                 ) -> list[tuple[str, int]]:
