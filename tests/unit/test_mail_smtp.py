@@ -688,3 +688,10 @@ def test_serve_forever_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "mailsink stopped" in out
     assert err == ""
+
+
+@pytest.mark.parametrize("connections", [0, -1, 10**9, 2.5, True, "4", None])
+def test_a_mailer_refuses_a_connection_count_that_is_not_a_small_whole_number(connections: object) -> None:
+    # One slot object per connection is made up front: 10**9 once took the machine's memory.
+    with pytest.raises(ValueError, match="connections must be a whole number from 1 to 1024"):
+        Mailer("smtp://127.0.0.1:1", connections=connections)  # type: ignore[arg-type]

@@ -404,6 +404,9 @@ class _Stage:
     content_started: bool = False
 
 
+MAX_CONNECTIONS = 1024  # per Mailer; one slot object each is made up front (the CLI allows 256 handler slots)
+
+
 class _Slot:
     """One kept SMTP connection of a :class:`Mailer`; its lock is held by the thread sending over it."""
 
@@ -434,7 +437,7 @@ class Mailer:
 
     Raises:
         ConfigError: ``url`` is a string that :func:`parse_smtp_url` rejects.
-        ValueError: ``connections`` < 1.
+        ValueError: ``connections`` not a whole number from 1 to ``MAX_CONNECTIONS`` (a slot each, made up front).
     """
 
     def __init__(
@@ -446,8 +449,8 @@ class Mailer:
         local_hostname: str | None = None,
         connections: int = 1,
     ) -> None:
-        if connections < 1:
-            raise ValueError("connections must be >= 1")
+        if isinstance(connections, bool) or not isinstance(connections, int) or not 1 <= connections <= MAX_CONNECTIONS:
+            raise ValueError(f"connections must be a whole number from 1 to {MAX_CONNECTIONS}, not {connections!r}")
         self.url: SmtpUrl = parse_smtp_url(url) if isinstance(url, str) else url
         self.timeout: float = self.url.timeout if self.url.timeout is not None else float(timeout)
         _warn_clear_text_auth(self.url)
