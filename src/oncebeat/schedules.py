@@ -106,6 +106,7 @@ _ALIASES: dict[str, str] = {
     "@hourly": "0 * * * *",
 }
 
+MAX_INTERVAL_SECONDS = 366 * 86400  # the longest interval schedule: a year (a longer one is a date, not a schedule)
 _INTERVAL_RE = re.compile(r"every\s+(\d+)\s*([a-z]+)", re.IGNORECASE)
 _INTERVAL_UNITS: dict[str, tuple[str, int]] = {}
 for _short, _seconds, _names in (
@@ -264,6 +265,8 @@ def _parse_interval(expression: str) -> tuple[timedelta, str] | None:
     count = int(match.group(1))
     if count < 1:
         raise ScheduleError(f"bad interval {expression!r}: the period must be at least 1{unit[0]}")
+    if count * unit[1] > MAX_INTERVAL_SECONDS:  # beyond it, datetime arithmetic overflows (year 9999)
+        raise ScheduleError(f"bad interval {expression!r}: the period must be at most 366 days")
     return timedelta(seconds=count * unit[1]), f"every {count}{unit[0]}"
 
 

@@ -396,3 +396,9 @@ def test_host_dependent_zone_names_are_refused(zone: str) -> None:
     # different instants on different machines.
     with pytest.raises(ScheduleError, match="names the host's zone setting, not an IANA zone"):
         parse_schedule("0 8 * * *", zone)
+
+
+@pytest.mark.parametrize("expression", ["every 367d", "every 99999999999d", "every 9999999999999999999999s"])
+def test_an_interval_longer_than_a_year_is_refused_by_name(expression: str) -> None:
+    with pytest.raises(ScheduleError, match="the period must be at most 366 days"):
+        parse_schedule(expression, "UTC")
