@@ -16,6 +16,7 @@ PostgreSQL half of the suite is skipped on a laptop and fails when ``CI=true``
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -48,6 +49,21 @@ DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SIM_START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 _pg_probe: dict[str, str | None] = {}
+
+
+def flock_held_elsewhere(path: Path) -> bool:
+    """True if another open file holds ``flock`` on ``path`` (probed without waiting, released at once).
+
+    The SQLite writer lock's tests read the lock file this way (oncebeat.store.writelock).
+    """
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the probe's own lock, if it took it
+    return False
 
 
 def pytest_configure(config: pytest.Config) -> None:

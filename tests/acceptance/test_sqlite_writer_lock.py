@@ -8,7 +8,6 @@ holder that never lets go ends after ``busy_timeout`` with a transient error, as
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import flock_held_elsewhere
 from oncebeat.errors import TransientStoreError
 from oncebeat.provenance import current_source
 from oncebeat.queue import Queue, all_jobs
@@ -129,7 +129,7 @@ def test_a_process_killed_while_holding_the_write_lock_does_not_block_the_others
     holder = spawn("lock_holder.py", url)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
     lock_file = tmp_path / "oncebeat.db-lock"
-    assert is_locked(lock_file), "the holder holds the writer lock file"
+    assert flock_held_elsewhere(lock_file), "the holder holds the writer lock file"
 
     impatient = open_store(f"{url}?busy_timeout=0.3")  # a wait for a live holder ends after busy_timeout
     try:
@@ -147,16 +147,4 @@ def test_a_process_killed_while_holding_the_write_lock_does_not_block_the_others
     wait_for("the worker to drain the queue after the kill", lambda: unfinished(url) == 0, 30)
     [result] = stop(workers)
     assert result["processed"] == jobs  # the holder's uncommitted cancel was rolled back: every job ran
-    assert not is_locked(lock_file)
-
-
-def is_locked(path: Path) -> bool:
-    """True if another open file holds ``flock`` on ``path`` (probed without waiting, released at once)."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing drops the probe's own lock, if it took it
-    return False
+    assert not flock_held_elsewhere(lock_file)

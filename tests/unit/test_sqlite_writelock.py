@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 import time
@@ -11,21 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import flock_held_elsewhere
 from oncebeat.errors import StoreError
 from oncebeat.store import open_store
 from oncebeat.store.writelock import WriteLock
-
-
-def held_elsewhere(path: Path) -> bool:
-    """True if an open file other than a fresh one holds ``flock`` on ``path``."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def test_a_wait_for_a_lock_held_elsewhere_ends_after_its_timeout_and_leaves_nothing_held(tmp_path: Path) -> None:
@@ -39,7 +27,7 @@ def test_a_wait_for_a_lock_held_elsewhere_ends_after_its_timeout_and_leaves_noth
         first.release()
         # the abandoned wait got the lock late and gave it back: a third party and the second both get it now
         deadline = time.monotonic() + 5
-        while held_elsewhere(path):
+        while flock_held_elsewhere(path):
             assert time.monotonic() < deadline, "an abandoned wait kept the lock"
             time.sleep(0.01)
         assert second.acquire(1.0)
@@ -61,9 +49,9 @@ def test_a_waiter_is_handed_the_lock_when_the_holder_releases_it(tmp_path: Path)
         assert got == []
         holder.release()
         t.join(timeout=10)
-        assert got == [True] and held_elsewhere(path)
+        assert got == [True] and flock_held_elsewhere(path)
         waiter.release()
-        assert not held_elsewhere(path)
+        assert not flock_held_elsewhere(path)
     finally:
         holder.close()
         waiter.close()
@@ -104,10 +92,10 @@ def test_a_forked_child_neither_holds_nor_frees_the_parents_lock(tmp_path: Path)
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert held_elsewhere(path), "the parent still holds its lock after the child exited"
+    assert flock_held_elsewhere(path), "the parent still holds its lock after the child exited"
     lock.release()
     lock.close()
-    assert not held_elsewhere(path)
+    assert not flock_held_elsewhere(path)
 
 
 def test_a_nested_transaction_on_the_same_store_fails_at_once_instead_of_waiting_for_itself(tmp_path: Path) -> None:
