@@ -22,12 +22,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .schedules import Schedule
+
+if TYPE_CHECKING:
+    from .store import Store
 
 __all__ = ["App", "TaskDef", "ScheduleDef", "CATCHUP_POLICIES", "OVERLAP_POLICIES"]
 
@@ -120,6 +123,20 @@ class App:
             return fn
 
         return register
+
+    def run(self, store: Store, *, concurrency: int = 4, queues: Sequence[str] = ("default",),
+            stop_after: float | None = None) -> dict[str, int]:
+        """Run this app's clock and a worker in this process until SIGTERM/SIGINT (or ``stop_after`` seconds).
+
+        The one-script way to start (``oncebeat run --app module:app`` does the same from the command line);
+        for several hosts run ``oncebeat clock`` and ``oncebeat worker`` apart. The store stays open.
+
+        Returns:
+            The worker's counts (``processed``, ``returned``, ...).
+        """
+        from .deploy import run_together  # deploy imports this module
+
+        return run_together(self, store, concurrency=concurrency, queues=queues, stop_after=stop_after)
 
     def schedule(self, key: str, expression: str, *, tz: str, task: str, args: dict[str, Any] | None = None,
                  queue: str | None = None, catchup: str = "latest", catchup_window: float = 86400.0,

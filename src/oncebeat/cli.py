@@ -456,31 +456,17 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
         batch_size: int | None, lease: float, grace: float, rescue_interval: float, time_source: str,
         metrics_port: int | None, metrics_host: str) -> None:
     """Run the clock and a worker in one process (small deployments)."""
-    import signal
-    import threading
-
-    from .clock import ClockProcess
     from .dbtime import time_source_clock
-    from .worker import Worker
+    from .deploy import run_together
 
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None,
                   smtp_connections=concurrency)  # one SMTP connection per handler slot
-    clk = ClockProcess(rt.app, rt.store, clock=time_source_clock(rt.store, time_source), echo=click.echo)
-    wrk = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
-                 lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval)
-
-    def stop(*_: Any) -> None:
-        clk.request_stop()
-        wrk.request_stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    t = threading.Thread(target=clk.run, kwargs={"install_signals": False}, name="oncebeat-clock", daemon=True)
-    t.start()
     try:
         with _serving_metrics(metrics_port, metrics_host):
-            wrk.run(install_signals=False)
-            t.join(timeout=5)
+            run_together(rt.app, rt.store, clock=time_source_clock(rt.store, time_source), concurrency=concurrency,
+                         queues=queues, echo=click.echo,
+                         worker_options={"batch_size": batch_size, "lease_seconds": lease, "grace_seconds": grace,
+                                         "rescue_interval": rescue_interval})
     finally:
         rt.close()
 

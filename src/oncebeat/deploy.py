@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .app import App
 from .errors import ConfigError, StoreError
 from .store import Store, open_store
 from .timebase import Clock, SystemClock
 
-__all__ = ["Deployment", "load_app", "open_deployment", "open_store_for", "database_url", "DEFAULT_DATABASE_URL"]
+__all__ = ["Deployment", "load_app", "open_deployment", "open_store_for", "database_url", "run_together",
+           "DEFAULT_DATABASE_URL"]
 
 DEFAULT_DATABASE_URL = "sqlite:///oncebeat.db"
 
@@ -47,6 +53,8 @@ def load_app(spec: str) -> App:
     """Import ``module:attribute`` and return that :class:`App` (for library users' own tasks).
 
     Importing the module registers any SQL line it owns (:func:`oncebeat.store.sqlfiles.register_line`).
+    The current folder is searched first, as Celery's ``-A`` does, so ``--app tasks:app`` finds ``./tasks.py``
+    whichever way ``oncebeat`` was started (its console script puts only its own folder on ``sys.path``).
 
     Raises:
         ConfigError: the module or attribute cannot be found, or it is not an App.
@@ -54,6 +62,9 @@ def load_app(spec: str) -> App:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ConfigError(f"--app {spec!r}: use the form package.module:app")
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -91,3 +102,47 @@ def open_deployment(app: str | App, *, url: str | None = None, migrate: bool = T
     registry = load_app(app) if isinstance(app, str) else app
     return Deployment(store=open_store_for(database_url(url), migrate=migrate), app=registry,
                       clock=clock or SystemClock())
+
+
+def run_together(app: App, store: Store, *, clock: Clock | None = None, concurrency: int = 4,
+                 queues: Sequence[str] = ("default",), install_signals: bool = True,
+                 echo: Callable[[str], Any] | None = None, stop_after: float | None = None,
+                 worker_options: dict[str, Any] | None = None) -> dict[str, int]:
+    """Run the clock and a worker in this process until SIGTERM/SIGINT (or ``stop_after`` seconds).
+
+    What ``oncebeat run`` and :meth:`App.run` do: the clock in a thread, the worker in the calling thread; a
+    signal stops both, the worker returning its unstarted jobs to the queue. The store stays open (the caller
+    owns it).
+
+    Args:
+        clock: time source of the clock (default the host's; see ``oncebeat.dbtime.time_source_clock``).
+        concurrency: the worker's handler slots.
+        queues: the queues the worker claims from.
+        install_signals: handle SIGTERM and SIGINT (only possible in the main thread).
+        echo: where the clock prints its start-up decisions (default: nowhere).
+        stop_after: stop by itself after this many seconds (tests, one-off runs).
+        worker_options: further keyword arguments of :class:`~oncebeat.worker.Worker` (lease_seconds, ...).
+    Returns:
+        The worker's counts (``processed``, ``returned``, ...).
+    """
+    from .clock import ClockProcess  # the clock and the worker import this module's neighbours: import late
+    from .worker import Worker
+
+    clk = ClockProcess(app, store, clock=clock, echo=echo)
+    wrk = Worker(app, store, queues=queues, concurrency=concurrency, **(worker_options or {}))
+
+    def stop(*_: Any) -> None:
+        clk.request_stop()
+        wrk.request_stop()
+
+    if install_signals:
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+    t = threading.Thread(target=clk.run, kwargs={"install_signals": False}, name="oncebeat-clock", daemon=True)
+    t.start()
+    try:
+        counts = wrk.run(install_signals=False, stop_after=stop_after)
+    finally:
+        clk.request_stop()
+        t.join(timeout=5)
+    return counts

@@ -114,3 +114,47 @@ def test_a_library_apps_doctor_runs_the_engines_checks_alone(tmp_path: Path, db_
     report, out = _cli(tmp_path, "doctor", "--invoice", "INV-1", "--app", "libapp:app", "--db", db_url)
     assert report["code"] == 2 and report["reminders_loaded"] == [], out
     assert "doctor --invoice: no such scope" in out and "Traceback" not in out
+
+
+# What the `oncebeat` console script does: its own folder, not the current one, is on sys.path.
+AS_CONSOLE_SCRIPT = '''
+import sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+from oncebeat.cli import main
+sys.argv = ["oncebeat", *sys.argv[1:]]
+main()
+'''
+
+
+def test_app_finds_a_module_in_the_current_folder_as_celery_a_does(tmp_path: Path) -> None:
+    (tmp_path / "libapp.py").write_text(LIBAPP, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", AS_CONSOLE_SCRIPT, "migrate", "--app", "libapp:app", "--db",
+                           f"sqlite:///{tmp_path}/app.db"], cwd=tmp_path, env=env, text=True, capture_output=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "applied engine 0001" in done.stdout + done.stderr
+
+
+LEFT_OPEN = '''
+import sys
+from oncebeat import App, Queue, SystemClock, current_source, open_store
+app = App()
+@app.task()
+def noop(ctx) -> None:
+    pass
+store = open_store(sys.argv[1])  # never closed: the interpreter's exit must not wait on the pool's threads
+store.migrate()
+Queue(store, clock=SystemClock(), source=current_source("api"), app=app).enqueue("noop", {})
+print("enqueued")
+'''
+
+
+def test_a_script_that_never_closes_its_store_exits_without_waiting(tmp_path: Path, pg_db_url: str) -> None:
+    """A five-line library script on PostgreSQL took 20 s to exit, with four "couldn't stop thread" warnings:
+    the pool's threads were waited for during finalisation, when they can no longer run."""
+    (tmp_path / "script.py").write_text(LEFT_OPEN, encoding="utf-8")
+    done = subprocess.run([sys.executable, "script.py", pg_db_url], cwd=tmp_path, text=True, capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=15)  # 15 s: a hang guard only
+    assert done.returncode == 0 and done.stdout.strip() == "enqueued", done.stderr
+    assert done.stderr == "", done.stderr

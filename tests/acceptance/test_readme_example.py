@@ -1,4 +1,4 @@
-"""The README's library example runs as written (its two blocking `.run()` lines swapped for one pass)."""
+"""The README's library example runs as written (its blocking `app.run` given a few seconds instead of a signal)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ def test_readme_library_example_runs(tmp_path: Path) -> None:
     block = re.search(r"## The engine as a library\n\n```python\n(.*?)```", readme, re.S)
     assert block, "README lost its library example"
     code = block.group(1)
-    for blocking, once in (("ClockProcess(app, store).run()", "ClockProcess(app, store).start()"),
-                           ("Worker(app, store, concurrency=4).run()", "print(Worker(app, store).drain(), 'jobs')")):
-        assert blocking in code
-        code = code.replace(blocking, once)
+    blocking = "app.run(store, concurrency=4)"
+    assert blocking in code
+    # the real clock and worker, stopped after a few seconds instead of by a signal
+    code = code.replace(blocking, "print(app.run(store, concurrency=4, stop_after=3)['processed'], 'jobs')")
     (tmp_path / "example.py").write_text(code, encoding="utf-8")
     result = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True,
                             env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, timeout=120)
