@@ -19,6 +19,10 @@ import click
 from .errors import ImportRejected, OncebeatError
 from .redact import RedactingFilter, redact_url, remember_secrets
 
+# oncebeat.queue.JOB_STATES, written out so that parsing the command line imports no database driver
+# (tests/acceptance/test_cli.py checks that the two agree)
+JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled", "in_doubt")
+
 CONFIG_OPTION = click.option("--config", type=click.Path(path_type=Path), default=None,
                              help="Policy file (default ./oncebeat.toml, or ONCEBEAT_CONFIG).")
 DB_OPTION = click.option("--db", "database_url", default=None, metavar="URL",
@@ -790,7 +794,7 @@ def occurrences_rerun(occurrence_id: int, database_url: str | None, config: Path
 
 
 @cli.command()
-@click.option("--state", default=None, help="Only jobs in this state.")
+@click.option("--state", default=None, type=click.Choice(JOB_STATES), help="Only jobs in this state.")
 @click.option("--limit", default=20, show_default=True)
 @click.option("--cancel", "cancel_id", type=int, default=None, help="Cancel this job id.")
 @DB_OPTION

@@ -177,3 +177,20 @@ def test_schedules_set_refuses_a_catchup_window_that_is_not_finite_seconds(tmp_p
                       "--db", f"sqlite:///{tmp_path / 'w.db'}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "Invalid value for '--catchup-window'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_jobs_refuses_a_state_that_does_not_exist(tmp_path: Path) -> None:
+    from oncebeat.cli import JOB_STATES
+    from oncebeat.queue import JOB_STATES as ENGINE_STATES
+
+    assert JOB_STATES == ENGINE_STATES  # the CLI's copy of the engine's states
+    result = oncebeat("jobs", "--state", "bogus", "--db", f"sqlite:///{tmp_path / 'w.db'}", cwd=tmp_path)
+    assert result.returncode == 2 and "Invalid value for '--state'" in result.stderr, result.stderr
+    assert "'bogus' is not one of" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_sample_book_module_runs_without_a_runtime_warning(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    result = subprocess.run([sys.executable, "-W", "error", "-m", "oncebeat.sample.book", "generate", "--help"],
+                            cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
+    assert result.returncode == 0 and result.stderr == "", result.stderr

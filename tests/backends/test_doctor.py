@@ -927,6 +927,23 @@ def test_explain_shows_a_job_given_back_at_shutdown_without_using_an_attempt(sto
     assert story.startswith(f"job {job_id} (slow) in queue default: available, attempt 0/20")
 
 
+def test_explain_says_when_a_retry_runs_and_an_operators_retry_runs_now(store: Store,
+                                                                        sim_clock: SimulatedClock) -> None:
+    """An operator's retry has no backoff: the story said "retry scheduled in None s"."""
+    queue = Queue(store, clock=sim_clock, source=src("worker", "w-host", 5, "worker.1"))
+    job_id = queue.enqueue("flaky", {}, max_attempts=3)
+    assert job_id is not None
+    worker_id = register_process(store, role="worker", source=queue.source, clock=sim_clock)
+    [job] = queue.claim(worker_id)
+    assert queue.fail(job, worker_id, "boom", permanent=True) == "discarded"
+    assert queue.retry(job_id)
+    [job] = queue.claim(worker_id)
+    assert queue.fail(job, worker_id, "boom again", delay=90) == "retryable"
+    story = "\n".join(explain(store, "job", job_id))
+    assert "None" not in story, story
+    assert_in_order(story, ["put back to run now (by", "retry scheduled in 2 min (by"])
+
+
 def test_explain_tells_an_occurrences_story_with_the_rejected_duplicate(store: Store,
                                                                         sim_clock: SimulatedClock) -> None:
     app = simple_app()

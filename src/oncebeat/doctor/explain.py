@@ -24,7 +24,7 @@ from ..store import Store
 from . import registry
 from .dst import fates, transitions
 from .facts import source_text
-from .model import Timeface
+from .model import Timeface, duration_text
 
 __all__ = ["explain", "explain_kinds", "numeric_kind", "Story", "job_entries", "default_tz", "MAX_RELATED",
            "CREATED", "RESCUED", "CLAIMED", "EFFECT_START", "EFFECT_END", "FAILED", "GAVE_UP", "FINISHED"]
@@ -218,7 +218,9 @@ def job_entries(store: Store, story: Story, j: dict[str, Any], *, prefix: str) -
     for e in events:
         d = e.get("detail") or {}
         if e["kind"] == "job.retried":
-            story.add(e["at"], f"{prefix}retry scheduled in {d.get('retry_in')} s (by {source_text(e)})", FAILED)
+            when = (f"retry scheduled in {duration_text(float(d['retry_in']))}" if d.get("retry_in") is not None
+                    else "put back to run now")  # an operator's retry has no backoff
+            story.add(e["at"], f"{prefix}{when} (by {source_text(e)})", FAILED)
         elif e["kind"] == "job.rescued":
             story.add(e["at"], f"{prefix}rescued by {source_text(e)}: {_proc_text(procs, d.get('dead_worker'))} "
                                f"stopped heartbeating during attempt {d.get('attempt')}; now {d.get('new_state')}",

@@ -17,18 +17,32 @@ simulator and the CLI use it through the names below.
 
 from __future__ import annotations
 
-from .book import (
-    CHINOOK_LEAD_DAYS,
-    CHINOOK_NET_DAYS,
-    Book,
-    chinook_book,
-    generate_book,
-    load_book,
-    write_invoices_csv,
-    write_payments_csv,
-)
-from .demo import DEFAULT_DEMO_START, DemoResult, count_duplicates, expected_reminders, payment_instant, run_demo
-from .workdir import MARKER, prepare_workdir
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .book import (
+        CHINOOK_LEAD_DAYS,
+        CHINOOK_NET_DAYS,
+        Book,
+        chinook_book,
+        generate_book,
+        load_book,
+        write_invoices_csv,
+        write_payments_csv,
+    )
+    from .demo import DEFAULT_DEMO_START, DemoResult, count_duplicates, expected_reminders, payment_instant, run_demo
+    from .workdir import MARKER, prepare_workdir
+
+# Each name is loaded from its module on first use (PEP 562), so that `python -m oncebeat.sample.book` runs the
+# module once, as __main__, instead of after the package has already imported it (runpy's RuntimeWarning).
+_HOMES = {
+    **dict.fromkeys(("Book", "generate_book", "chinook_book", "load_book", "write_invoices_csv",
+                     "write_payments_csv", "CHINOOK_NET_DAYS", "CHINOOK_LEAD_DAYS"), "book"),
+    **dict.fromkeys(("DemoResult", "run_demo", "payment_instant", "expected_reminders", "count_duplicates",
+                     "DEFAULT_DEMO_START"), "demo"),
+    **dict.fromkeys(("prepare_workdir", "MARKER"), "workdir"),
+}
 
 __all__ = [
     "Book", "generate_book", "chinook_book", "load_book", "write_invoices_csv", "write_payments_csv",
@@ -36,3 +50,12 @@ __all__ = [
     "DemoResult", "run_demo", "payment_instant", "expected_reminders", "count_duplicates", "DEFAULT_DEMO_START",
     "prepare_workdir", "MARKER",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
