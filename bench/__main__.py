@@ -10,6 +10,7 @@ JSON to ``bench/results/<timestamp>-<command>.json``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -74,8 +75,23 @@ def parse(argv: list[str]) -> tuple[str, Settings, argparse.Namespace]:
     return a.command, s, a
 
 
+# import name -> the pyproject `bench` extra's package that brings it
+BENCH_EXTRA = {"procrastinate": "procrastinate", "pgqueuer": "pgqueuer", "asyncpg": "asyncpg", "dbos": "dbos",
+               "celery": "celery[redis]", "rq": "rq", "psutil": "psutil", "pyinstrument": "pyinstrument"}
+
+
+def missing_extra() -> list[str]:
+    """The bench extra's packages that this interpreter cannot import (empty when it is installed)."""
+    return [package for module, package in BENCH_EXTRA.items() if importlib.util.find_spec(module) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     command, settings, args = parse(sys.argv[1:] if argv is None else argv)
+    missing = missing_extra()
+    if missing:
+        print(f"python -m bench: the peers and tools it measures with are not installed ({', '.join(missing)}).\n"
+              "Install the bench extra into this environment: .venv/bin/pip install -e '.[bench]'", file=sys.stderr)
+        return 2
     started = time.monotonic()
     meta = machine_info()
     meta["fsync"] = fsync_probe()
