@@ -5,7 +5,7 @@ PYTHON ?= $(shell scripts/find-python)
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint install clean translations
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "make: no suitable Python (see the message above)" >&2; exit 1; }
@@ -25,6 +25,13 @@ test: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src
 	$(BIN)/mypy
+
+# Re-extract the reminder emails' messages and merge them into each catalog. Run again on unchanged sources it
+# changes no byte: no header or dates in the template, the catalogs' POT-Creation-Date kept, the same line widths.
+LOCALE := src/oncebeat/reminders/locale
+translations: $(BIN)/.installed
+	$(BIN)/pybabel --quiet extract -F babel.cfg -o $(LOCALE)/oncebeat.pot --no-location --omit-header .
+	$(BIN)/pybabel --quiet update -i $(LOCALE)/oncebeat.pot -d $(LOCALE) -D oncebeat --ignore-pot-creation-date -w 100
 
 clean:
 	rm -rf $(VENV) oncebeat-demo .pytest_cache

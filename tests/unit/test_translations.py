@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from datetime import date
@@ -134,3 +135,23 @@ def test_building_the_package_compiles_every_catalog(tmp_path: Path) -> None:
     for language in TRANSLATED:
         mo = built / language / "LC_MESSAGES" / "oncebeat.mo"
         assert mo.is_file() and mo.stat().st_size > 1000, f"{language} not compiled"
+
+
+def test_make_translations_changes_no_byte_of_unchanged_catalogs(tmp_path: Path) -> None:
+    """`make translations` on unchanged sources leaves every catalog as it is (no dates, headers or re-wrapping)."""
+
+    for name in ("Makefile", "babel.cfg"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    app = Path("src/oncebeat/reminders")
+    (tmp_path / app).mkdir(parents=True)
+    shutil.copy(ROOT / app / "render.py", tmp_path / app / "render.py")
+    for folder in ("templates", "locale"):
+        shutil.copytree(ROOT / app / folder, tmp_path / app / folder)
+    before = {p: p.read_bytes() for p in (tmp_path / app / "locale").rglob("*.po*")}
+    assert len(before) >= 4
+    bin_dir = Path(sys.executable).parent
+    done = subprocess.run(["make", "translations", f"BIN={bin_dir}", "-o", f"{bin_dir}/.installed"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    changed = [str(p.relative_to(tmp_path)) for p, data in before.items() if p.read_bytes() != data]
+    assert changed == [], changed
