@@ -91,6 +91,7 @@ HELD_UNTIL = datetime(2999, 1, 1, tzinfo=UTC)  # run_at of a run held by overlap
 PREPARE_HORIZON = 120.0  # seconds ahead for which a waiting clock prepares the next instants (prepare_ahead)
 PREPARE_EVERY = 10.0  # seconds between complete passes of prepare_ahead
 TICK_MAX_EARLY = 900.0  # seconds a `tick --at` instant may lie ahead of the clock (an early delivery)
+STARTUP_RETRY_MAX = 5.0  # seconds between start-up attempts at most (1 s, doubling): a lock or blip at start-up
 _REASONS = {"paused": "schedule paused", "missed": "catch-up policy none",
             "coalesced": "catch-up policy latest: a later occurrence runs instead"}
 
@@ -1003,8 +1004,10 @@ class ClockProcess:
         if install_signals:
             signal.signal(signal.SIGTERM, self.request_stop)
             signal.signal(signal.SIGINT, self.request_stop)
-        self.start()
         started = time.monotonic()
+        if not self._start_retrying(started, stop_after):
+            self._stop_process()
+            return
         while not self.stop_requested.is_set():
             if stop_after is not None and time.monotonic() - started >= stop_after:
                 break
@@ -1022,6 +1025,29 @@ class ClockProcess:
                 wait = max(0.01, wait - (time.monotonic() - spent))
             self.stop_requested.wait(wait)
         self._stop_process()
+
+    def _start_retrying(self, started: float, stop_after: float | None) -> bool:
+        """:meth:`start` until it succeeds; False when a stop came first.
+
+        Start-up meets what a tick meets: a lock held by another clock's stalled fire transaction
+        (``lock_timeout`` on PostgreSQL, ``busy_timeout`` on SQLite), a database blip. It is retried as a tick
+        is, 1 s then doubling up to STARTUP_RETRY_MAX, so a clock never dies because another one stalled;
+        the ledger makes a repeated start-up safe (nothing already recorded fires again).
+        """
+        delay = 1.0
+        while not self.stop_requested.is_set():
+            try:
+                self.start()
+                return True
+            except OncebeatError as exc:
+                log.warning("clock start-up failed: %s; trying again in %.0f s", exc, delay,
+                            extra={"event": "clock.startup_failed"})
+                self.echo(f"start-up failed ({exc}); trying again in {delay:.0f} s")
+            if stop_after is not None and time.monotonic() - started >= stop_after:
+                return False
+            self.stop_requested.wait(delay)
+            delay = min(delay * 2, STARTUP_RETRY_MAX)
+        return False
 
     def _stop_process(self) -> None:
         if self.process_id is not None:
