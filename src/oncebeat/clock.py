@@ -69,7 +69,7 @@ from .cursors import Cursors
 from .dbtime import describe_time_source
 from .errors import ConfigError, OncebeatError, StoreError
 from .provenance import Source, current_source
-from .queue import Queue
+from .queue import HELD_UNTIL, Queue  # HELD_UNTIL: run_at of a run held by overlap buffer_one until released
 from .schedules import Schedule, period_bounds
 from .store import Json, Store, Tx
 from .store.base import instant_text
@@ -87,7 +87,6 @@ FIRE_SET_BATCH = 2000  # on-time schedules recorded per transaction by the set-b
 PERIOD_SERVED = "period already served"
 OVERLAP_RUNNING = "overlap: previous run still running"
 OVERLAP_FULL = "overlap: previous run still running and one run already waiting"
-HELD_UNTIL = datetime(2999, 1, 1, tzinfo=UTC)  # run_at of a run held by overlap buffer_one until released
 PREPARE_HORIZON = 120.0  # seconds ahead for which a waiting clock prepares the next instants (prepare_ahead)
 PREPARE_EVERY = 10.0  # seconds between complete passes of prepare_ahead
 TICK_MAX_EARLY = 900.0  # seconds a `tick --at` instant may lie ahead of the clock (an early delivery)
@@ -168,7 +167,11 @@ def enqueue_run(tx: Tx, queue: Queue, definition: ScheduleDef, occurrence_id: in
     if definition.overlap == "allow":
         return put(None), None
     run_key, held_key = overlap_keys(definition.key)
-    job_id = put(run_key)
+    # Runs enqueued while the schedule was `allow` hold no key: after a switch they are unfinished runs all the same.
+    # (Once none is left the index alone decides; no new keyless run is made under skip/buffer_one.)
+    keyless = tx.one("unfinished_run_without_overlap_key", schedule_key=definition.key, run_key=run_key,
+                     held_key=held_key)
+    job_id = put(run_key) if keyless is None else None
     if job_id is not None:
         return job_id, None
     if definition.overlap == "skip":
@@ -187,7 +190,7 @@ def release_buffered(store: Store, key: str, *, now: datetime) -> int | None:
     run_key, held_key = overlap_keys(key)
     try:
         with store.transaction() as tx:
-            row = tx.one("release_buffered_job", run_key=run_key, held_key=held_key, now=now)
+            row = tx.one("release_buffered_job", run_key=run_key, held_key=held_key, schedule_key=key, now=now)
     except StoreError as exc:  # a run enqueued at this very moment took the key first: the held one waits on
         if "unique" not in str(exc).lower():
             raise

@@ -267,3 +267,48 @@ def test_the_doctor_reports_no_lost_run_for_occurrences_the_policy_turned_away(
     s.run()
     report = run_doctor(store, now=sim_clock.now(), since=at(0))
     assert [f.summary for f in report.findings if f.code == "lost"] == []
+
+
+@pytest.mark.parametrize("policy", ["skip", "buffer_one"])
+def test_runs_started_under_allow_count_once_the_schedule_is_switched_at_run_time(
+        store: Store, sim_clock: SimulatedClock, policy: str) -> None:
+    """Issue 22 item 1: an `allow` schedule with two runs queued, switched to skip (or buffer_one) at run time,
+    enqueued the next fire beside them: runs started under `allow` hold no overlap key."""
+    app = App()
+    app.task(name="digest")(lambda ctx: None)
+    app.schedule(KEY, "every 1m", tz="UTC", task="digest")  # allow, the default
+    sim_clock.set(at(0, 30))
+    clock = ClockProcess(app, store, clock=sim_clock, resync_interval=0)
+    clock.start()
+    for minute in (1, 2):
+        sim_clock.set(at(minute))
+        clock.tick()
+    queue = Queue(store, clock=sim_clock, source=current_source("api"))
+    assert queue.counts().get("available") == 2  # no worker yet: two runs of `allow` wait
+
+    set_schedule(store, KEY, overlap=policy, clock=sim_clock)
+    sim_clock.set(at(3))
+    [fire] = clock.tick()
+    rows = {r["fire_at"]: r for r in store.read("list_occurrences", schedule_key=KEY)}
+    if policy == "skip":
+        assert (fire.outcome, fire.reason) == ("coalesced", OVERLAP_RUNNING)
+        assert rows[at(3)]["job_id"] is None
+    else:
+        assert fire.outcome == "enqueued" and fire.job_id is not None
+        held = queue.get(fire.job_id)
+        assert held is not None and held.state == "scheduled" and held.run_at == HELD_UNTIL
+        assert release_buffered(store, KEY, now=sim_clock.now()) is None  # the allow runs are unfinished
+    sim_clock.set(at(4))
+    [fire] = clock.tick()
+    assert fire.outcome == "coalesced"  # skip: still running; buffer_one: one already waits
+    assert queue.counts().get("available") == 2
+
+    worker = Worker(app, store, clock=sim_clock)
+    assert worker.drain() == 2  # the two allow runs finish
+    if policy == "buffer_one":
+        sim_clock.set(at(4, 10))
+        clock.tick()  # releases the held run now
+        assert worker.drain() == 1
+    sim_clock.set(at(5))
+    [fire] = clock.tick()
+    assert fire.outcome == "enqueued" and fire.job_id is not None  # nothing unfinished: it runs

@@ -40,12 +40,25 @@ RETURNING id;
 
 -- name: release_buffered_job
 -- overlap = buffer_one: the run held under :held_key starts (holds :run_key, due now) once no unfinished job
--- holds :run_key; the partial unique index jobs_unique_key keeps it to one holder even against a racing enqueue.
+-- holds :run_key, nor is any other unfinished run of :schedule_key left from before the policy was switched
+-- (see unfinished_run_without_overlap_key); the partial unique index jobs_unique_key keeps it to one holder even
+-- against a racing enqueue.
 UPDATE jobs SET unique_key = :run_key, state = 'available', run_at = :now
 WHERE unique_key = :held_key AND state = 'scheduled'
   AND NOT EXISTS (SELECT 1 FROM jobs AS running WHERE running.unique_key = :run_key
                   AND running.state IN ('available', 'scheduled', 'running', 'retryable'))
+  AND NOT EXISTS (SELECT 1 FROM jobs AS j JOIN occurrences AS o ON o.id = j.occurrence_id
+                  WHERE o.schedule_key = :schedule_key AND j.state IN ('available', 'scheduled', 'running', 'retryable')
+                    AND (j.unique_key IS NULL OR j.unique_key NOT IN (:run_key, :held_key)))
 RETURNING id;
+
+-- name: unfinished_run_without_overlap_key
+-- An unfinished run of :schedule_key that holds no overlap key: enqueued while the schedule's overlap was `allow`
+-- (or with a key of its own). After a switch to skip/buffer_one it is an unfinished run like any other.
+SELECT j.id FROM jobs AS j JOIN occurrences AS o ON o.id = j.occurrence_id
+WHERE o.schedule_key = :schedule_key AND j.state IN ('available', 'scheduled', 'running', 'retryable')
+  AND (j.unique_key IS NULL OR j.unique_key NOT IN (:run_key, :held_key))
+LIMIT 1;
 
 -- name: occurrence_at_with_job
 -- What the ledger holds at one instant, with its job's state (backfill says what is already there).
