@@ -423,30 +423,73 @@ def _worker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @APP_OPTION
 @_worker_options
 @_metrics_options
+@TIME_SOURCE_OPTION
 @click.option("--burst", is_flag=True,
               help="Process the jobs due now (one at a time), then exit 0 with a summary: for cron and CI.")
+@click.option("--wait-for-leases", default=0.0, type=SECONDS_NONNEGATIVE, metavar="SECONDS",
+              help="With --burst: wait up to SECONDS for jobs under another worker's lease to become claimable "
+                   "(a killed worker's jobs are rescued when their lease ends) instead of leaving them.")
 def worker(database_url: str | None, config: Path | None, app: str | None, concurrency: int, queues: tuple[str, ...],
            batch_size: int | None, lease: float, grace: float, rescue_interval: float, metrics_port: int | None,
-           metrics_host: str, burst: bool) -> None:
+           metrics_host: str, time_source: str, burst: bool, wait_for_leases: float) -> None:
     """Run a worker: claims jobs with a lease and runs them; SIGTERM drains gracefully."""
+    from .dbtime import time_source_clock
     from .worker import Worker
 
+    if wait_for_leases and not burst:
+        raise click.UsageError("--wait-for-leases goes with --burst (a running worker rescues and takes those jobs "
+                               "by itself)")
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None,
                   smtp_connections=concurrency)  # one SMTP connection per handler slot
     try:
+        clock = time_source_clock(rt.store, time_source)
+        _warn_about_skew(rt.store, time_source)
         with _serving_metrics(metrics_port, metrics_host):
-            wrk = Worker(rt.app, rt.store, queues=queues, concurrency=concurrency, batch_size=batch_size,
+            wrk = Worker(rt.app, rt.store, clock=clock, queues=queues, concurrency=concurrency, batch_size=batch_size,
                          lease_seconds=lease, grace_seconds=grace, rescue_interval=rescue_interval)
             if burst:
-                done = wrk.burst()
+                done = wrk.burst(wait_for_leases=wait_for_leases)
                 click.echo("burst done: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in done.items()
-                                                      if n or k != "other"), err=True)
+                                                      if n or k != "other") + _left_text(wrk.left), err=True)
                 return
             counts = wrk.run()
     finally:
         rt.close()
     click.echo(f"worker stopped: {counts['processed']} jobs processed, {counts['returned']} returned to the queue",
                err=True)
+
+
+def _warn_about_skew(store: Any, time_source: str) -> None:
+    """On PostgreSQL with host time: warn when this host's clock is more than a second from the database's.
+
+    Leases are judged by the clock of whoever looks at them: a worker whose clock runs ahead rescues live jobs
+    early (their bodies then run twice), one that runs behind renews leases past their end.
+    """
+    from .dbtime import SKEW_WARNING_SECONDS, host_skew
+
+    if time_source != "host":
+        return
+    skew = host_skew(store)
+    if skew is not None and abs(skew) > SKEW_WARNING_SECONDS:
+        click.echo(f"warning: this host's clock is {abs(skew):.1f} s {'ahead of' if skew > 0 else 'behind'} the "
+                   "database's; leases (expiry, heartbeat, rescue) are judged by this host's clock, so a skew "
+                   "rescues live jobs or keeps dead ones: fix the host's time (NTP) or run with "
+                   "--time-source database (ONCEBEAT_TIME_SOURCE=database)", err=True)
+
+
+def _left_text(left: Any) -> str:
+    """``; left: …`` for a burst's summary: jobs it could not take, with when they can run (UTC)."""
+    parts = []
+    if left.leased:
+        parts.append(f"{left.leased} running under another worker's lease (until {_utc(left.leased_until)} at the "
+                     "latest; --wait-for-leases SECONDS waits for them)")
+    if left.later:
+        parts.append(f"{left.later} due later (the first at {_utc(left.later_from)})")
+    return "; left: " + ", ".join(parts) if parts else "; nothing left that is due"
+
+
+def _utc(instant: datetime | None) -> str:
+    return instant.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if instant is not None else "?"
 
 
 @cli.command()
@@ -466,6 +509,7 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None,
                   smtp_connections=concurrency)  # one SMTP connection per handler slot
     try:
+        _warn_about_skew(rt.store, time_source)
         with _serving_metrics(metrics_port, metrics_host):
             run_together(rt.app, rt.store, clock=time_source_clock(rt.store, time_source), concurrency=concurrency,
                          queues=queues, echo=click.echo,

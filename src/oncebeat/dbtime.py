@@ -31,9 +31,11 @@ from .errors import ConfigError
 from .store import Store
 from .timebase import UTC, Clock, SystemClock
 
-__all__ = ["TIME_SOURCES", "DatabaseClock", "database_now", "describe_time_source", "time_source_clock"]
+__all__ = ["TIME_SOURCES", "SKEW_WARNING_SECONDS", "DatabaseClock", "database_now", "describe_time_source",
+           "host_skew", "time_source_clock"]
 
 TIME_SOURCES: tuple[str, ...] = ("host", "database")
+SKEW_WARNING_SECONDS = 1.0  # a process on host time warns at start past this skew from the database's clock
 
 
 def database_now(store: Store) -> datetime:
@@ -45,6 +47,22 @@ def database_now(store: Store) -> datetime:
     """
     now: datetime = store.read("database_now")[0]["now"]
     return now.astimezone(UTC)
+
+
+def host_skew(store: Store, host: Clock | None = None) -> float | None:
+    """Seconds by which ``host`` (default this machine's wall clock) is ahead of PostgreSQL's clock (negative:
+    behind), the round trip's midpoint taken as the server's reading; None on SQLite (one host, one clock).
+
+    Raises:
+        StoreError / TransientStoreError: the database could not be read.
+    """
+    if store.backend != "postgres":
+        return None
+    host = host or SystemClock()
+    before = host.now()
+    server = database_now(store)
+    after = host.now()
+    return ((before + (after - before) / 2) - server).total_seconds()
 
 
 class DatabaseClock:

@@ -115,7 +115,8 @@ def run_together(app: App, store: Store, *, clock: Clock | None = None, concurre
     owns it).
 
     Args:
-        clock: time source of the clock (default the host's; see ``oncebeat.dbtime.time_source_clock``).
+        clock: time source of the clock and the worker's leases (default the host's; see
+            ``oncebeat.dbtime.time_source_clock``).
         concurrency: the worker's handler slots.
         queues: the queues the worker claims from.
         install_signals: handle SIGTERM and SIGINT (only possible in the main thread).
@@ -129,7 +130,8 @@ def run_together(app: App, store: Store, *, clock: Clock | None = None, concurre
     from .worker import Worker
 
     clk = ClockProcess(app, store, clock=clock, echo=echo)
-    wrk = Worker(app, store, queues=queues, concurrency=concurrency, **(worker_options or {}))
+    # the worker judges leases by the same clock as the clock process fires by (the database's, if chosen)
+    wrk = Worker(app, store, clock=clock, queues=queues, concurrency=concurrency, **(worker_options or {}))
 
     def stop(*_: Any) -> None:
         clk.request_stop()

@@ -35,7 +35,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 from . import audit, telemetry
@@ -47,10 +47,29 @@ from .store.base import instant_text
 from .timebase import Clock, require_aware
 
 __all__ = ["Job", "JobRecord", "Queue", "backoff_seconds", "job_row", "all_jobs", "jobs_in_doubt", "rerun_in_doubt",
-           "copy_job", "close_in_doubt", "JOB_STATES", "UNFINISHED_STATES"]
+           "copy_job", "close_in_doubt", "JOB_STATES", "UNFINISHED_STATES", "HELD_UNTIL", "LeftBehind"]
 
 JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled", "in_doubt")
 UNFINISHED_STATES = ("available", "scheduled", "running", "retryable")
+HELD_UNTIL = datetime(2999, 1, 1, tzinfo=UTC)  # run_at of a run held by overlap buffer_one until released
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LeftBehind:
+    """What a burst worker could not take: jobs under other workers' leases, and jobs due later (UTC instants).
+
+    Attributes:
+        leased: jobs running under another worker's lease; ``leased_until`` the last of those leases' ends
+            (a live worker renews it; a dead one's job is rescued after it).
+        later: unclaimed jobs due after now (retries with backoff, jobs enqueued for later); ``later_from`` the
+            first one's ``run_at``. Runs held by overlap ``buffer_one`` are not counted.
+    """
+
+    leased: int = 0
+    leased_from: datetime | None = None
+    leased_until: datetime | None = None
+    later: int = 0
+    later_from: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -493,6 +512,16 @@ class Queue:
         """Earliest ``run_at`` of unfinished, unclaimed jobs in ``queues`` (None if none)."""
         rows = self.store.read("next_run_at", queues=list(queues))
         return rows[0]["run_at"] if rows else None
+
+    def left_behind(self, worker_id: int, queues: Sequence[str] = ("default",)) -> LeftBehind:
+        """The jobs of ``queues`` that worker ``worker_id`` cannot run now (see :class:`LeftBehind`)."""
+        rows = {r["kind"]: r for r in self.store.read("jobs_left_behind", queues=list(queues), worker_id=worker_id,
+                                                      now=self.clock.now(), held_until=HELD_UNTIL)}
+        leased, later = rows.get("leased"), rows.get("later")
+        return LeftBehind(leased=int(leased["n"]) if leased else 0,
+                          leased_from=leased["first_at"] if leased else None,
+                          leased_until=leased["last_at"] if leased else None,
+                          later=int(later["n"]) if later else 0, later_from=later["first_at"] if later else None)
 
     def counts(self) -> dict[str, int]:
         """Jobs per state."""

@@ -67,7 +67,7 @@ from .errors import (
     TransientStoreError,
 )
 from .provenance import Source, current_source
-from .queue import Job, Queue
+from .queue import Job, LeftBehind, Queue
 from .store import Store, Tx
 from .timebase import Clock, SystemClock
 
@@ -169,11 +169,13 @@ class JobContext:
 
 
 class _Outcomes:
-    """How the slots of :meth:`Worker.run` report a batch to its loop, waking it rarely.
+    """How the slots of :meth:`Worker.run` report to its loop, waking it rarely.
 
-    A slot records each job's outcome here; the loop is woken when the batch is over, when a slot raised,
-    and when the first completion of a commit window arrives (it then sleeps until that completion has
-    waited ``complete_within``). Handing each outcome over through a queue woke the loop once per job.
+    A slot records each job's outcome here; the loop is woken when a slot has nothing left to do (fewer jobs
+    without an outcome than ``free_below``: it may claim more), when a slot raised, and when the first
+    completion of a commit window arrives (it then sleeps until that completion has waited ``complete_within``).
+    Handing each outcome over through a queue woke the loop once per job; waiting for a whole batch's end let a
+    long job idle every other slot until it finished.
     """
 
     def __init__(self) -> None:
@@ -182,10 +184,16 @@ class _Outcomes:
         self._done: list[int] = []  # completed, not taken by the loop yet
         self._first: float | None = None  # when the oldest of _done finished (monotonic)
         self._error: BaseException | None = None
+        self._free_below = 0  # wake the loop when fewer than this many jobs are left (0: never for that)
 
     def expect(self, ids: Iterable[int]) -> None:
         with self._cond:
-            self._left = set(ids)
+            self._left.update(ids)
+
+    def left(self) -> int:
+        """Jobs dispatched that have no outcome yet (running, or waiting for a slot)."""
+        with self._cond:
+            return len(self._left)
 
     def put(self, job_id: int, outcome: bool | BaseException) -> None:
         with self._cond:
@@ -194,28 +202,31 @@ class _Outcomes:
                 self._error = self._error or outcome
             elif outcome:
                 self._done.append(job_id)
-                if self._first is not None and self._left:
-                    return  # the loop already sleeps until this window's deadline
-                self._first = self._first if self._first is not None else time.monotonic()
-            if self._error is not None or not self._left or outcome:
+                if self._first is None:
+                    self._first = time.monotonic()
+                    self._cond.notify()
+                    return
+            if self._error is not None or len(self._left) < self._free_below:
                 self._cond.notify()
 
-    def wait(self, timeout: float, complete_within: float) -> tuple[list[int], bool]:
-        """Wait up to ``timeout`` s; return (completions to commit now, batch over).
+    def wait(self, timeout: float, complete_within: float, free_below: int = 0) -> tuple[list[int], bool]:
+        """Wait up to ``timeout`` s; return (completions to commit now, a slot is free).
 
-        Completions are handed out when the batch is over or the oldest has waited ``complete_within``.
-        Raises what a slot's job raised (a simulated crash, an unexpected BaseException).
+        A slot is free when fewer than ``free_below`` jobs are left. Completions are handed out when a slot is
+        free, nothing is left to run, or the oldest has waited ``complete_within``. Raises what a slot's job
+        raised (a simulated crash, an unexpected BaseException).
         """
         end = time.monotonic() + timeout
         with self._cond:
+            self._free_below = free_below
             while True:
                 if self._error is not None:
                     raise self._error
                 now = time.monotonic()
-                over = not self._left
-                if over or (self._first is not None and now - self._first >= complete_within):
+                free = len(self._left) < free_below
+                if free or not self._left or (self._first is not None and now - self._first >= complete_within):
                     done, self._done, self._first = self._done, [], None
-                    return done, over
+                    return done, free
                 if now >= end:
                     return [], False
                 wake = end if self._first is None else min(end, self._first + complete_within)
@@ -280,6 +291,7 @@ class Worker:
         self._fenced = threading.Event()  # heartbeats failed up to a lease's end: no claims until one gets through
         self._last_heartbeat: datetime | None = None
         self._last_rescue = float("-inf")
+        self.left = LeftBehind()  # what the last burst could not take
 
     # --- registration -------------------------------------------------------------------------
     def register(self) -> int:
@@ -519,13 +531,19 @@ class Worker:
         self._commit(done)
         return total
 
-    def burst(self) -> dict[str, int]:
+    def burst(self, *, wait_for_leases: float = 0.0) -> dict[str, int]:
         """Process every job that is due now, then stop: for cron-driven deployments and CI (``worker --burst``).
 
         Rescues jobs whose lease expired first, then runs batches in this thread until none is due (a job
         scheduled later, e.g. a retry with backoff, is left for the next run), and records the process as
-        stopped. Returns the outcomes counted from the ``job.finished`` telemetry of this process:
-        ``{"completed", "retried", "discarded", "in_doubt", "other"}`` (jobs).
+        stopped. What it could not take is in :attr:`left` afterwards (jobs under another worker's lease, jobs
+        due later). With ``wait_for_leases`` (seconds) it waits, within that bound, for the leases of other
+        workers' jobs to end — a killed worker's jobs are rescued then and run here — instead of leaving them
+        for the next run (a daily cron burst would defer them a day).
+
+        Returns:
+            The outcomes counted from the ``job.finished`` telemetry of this process:
+            ``{"completed", "retried", "discarded", "in_doubt", "other"}`` (jobs).
         """
         outcomes: Counter[str] = Counter()
         names = {"completed": "completed", "retry": "retried", "snooze": "retried", "discard": "discarded",
@@ -536,9 +554,21 @@ class Worker:
 
         telemetry.attach("job.finished", count)
         try:
-            self.register()
-            self.rescue()
-            self.drain()
+            wid = self.register()
+            deadline = time.monotonic() + wait_for_leases
+            while True:
+                self.rescue()
+                self.drain()
+                self.left = self.queue.left_behind(wid, self.queues)
+                if not self.left.leased or self.left.leased_from is None or self.stop_requested.is_set():
+                    break
+                # a lease ends: the rescue may take that job then (a live worker renews it; the bound ends the wait)
+                wait = (self.left.leased_from - self.clock.now()).total_seconds() + 0.2
+                if time.monotonic() + wait > deadline:
+                    break
+                log.info("waiting %.1f s for the lease of %d job(s) of another worker to end", max(wait, 0.0),
+                         self.left.leased, extra={"event": "worker.burst_waiting"})
+                self.stop_requested.wait(max(0.05, wait))
         finally:
             telemetry.detach("job.finished", count)
             self.stop_process()
@@ -634,13 +664,13 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - reported to the main loop
             return exc
 
-    def _claim(self, wid: int, done: list[int]) -> list[Job] | None:
-        """Rescue when due, then commit ``done`` with the next batch's claim; None if the store failed."""
+    def _claim(self, wid: int, done: list[int], *, limit: int) -> list[Job] | None:
+        """Rescue when due, then commit ``done`` with a claim of up to ``limit`` jobs; None if the store failed."""
         try:
             if time.monotonic() - self._last_rescue >= self.rescue_interval:
                 self._last_rescue = time.monotonic()
                 self._db("rescue", self.rescue)
-            jobs = self._db("claim", self.queue.claim, wid, queues=self.queues, limit=self.batch_size,
+            jobs = self._db("claim", self.queue.claim, wid, queues=self.queues, limit=max(1, limit),
                             lease_seconds=self.lease_seconds, complete=done)
         except StoreError as exc:  # database away: wait and try again; leases protect held work
             log.warning("claim failed: %s", exc, extra={"event": "worker.claim_failed"})
@@ -658,29 +688,27 @@ class Worker:
         self._release(done)
         return True
 
-    def _await_batch(self, wid: int, jobs: list[Job], outcomes: _Outcomes) -> tuple[list[int], set[int]]:
-        """Wait for a dispatched batch; return (completions not committed yet, jobs unfinished at the grace's end).
+    def _finish(self, wid: int, done: list[int], outcomes: _Outcomes) -> tuple[list[int], set[int]]:
+        """After a stop: wait up to ``grace_seconds`` for the jobs still running or waiting for a slot.
 
-        A completion waits at most ``complete_within`` seconds for the batch's end (then it rides on the next
-        claim): a worker frozen or killed later has no finished job to be re-run.
+        Returns (completions not committed yet, jobs unfinished at the grace's end). Completions found on the
+        way are committed within ``complete_within`` seconds, as while running.
         """
-        done: list[int] = []
-        deadline: float | None = None
-        while True:
-            if self.stop_requested.is_set() and deadline is None:
-                deadline = time.monotonic() + self.grace_seconds
-            timeout = 0.1 if deadline is None else max(0.0, min(0.1, deadline - time.monotonic()))
-            taken, over = outcomes.wait(timeout, self.complete_within)
+        deadline = time.monotonic() + self.grace_seconds
+        while outcomes.left():
+            timeout = max(0.0, min(0.1, deadline - time.monotonic()))
+            taken, _ = outcomes.wait(timeout, self.complete_within)
             done += taken
             self.processed += len(taken)
-            if over:
-                return done, set()
-            if deadline is not None and time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 taken, unfinished = outcomes.give_up()
                 self.processed += len(taken)
                 return done + taken, unfinished
             if taken and self._flush(wid, done):
                 done = []
+        taken, _ = outcomes.give_up()
+        self.processed += len(taken)
+        return done + taken, set()
 
     def _give_back(self, wid: int, inbox: _queue.SimpleQueue[Job | None], unfinished: set[int]) -> int:
         """Grace period over: drop queued-but-unstarted work and return the unfinished jobs; return how many."""
@@ -716,7 +744,10 @@ class Worker:
 
         def slot() -> None:
             while (job := inbox.get()) is not None:
-                outcomes.put(job.id, self._run_one(job))
+                outcome = self._run_one(job)
+                if outcome is False:
+                    self._release([job.id])  # failed and recorded, or dropped: no lease to renew any more
+                outcomes.put(job.id, outcome)
 
         slots = [threading.Thread(target=slot, name=f"oncebeat-slot-{i}", daemon=True) for i in range(self.concurrency)]
         for t in slots:
@@ -727,6 +758,7 @@ class Worker:
         started = time.monotonic()
         returned = 0
         done: list[int] = []  # finished, not committed yet: they ride on the next claim
+        next_claim = 0.0  # monotonic instant before which the queue is not asked again (it was found empty)
         try:
             while not self.stop_requested.is_set():
                 if stop_after is not None and time.monotonic() - started >= stop_after:
@@ -734,20 +766,39 @@ class Worker:
                 if self._fenced.is_set():  # self-fenced: claim nothing until a heartbeat gets through
                     self.stop_requested.wait(self.poll_interval)
                     continue
-                jobs = self._claim(wid, done)
-                if jobs is None or not jobs:
+                left = outcomes.left()
+                # A free slot claims as soon as it is free, whatever the others still run; the claim tops the
+                # work in hand up to a batch, so slots that finish together still share one claim statement.
+                if left < self.concurrency and time.monotonic() >= next_claim:
+                    jobs = self._claim(wid, done, limit=self.batch_size - left)
                     if jobs is not None:
-                        done = []
-                    self.stop_requested.wait(self.poll_interval)
+                        done = []  # committed with the claim
+                    if jobs:
+                        self._hold(jobs)
+                        outcomes.expect(j.id for j in jobs)
+                        for job in jobs:
+                            inbox.put(job)
+                    if jobs is None or len(jobs) < self.batch_size - left:
+                        next_claim = time.monotonic() + self.poll_interval  # drained for now, or the store failed
                     continue
-                self._hold(jobs)
-                outcomes.expect(j.id for j in jobs)
-                for job in jobs:
-                    inbox.put(job)
-                done, unfinished = self._await_batch(wid, jobs, outcomes)
-                if unfinished:
-                    returned += self._give_back(wid, inbox, unfinished)
-                self._release(j.id for j in jobs if j.id not in done)
+                claim_open = time.monotonic() >= next_claim
+                if not claim_open and not outcomes.left():  # idle: nothing runs, the queue was empty
+                    taken, _ = outcomes.wait(0.0, self.complete_within)  # the last completions, at once
+                    done += taken
+                    self.processed += len(taken)
+                    if done and self._flush(wid, done):
+                        done = []
+                    self.stop_requested.wait(next_claim - time.monotonic())
+                    continue
+                taken, free = outcomes.wait(0.1, self.complete_within, free_below=self.concurrency if claim_open else 0)
+                done += taken
+                self.processed += len(taken)
+                if taken and not free and self._flush(wid, done):
+                    done = []  # no claim comes now: commit within complete_within anyway
+            done, unfinished = self._finish(wid, done, outcomes)
+            if unfinished:
+                returned += self._give_back(wid, inbox, unfinished)
+                self._release(unfinished)
         finally:
             hb_done.set()
             for _ in slots:

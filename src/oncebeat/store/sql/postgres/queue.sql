@@ -104,6 +104,19 @@ RETURNING id, state, attempt, worker_id, task;
 SELECT MIN(run_at) AS run_at FROM jobs
 WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT unnest(CAST(:queues AS text[])));
 
+-- name: jobs_left_behind
+-- What a burst worker could not take in :queues: jobs running under another worker's lease ("leased": until the
+-- last lease ends) and unclaimed jobs due after :now ("later": from the first run_at), a run held by overlap
+-- buffer_one (run_at :held_until) left out. One row per kind present.
+SELECT CASE WHEN state = 'running' THEN 'leased' ELSE 'later' END AS kind, COUNT(*) AS n,
+       MIN(CASE WHEN state = 'running' THEN lease_expires_at ELSE run_at END) AS first_at,
+       MAX(CASE WHEN state = 'running' THEN lease_expires_at ELSE run_at END) AS last_at
+FROM jobs
+WHERE queue IN (SELECT unnest(CAST(:queues AS text[])))
+  AND ((state = 'running' AND (worker_id IS NULL OR worker_id <> :worker_id))
+       OR (state IN ('available', 'scheduled', 'retryable') AND run_at > :now AND run_at < :held_until))
+GROUP BY CASE WHEN state = 'running' THEN 'leased' ELSE 'later' END;
+
 -- name: finished_jobs_histogram
 -- Jobs finished since :since per :bucket-second slot and final state (slot 0 starts at :since).
 SELECT CAST(floor(extract(epoch FROM finished_at - CAST(:since AS timestamptz)) / :bucket) AS integer) AS slot,
