@@ -51,6 +51,7 @@ Every fire is logged with local time, zone and UTC.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
@@ -82,6 +83,7 @@ log = logging.getLogger("oncebeat.clock")
 
 HEARTBEAT_SECONDS = 5.0  # how often a ticking clock refreshes its row in the process registry
 MAX_LEDGER_ROWS_PER_TICK = 1000  # older late instants are summarised in one audit event
+PASSED_OVER_ROWS = 100  # instants before the catch-up window recorded one by one (`missed`), then one summary row
 FIRE_BATCH = 200  # schedules recorded per transaction when many are due at once
 FIRE_SET_BATCH = 2000  # on-time schedules recorded per transaction by the set-based fire (a few statements each)
 PERIOD_SERVED = "period already served"
@@ -303,6 +305,25 @@ class _OnTime:
 def _set_hash(definitions: Iterable[ScheduleDef]) -> str:
     body = sorted((d.key, d.definition_hash()) for d in definitions)
     return hashlib.sha256(json.dumps(body).encode()).hexdigest()[:24]
+
+
+class _PassedOver:
+    """The instants a catch-up passes over, bounded: the newest ``keep`` of them, the newest one dropped from those
+    (where a summary row goes), the first, and how many there were."""
+
+    def __init__(self, keep: int) -> None:
+        self.kept: collections.deque[datetime] = collections.deque(maxlen=keep)
+        self.first: datetime | None = None
+        self.summary_at: datetime | None = None
+        self.count = 0
+
+    def add(self, instant: datetime) -> None:
+        if self.first is None:
+            self.first = instant
+        if len(self.kept) == self.kept.maxlen:
+            self.summary_at = self.kept[0]
+        self.kept.append(instant)
+        self.count += 1
 
 
 class ClockProcess:
@@ -807,8 +828,10 @@ class ClockProcess:
         cursor = max(x for x in ((last or {}).get("last_fire_at"), row["active_since"]) if x is not None)
         window_start = horizon - timedelta(seconds=definition.catchup_window)
         outside = 0
+        passed_over = _PassedOver(PASSED_OVER_ROWS)
         if cursor < window_start:
-            for _ in sched.between(cursor, window_start):
+            for instant in sched.between(cursor, window_start):
+                passed_over.add(instant)
                 outside += 1
                 if outside >= 100_000:
                     break
@@ -816,7 +839,10 @@ class ClockProcess:
         instants = list(sched.between(cursor, horizon))
         if len(instants) > MAX_LEDGER_ROWS_PER_TICK:
             outside += len(instants) - MAX_LEDGER_ROWS_PER_TICK
+            for instant in instants[:-MAX_LEDGER_ROWS_PER_TICK]:
+                passed_over.add(instant)
             instants = instants[-MAX_LEDGER_ROWS_PER_TICK:]
+        self._record_passed_over(tx, definition, sched, passed_over, now)
         decisions, on_time = self._decide(row, definition, instants, horizon)
         for instant, outcome, reason in self._period_rule(tx, key, sched, decisions):
             fires.append(fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task),
@@ -833,6 +859,28 @@ class ClockProcess:
                                               for o in {f.outcome for f in late}},
                                  "cursor": cursor.isoformat(), "at_startup": startup})
         return fires, summary
+
+    def _record_passed_over(self, tx: Tx, definition: ScheduleDef, sched: Schedule, passed: _PassedOver,
+                            now: datetime) -> None:
+        """Record the instants a catch-up passed over (before its window) ``missed``, with the policy that decided.
+
+        The newest :data:`PASSED_OVER_ROWS` one by one; older ones, if any, as one row at the newest of them whose
+        reason counts them (first and last instant). The downtime then shows in the ledger, the doctor and the
+        dashboard, not only in an audit event; the rows are older than the cursor, so nothing fires for them.
+        """
+        if not passed.count:
+            return
+        window = f"{definition.catchup_window / 3600:g} h"
+        reason = f"outside the catch-up window (policy {definition.catchup}, window {window})"
+        if passed.summary_at is not None and passed.first is not None:
+            earlier = passed.count - len(passed.kept)
+            fire_occurrence(tx, queue=self.queue, definition=definition, schedule=sched, instant=passed.summary_at,
+                            outcome="missed", source=self.source, now=now, process_id=self.process_id,
+                            reason=f"{earlier} instants from {passed.first.isoformat()} to "
+                                   f"{passed.summary_at.isoformat()} not run: {reason}")
+        for instant in passed.kept:
+            fire_occurrence(tx, queue=self.queue, definition=definition, schedule=sched, instant=instant,
+                            outcome="missed", source=self.source, now=now, process_id=self.process_id, reason=reason)
 
     def _period_rule(self, tx: Tx, key: str, sched: Schedule,
                      decisions: list[tuple[datetime, str, str | None]]) -> list[tuple[datetime, str, str | None]]:

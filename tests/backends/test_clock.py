@@ -274,7 +274,11 @@ def test_downtime_beyond_the_catch_up_window_enqueues_nothing_from_outside_it(
     sim_clock.set(at(17, 30))  # window: 15:30 … 17:30
 
     clock_for(app, store, sim_clock).start()
-    assert ledger(store) == [(at(16), expected[0]), (at(17), expected[1])]
+    # 13:00-15:00 lie outside the window: recorded missed with the policy that decided (issue 22 item 10), no job
+    assert ledger(store) == [(at(13), "missed"), (at(14), "missed"), (at(15), "missed"),
+                             (at(16), expected[0]), (at(17), expected[1])]
+    assert {o["reason"] for o in occurrences(store)[:3]} == {
+        f"outside the catch-up window (policy {policy}, window 2 h)"}
     assert_one_job_per_enqueued_occurrence(store)
     [catchup] = events(store, "clock.catchup")
     assert catchup["detail"]["missed_outside_window"] == 3

@@ -327,3 +327,37 @@ def test_database_blip_on_a_minute_schedule_is_at_most_one_catch_up_run(
     expected = {"none": ["missed"] * 4 + ["enqueued"], "latest": ["coalesced"] * 4 + ["enqueued"],
                 "all": ["enqueued"] * 5}[policy]
     assert outcomes == expected
+
+
+def test_days_a_catch_up_passes_over_leave_a_missed_row_each_with_the_policy_that_decided(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    """Issue 22 item 10: ten days down under catchup = latest ran one catch-up run (right), but the days
+    before the catch-up window left no row in the occurrence ledger."""
+    from oncebeat.clock import PASSED_OVER_ROWS
+
+    app = App()
+    app.task(name="report")(lambda ctx: None)
+    app.schedule("daily", "0 8 * * *", tz="America/Chicago", task="report", catchup="latest")
+    app.schedule("minutely", "every 1m", tz="UTC", task="report", catchup="latest", catchup_window=3600)
+    sim_clock.set(datetime(2026, 3, 2, 12, 0, tzinfo=UTC))
+    ClockProcess(app, store, clock=sim_clock).start()
+    sim_clock.set(datetime(2026, 3, 12, 15, 0, tzinfo=UTC))  # ten days later (08:00 Chicago is 13:00/14:00 UTC)
+    fires = ClockProcess(app, store, clock=sim_clock).start()
+    assert [f.outcome for f in fires if f.schedule_key == "daily" and f.inserted] == ["enqueued"]
+    daily = store.read("list_occurrences", schedule_key="daily")
+    missed = sorted(r["fire_at"] for r in daily if r["outcome"] == "missed")
+    assert len(missed) == 10 and {r["outcome"] for r in daily} == {"enqueued", "missed"}  # Mar 2 to Mar 11
+    assert all("outside the catch-up window (policy latest, window 24 h)" in (r["reason"] or "")
+               for r in daily if r["outcome"] == "missed")
+    # ten days of a minutely schedule: 60 in the window (one runs), then PASSED_OVER_ROWS rows and one summary row
+    minutely = store.read("list_occurrences", schedule_key="minutely")
+    outside = [r for r in minutely if r["outcome"] == "missed" and "outside the catch-up window" in (r["reason"] or "")]
+    assert len(outside) == PASSED_OVER_ROWS + 1
+    [summary] = [r for r in outside if "instants from" in r["reason"]]
+    total = 10 * 24 * 60 + 3 * 60 - 60  # every minute from the first start to an hour before the restart
+    assert summary["reason"].startswith(f"{total - PASSED_OVER_ROWS} instants from 2026-03-02T12:01:00+00:00 to ")
+    assert len(minutely) == len(outside) + 60
+    # a restart finds them recorded: nothing fires, nothing is recorded twice
+    again = ClockProcess(app, store, clock=sim_clock).start()
+    assert not [f for f in again if f.inserted]
+    assert len(store.read("list_occurrences", schedule_key="minutely")) == len(minutely)
