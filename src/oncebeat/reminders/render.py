@@ -121,6 +121,7 @@ from oncebeat.reminders.translations import fallback_locale as _fallback  # Rend
 __all__ = [
     "BUILTIN_TEMPLATES",
     "FALLBACK_LOCALE",
+    "NO_BREAK",
     "PARTS",
     "RenderedEmail",
     "Renderer",
@@ -134,7 +135,8 @@ __all__ = [
 
 #: Folder of the built-in templates.
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent / "templates"
-#: Locale used when the customer's locale is missing or unknown.
+#: Locale of :func:`format_money` and :func:`resolve_locale` for a missing or unknown one (an email uses the
+#: policy's ``[reminders] fallback_locale``, see :class:`Renderer`).
 FALLBACK_LOCALE = "en_US"
 #: The parts of an email, as they appear in template file names.
 PARTS = ("subject", "txt", "html")
