@@ -357,6 +357,36 @@ def test_a_resend_after_a_lost_reply_and_a_partial_payment_is_byte_identical_to_
     assert resend == first, "the resend is the frozen first message, byte for byte"
     parsed = email.message_from_bytes(first, policy=email.policy.default)
     body = parsed.get_body(preferencelist=("plain",))
-    assert body is not None and "123,45" in body.get_content(), "the amount as it was at the first attempt"
+    # pt has no catalog: a pt_BR customer's email is all in the fallback locale (en_US), amount included
+    assert body is not None and "$123.45" in body.get_content(), "the amount as it was at the first attempt"
     (effect,) = harness.store.read("list_effects", state="done")
     assert effect["frozen"] is None, "a done effect drops its frozen bytes"
+
+
+def test_a_customer_whose_language_has_no_catalog_gets_one_email_in_the_policy_fallback_locale(
+        store: Store, tmp_path: Path) -> None:
+    """Issue 21, item 7: no English (or French) sentences around Japanese dates, no amount split across lines."""
+    from oncebeat.reminders.policy import Policy
+    from oncebeat.timebase import SimulatedClock
+
+    sink = maildir_sink(tmp_path)
+    h = Harness(store=store, sink=sink, clock=SimulatedClock(FIRST_FIRE - timedelta(hours=1)),
+                policy=Policy(fallback_locale="fr_FR"))
+    try:
+        h.add_invoices(invoice("INV-2026-000042", date(2026, 3, 1), amount=7_220_229, currency="EUR"),
+                       customers=(Customer(email="ana@example.com", name="Kenji Sato", locale="ja_JP",
+                                           tz="Asia/Tokyo"),))
+        h.tick_to(FIRST_FIRE)
+        h.new_worker().drain()
+        raw = next((sink.maildir / "new").iterdir()).read_bytes()
+    finally:
+        h.close()
+        sink.stop()
+    parsed = email.message_from_bytes(raw, policy=email.policy.default)
+    assert parsed["Subject"] == "La facture INV-2026-000042 est en retard de 1 jour"
+    text = parsed.get_body(preferencelist=("plain",)).get_content()
+    html = parsed.get_body(preferencelist=("html",)).get_content()
+    assert "Bonjour Kenji Sato," in text and '<html lang="fr">' in html
+    for part in (text, html):
+        assert "72\u202f202,29\xa0€" in part and "1\xa0mars\xa02026" in part and "年" not in part
+    assert sum("72\u202f202,29\xa0€" in line for line in text.splitlines()) == 2  # message and table, each whole

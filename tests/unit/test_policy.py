@@ -275,6 +275,26 @@ def test_an_empty_company_is_refused():
     assert '[sender] company = "" is empty' in error_of({"sender": {"company": ""}})
 
 
+def test_the_fallback_locale_defaults_to_en_us_and_is_read_from_reminders(tmp_path):
+    assert Policy().fallback_locale == "en_US"
+    assert 'fallback_locale = "en_US"' in default_toml()
+    path = write(tmp_path, '[reminders]\nfallback_locale = "de-AT"\n')
+    assert load_policy(path).fallback_locale == "de_AT"
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("ja_JP", 'fallback_locale = "ja_JP" has no catalog'),  # its customers would get English words around 2026年3月1日
+    ("ar", 'fallback_locale = "ar" has no catalog'),
+    ("xx_YY", 'fallback_locale = "xx_YY" is not a locale Babel knows'),
+    ("", 'fallback_locale = "" is not a locale Babel knows'),
+    (7, "fallback_locale = 7 must be a locale string, got integer"),
+])
+def test_a_fallback_locale_without_catalog_is_refused_naming_the_key_and_the_languages(value, problem):
+    msg = error_of({"reminders": {"fallback_locale": value}})
+    assert f"[reminders] {problem}" in msg
+    assert "(English, German, French, Spanish)" in msg and '"en_US"' in msg
+
+
 def test_several_problems_are_reported_together():
     msg = error_of({"schedule": {"tz": "Nowhere/City", "catchup": "some"}, "reminders": {"stages": [2, 1]}})
     assert msg.startswith("cfg.toml: 3 problems:")

@@ -115,12 +115,14 @@ def test_the_customer_locale_picks_the_language_and_others_fall_back_to_english(
     assert language_of(locale) == language
 
 
-def test_a_customer_in_another_language_gets_english_words_with_local_amounts_and_dates() -> None:
+def test_a_customer_in_another_language_gets_words_amounts_and_dates_of_the_fallback_locale() -> None:
+    """One language per email: no English sentence around "1 de março de 2026" (issue 21, item 7)."""
     email = Renderer().render(invoice_number="INV-1", customer_name="Ana", customer_locale="pt_BR", currency="BRL",
                               amount_due=123450, due_on=date(2026, 3, 1), issued_on=date(2026, 2, 1), stage=7,
                               days_past_due=7)
     assert email.subject == "Invoice INV-1 is 7 days past due"
-    assert "R$\xa01.234,50" in email.text and "1 de março de 2026" in email.text
+    assert "R$1,234.50" in email.text and "March\xa01,\xa02026" in email.text
+    assert "março" not in email.text + email.html and "1.234,50" not in email.text + email.html
 
 
 def test_an_unshipped_language_is_refused_by_name() -> None:

@@ -15,6 +15,7 @@ The policy lives in one TOML file, ``oncebeat.toml`` (DESIGN.md §6, §7)::
     send_zone = "schedule"       # schedule | customer: "customer" sends at send_at on each customer's calendar
     send_at = "08:00"            # local send time with send_zone = "customer" (the scan then runs every 15 min)
     templates = "templates"      # optional; relative to the folder of the file
+    fallback_locale = "en_US"    # emails to customers whose language has no catalog (ja, ar, pt…): words and formats
 
     [sender]
     from = "Billing <billing@example.com>"
@@ -55,6 +56,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from oncebeat.errors import ConfigError, ScheduleError
 from oncebeat.reminders.conversions import zone_reason
+from oncebeat.reminders.translations import DEFAULT_FALLBACK_LOCALE, fallback_locale
 from oncebeat.schedules import Schedule
 
 __all__ = [
@@ -128,6 +130,7 @@ class Policy:
     sender: str = "Billing <billing@example.com>"  # From
     reply_to: str | None = None
     templates: Path | None = None  # folder overriding built-in templates
+    fallback_locale: str = DEFAULT_FALLBACK_LOCALE  # locale of emails whose customer's language has no catalog
     company: str = "Example Co"  # shown in emails
     outage_retry: float = 86400.0  # seconds a mail outage (connect, TLS, auth, 4xx) is waited out per reminder
 
@@ -514,6 +517,17 @@ def _check_templates(value: Any) -> Path | None:
                    f"{_type_name(value)}", 'Write e.g. templates = "templates".', value=value)
 
 
+def _check_fallback_locale(value: Any) -> str:
+    fix = ('Write a locale of a language the emails ship in (English, German, French, Spanish), e.g. '
+           'fallback_locale = "en_US" or "de_DE".')
+    if not isinstance(value, str):
+        raise _Invalid(f"must be a locale string, got {_type_name(value)}", fix, value=value)
+    try:
+        return str(fallback_locale(value).locale)
+    except ValueError as exc:
+        raise _Invalid(str(exc), fix, value=value) from None
+
+
 def _check_company(value: Any) -> str:
     if not isinstance(value, str):
         raise _Invalid(f"must be a string, got "
@@ -539,6 +553,7 @@ _CHECKS = {
     "sender": _check_sender,
     "reply_to": _check_reply_to,
     "templates": _check_templates,
+    "fallback_locale": _check_fallback_locale,
     "company": _check_company,
     "outage_retry": _check_outage_retry,
 }
@@ -551,7 +566,7 @@ _LAYOUT: dict[str, dict[str, str]] = {
     "schedule": {"cron": "schedule", "tz": "tz", "catchup": "catchup", "catchup_window": "catchup_window",
                  "overlap": "overlap"},
     "reminders": {"stages": "stages", "collapse": "collapse", "send_zone": "send_zone", "send_at": "send_at",
-                  "templates": "templates"},
+                  "templates": "templates", "fallback_locale": "fallback_locale"},
     "sender": {"from": "sender", "reply_to": "reply_to", "company": "company"},
     "delivery": {"outage_retry": "outage_retry"},
 }
@@ -776,6 +791,10 @@ send_at = {json.dumps(p.send_at)}
 # replaces the built-in file of the same name, e.g. reminder_first.txt.j2,
 # or reminder_stage_14.html.j2 for one stage only.
 # templates = "templates"
+# Each email is in the customer's language when one ships (en, de, fr, es; de_AT
+# gets German words with Austrian amounts and dates). Any other customer (ja, ar,
+# pt, a missing or unknown locale) gets words, amounts and dates in this locale.
+fallback_locale = {json.dumps(p.fallback_locale)}
 
 [sender]
 # The From address of reminder emails.

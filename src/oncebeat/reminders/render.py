@@ -53,6 +53,16 @@ date), ``days_overdue`` (``max(0, days_past_due)``), ``days_until_due``
 ``status_text`` ("is 7 days past due", "is due in 3 days", "is due today"),
 ``locale`` (the locale used), ``language`` (the language of the words:
 "en", "de", "fr" or "es") and, in the text and HTML parts, ``subject``.
+``amount``, ``due_date`` and ``issued_date`` hold no breakable space (their
+spaces are U+00A0), so neither wrapping nor a mail client splits them.
+
+Line wrapping
+-------------
+The ``wrap`` filter (built-in text bodies, 72 columns) breaks lines at ASCII
+spaces only: never inside an amount or a date, never at a no-break space
+(U+00A0, U+202F, U+2007) or next to a word joiner (U+2060), never at a
+hyphen. A word longer than the line stays whole on a line of its own, so a
+run of CJK text without spaces is not broken at all.
 
 Languages
 ---------
@@ -60,15 +70,17 @@ The words of the built-in templates are translated with gettext catalogs
 through Babel: English, German, French and Spanish ship with the package
 (``reminders/locale/<lang>/LC_MESSAGES/oncebeat.po``, compiled to ``.mo``
 when the package is built; a source checkout compiles them in memory on
-first use). The customer's locale picks the language (``de_AT`` -> German);
-any other language gets English words, while amounts and dates still follow
-the customer's locale. Templates use Jinja's i18n extension: ``{% trans %}``
+first use). One email is in one language: the customer's locale when its
+language has a catalog (``de_AT``: German words, Austrian amounts and
+dates), otherwise the policy's ``[reminders] fallback_locale`` for words,
+amounts and dates alike (:func:`oncebeat.reminders.translations.email_locale`
+states the chain). Templates use Jinja's i18n extension: ``{% trans %}``
 blocks and ``_()``/``ngettext()``. Catalog maintenance (``pybabel extract``,
 ``update``, ``compile``) is described in README's Development section.
 
 Money is formatted with Babel from integer minor units and the currency's
 ISO 4217 precision (JPY 0, USD 2, BHD 3) using ``Decimal``, never ``float``.
-An unknown or malformed customer locale falls back to ``en_US``.
+:func:`format_money` on its own falls back to ``en_US`` for an unknown locale.
 """
 
 from __future__ import annotations
@@ -98,11 +110,18 @@ from jinja2 import (
 from jinja2.ext import InternationalizationExtension
 
 from oncebeat.errors import ConfigError
-from oncebeat.reminders.translations import language_of, translations
+from oncebeat.reminders.translations import (
+    DEFAULT_FALLBACK_LOCALE,
+    EmailLocale,
+    email_locale,
+    translations,
+)
+from oncebeat.reminders.translations import fallback_locale as _fallback  # Renderer.__init__ has a parameter so named
 
 __all__ = [
     "BUILTIN_TEMPLATES",
     "FALLBACK_LOCALE",
+    "NO_BREAK",
     "PARTS",
     "RenderedEmail",
     "Renderer",
@@ -116,7 +135,8 @@ __all__ = [
 
 #: Folder of the built-in templates.
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent / "templates"
-#: Locale used when the customer's locale is missing or unknown.
+#: Locale of :func:`format_money` and :func:`resolve_locale` for a missing or unknown one (an email uses the
+#: policy's ``[reminders] fallback_locale``, see :class:`Renderer`).
 FALLBACK_LOCALE = "en_US"
 #: The parts of an email, as they appear in template file names.
 PARTS = ("subject", "txt", "html")
@@ -173,13 +193,17 @@ def format_money(amount_minor: int, currency: str, locale: str) -> str:
     Babel's output is kept as is, including its non-breaking spaces. An unknown
     locale falls back to ``en_US``; an unknown currency raises ``ValueError``.
     """
+    return _format_money(amount_minor, currency, resolve_locale(locale))
+
+
+def _format_money(amount_minor: int, currency: str, locale: Locale) -> str:
     if isinstance(amount_minor, bool) or not isinstance(amount_minor, int):
         raise TypeError(f"amount_minor must be an int of minor units, got {type(amount_minor).__name__}")
     digits = _require_currency(currency)
     # Babel computes in the current decimal context: make it wide enough to stay exact.
     with localcontext(Context(prec=max(28, len(str(abs(amount_minor))) + 8))):
         value = Decimal(amount_minor).scaleb(-digits)
-        return format_currency(value, currency, locale=resolve_locale(locale))
+        return format_currency(value, currency, locale=locale)
 
 
 _AMOUNT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
@@ -242,10 +266,23 @@ def template_names(stage: int, part: str) -> list[str]:
     return [f"reminder_stage_{stage}.{part}.j2", f"reminder_{template_kind(stage)}.{part}.j2"]
 
 
+#: No-break spaces: never a line break, never collapsed (``str.split()`` would split at the first three).
+NO_BREAK = "\u00a0\u202f\u2007\u2060"
+_BREAKING_SPACES = re.compile(f"[^\\S{NO_BREAK}]+")
+#: Where ``_wrap`` may break a line: runs of ASCII whitespace, exactly textwrap's own ``_whitespace``.
+_ASCII_SPACE = "\t\n\x0b\x0c\r "
+_WRAP_POINTS = re.compile(f"[{_ASCII_SPACE}]+")
+
+
 def _one_line(value: str) -> str:
-    """Collapse line breaks, control characters and whitespace runs into single spaces."""
+    """Collapse line breaks, control characters and whitespace runs into single spaces (no-break spaces stay)."""
     cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in str(value))
-    return " ".join(cleaned.split())
+    return _BREAKING_SPACES.sub(" ", cleaned).strip(" ")
+
+
+def _unbreakable(value: str) -> str:
+    """``value`` (a formatted amount or date) with its ordinary spaces made no-break (U+00A0): one word."""
+    return value.replace(" ", "\u00a0")
 
 
 def _tidy_body(value: str) -> str:
@@ -283,15 +320,18 @@ def _stage_label(t: NullTranslations, stage: int) -> str:
 
 
 def _wrap(value: str, width: int = 72) -> str:
-    """Wrap one paragraph of plain text at ``width`` columns without splitting words or hyphenated numbers.
+    """Wrap one paragraph of plain text at ``width`` columns, breaking only at ASCII whitespace.
 
-    Greedy, like ``textwrap.fill(…, break_long_words=False, break_on_hyphens=False)`` on the
-    whitespace-collapsed text (a word longer than ``width`` gets a line of its own), at a fifth of its
-    cost: this runs for every paragraph of every reminder.
+    Never at a no-break space (U+00A0, U+202F, U+2007), a word joiner (U+2060) or a hyphen, so an amount
+    ("72\u202f202,29\xa0€") or a date made unbreakable stays on one line; a word longer than ``width`` gets a
+    line of its own. The result equals ``textwrap.fill(…, break_long_words=False, break_on_hyphens=False)``
+    on the text with its ASCII whitespace runs collapsed (textwrap also breaks at ASCII whitespace only;
+    ``tests/unit/test_render.py`` checks the equality), at a tenth of its cost: this runs for every paragraph
+    of every reminder. (``str.split()`` is not an option: it splits at U+00A0, U+202F and U+2007.)
     """
     lines: list[str] = []
     line = ""
-    for word in str(value).split():
+    for word in _WRAP_POINTS.split(str(value).strip(_ASCII_SPACE)):
         if not line:
             line = word
         elif len(line) + 1 + len(word) <= width:
@@ -329,7 +369,17 @@ class _TransAtCompile(InternationalizationExtension):
 class Renderer:
     """Renders reminder emails from the built-in templates, overridden by files in ``templates``."""
 
-    def __init__(self, templates: Path | None = None, *, company: str = "Example Co") -> None:
+    def __init__(self, templates: Path | None = None, *, company: str = "Example Co",
+                 fallback_locale: str = DEFAULT_FALLBACK_LOCALE) -> None:
+        """``fallback_locale``: the policy's ``[reminders] fallback_locale``, the locale of every email whose
+        customer's language has no catalog. Raises ``ConfigError`` for a missing folder or a fallback locale
+        without a catalog."""
+        try:
+            self.fallback: EmailLocale = _fallback(fallback_locale)
+        except ValueError as exc:
+            raise ConfigError(f"fallback locale {fallback_locale!r} {exc}. Use a locale of English, German, French "
+                              f"or Spanish, e.g. {DEFAULT_FALLBACK_LOCALE!r} ([reminders] fallback_locale).") from None
+        self.fallback_locale = str(self.fallback.locale)
         loaders = []
         if templates is not None:
             templates = Path(templates).expanduser()
@@ -414,20 +464,20 @@ class Renderer:
         for name, value in (("stage", stage), ("days_past_due", days_past_due), ("amount_due", amount_due)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        loc = resolve_locale(customer_locale)
-        language = language_of(customer_locale)
+        chosen = email_locale(customer_locale, self.fallback_locale)
+        loc, language = chosen.locale, chosen.language
         t = translations(language)
         context: dict[str, Any] = {
             "company": self.company,
             "customer_name": _one_line(customer_name),
             "invoice_number": _one_line(invoice_number),
             "currency": currency,
-            "amount": format_money(amount_due, currency, str(loc)),
+            "amount": _unbreakable(_format_money(amount_due, currency, loc)),
             "amount_due": amount_due,
             "due_on": due_on,
             "issued_on": issued_on,
-            "due_date": format_date(due_on, format="long", locale=loc),
-            "issued_date": format_date(issued_on, format="long", locale=loc),
+            "due_date": _unbreakable(format_date(due_on, format="long", locale=loc)),
+            "issued_date": _unbreakable(format_date(issued_on, format="long", locale=loc)),
             "stage": stage,
             "stage_label": _stage_label(t, stage),
             "kind": template_kind(stage),

@@ -113,7 +113,8 @@ class ReminderService:
         self.policy = policy
         self.clock = clock
         self.mailer = mailer
-        self.renderer = renderer or Renderer(policy.templates, company=policy.company)
+        self.renderer = renderer or Renderer(policy.templates, company=policy.company,
+                                             fallback_locale=policy.fallback_locale)
         sender = parse_address(policy.sender, field="[sender] from")
         self.message_domain = sender.domain or "oncebeat.invalid"
 

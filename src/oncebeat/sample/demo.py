@@ -163,7 +163,8 @@ def _local_sends(store: Store, policy: Policy, reminders: list[dict[str, Any]]) 
         local = fired[r["occurrence_id"]].astimezone(ZoneInfo(zone))
         first_scan = r["occurrence_id"] == first
         on_time = not first_scan and (local.time() == send_at if send_at else local.date() == r["business_date"])
-        out.append(_LocalSend(zone=zone, on_time=on_time, first_scan=first_scan, language=language_of(inv["locale"])))
+        language = language_of(inv["locale"], policy.fallback_locale)
+        out.append(_LocalSend(zone=zone, on_time=on_time, first_scan=first_scan, language=language))
     return out
 
 
