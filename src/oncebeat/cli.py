@@ -142,7 +142,7 @@ def demo(days: int, seed: int, invoices_csv: Path | None, payments_csv: Path | N
                               payments_csv=payments_csv, policy=policy, start=_parse_date(start, "--start"),
                               workers=workers, progress=bar.update if bar is not None else None)
         click.echo(f"\noncebeat demo: {result.days} simulated days from {result.start[:10]}, schedule "
-                   f"'{policy.schedule}' in {policy.tz}")
+                   f"'{policy.scan_schedule}' in {policy.tz}")
         click.echo(f"  invoices:            {result.invoices}")
         click.echo(f"  reminders:           {', '.join(f'{n} {s}' for s, n in result.reminders.items()) or 'none'}")
         for stage, states in sorted(result.reminders_by_stage.items(), key=lambda kv: int(kv[0])):

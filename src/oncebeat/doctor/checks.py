@@ -15,12 +15,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import ledger
+from ..app import ScheduleDef
 from ..effects import list_effects
+from ..provenance import Operator
 from ..schedules import Schedule
 from . import evidence as ev
 from . import manual
 from .dst import Transition, fates, transitions
-from .facts import Facts, Proc, source_text, version_key
+from .facts import EPOCH, Facts, Proc, source_text, version_key
 from .model import Evidence, Finding, duration_text
 from .registry import register_check
 
@@ -338,7 +340,8 @@ def _operator_actions(facts: Facts, verdicts: list[manual.Verdict]) -> list[Find
                     else ", without a terminal" if terminals == {False} else ", with and without a terminal")
         who = (f"an operator through the {'CLI' if via == 'cli' else 'dashboard'} ({name} on {host}, user "
                f"{user or 'unknown'}{terminal}, v{', v'.join(sorted({str(o['source_version']) for o in occs}))})")
-        items = [ev.note(f"{v.action} by {v.operator}", occurrence_id=v.occurrence["id"], action=v.action,
+        items = [ev.note(f"{v.action} (occurrence {v.occurrence['id']}) by {v.operator}",
+                         occurrence_id=v.occurrence["id"], action=v.action,
                          **(v.operator.detail() if v.operator else {})) for v in rows]
         items += [ev.occurrence(o, face, note=f"re-run of occurrence {o['rerun_of']}" if o.get("rerun_of") else "")
                   for o in occs]
@@ -574,6 +577,8 @@ def _definitions_differ(facts: Facts) -> list[Finding]:
                             "removed it",
                     subject=f"schedule:{key}", evidence=(ev.schedule(stored, face),),
                     fix="This code is older than the last clock that synced; deploy the current release everywhere."))
+            elif stored["origin"] == "runtime" and stored["code_hash"] == defn.definition_hash():
+                findings.append(_runtime_edit(facts, stored, defn))
             elif stored["definition_hash"] != defn.definition_hash():
                 findings.append(Finding(
                     code="leftover-trigger", severity="warning",
@@ -594,6 +599,26 @@ def _definitions_differ(facts: Facts) -> list[Finding]:
                     fix=("A clock with other code defines it; a clock started with this code retires it. Make sure "
                          "the code you deploy is the one you inspect.")))
     return findings
+
+
+def _runtime_edit(facts: Facts, stored: dict[str, Any], defn: ScheduleDef) -> Finding:
+    """An operator's run-time edit overriding this very code's definition: what runs, by whom, until when."""
+    key = str(stored["key"])
+    edits = [e for e in facts.store.read("doctor_events", since=EPOCH, kinds=["schedule.changed"])
+             if e["subject"] == f"schedule:{key}" and (e.get("detail") or {}).get("origin") == "runtime"]
+    by = f" by {source_text(edits[-1])}" if edits else ""
+    operator = Operator.from_detail((edits[-1].get("detail") or {}).get("operator")) if edits else None
+    return Finding(
+        code="leftover-trigger", severity="info",
+        summary=(f"schedule {key} runs a run-time edit (version {stored['version']}: {stored['expression']} in "
+                 f"{stored['tz']}{by}{f', operator {operator}' if operator else ''}) that overrides this code's "
+                 f"definition ({defn.expression} in {defn.tz})"),
+        subject=f"schedule:{key}",
+        evidence=capped([ev.schedule(stored, facts.face)] + [ev.event(e, facts.face, str(stored["tz"]))
+                                                             for e in edits[-3:]]),
+        fix=("Nothing to do if the edit is wanted: it holds until a deploy changes this code's definition. To go "
+             f"back to the code's, run `oncebeat schedules set {key}` with the code's values, or deploy the edit "
+             "into the code."))
 
 
 # --- retry-side-effect -----------------------------------------------------------------------------------
