@@ -102,6 +102,8 @@ def current_source(kind: str, *, name: str | None = None, operator: Operator | N
     proc = name or os.environ.get("DYNO") or os.environ.get("ONCEBEAT_PROCESS_NAME")
     if not proc:
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+        if sys.argv and sys.argv[0].endswith(os.path.join("oncebeat", "cli.py")):
+            prog = "oncebeat"  # `python -m oncebeat.cli ...` is the oncebeat command too
         proc = f"{prog} {sys.argv[1]}" if prog == "oncebeat" and len(sys.argv) > 1 else prog
     return Source(kind=kind, host=socket.gethostname(), pid=os.getpid(), name=proc, operator=operator)
 
