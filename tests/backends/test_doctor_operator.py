@@ -15,7 +15,7 @@ from typing import Any
 
 from oncebeat.app import App
 from oncebeat.clock import ClockProcess, fire_occurrence
-from oncebeat.doctor import DoctorReport, Finding, run_doctor
+from oncebeat.doctor import DoctorReport, Finding, prune_audit, run_doctor
 from oncebeat.provenance import Operator, Source, cli_operator, current_source, dashboard_operator
 from oncebeat.queue import Queue
 from oncebeat.schedule_admin import (
@@ -206,3 +206,20 @@ def test_a_run_time_edit_of_this_codes_own_definition_is_info_not_another_defini
     other.schedule("daily", "0 7 * * *", tz=CHICAGO, task="work")
     [differs] = leftovers(run_doctor(store, now=sim_clock.now(), definitions=other))
     assert differs.severity == "warning" and "another definition of daily" in differs.summary
+
+
+def test_a_fire_whose_audit_event_was_pruned_is_history_not_a_leftover(store: Store,
+                                                                      sim_clock: SimulatedClock) -> None:
+    app = daily_app()
+    started_clock(store, sim_clock, app)
+    sim_clock.set(at(15))
+    trigger_schedule(store, app, "daily", source=source("app-host", 900, "oncebeat trigger", AT_THE_DESK),
+                     clock=sim_clock)
+    sim_clock.advance(40 * 86400)
+    assert prune_audit(store, 30 * 86400, now=sim_clock.now()) > 0  # the trigger's event is gone, its row stays
+    trigger_schedule(store, app, "daily", source=source("cron-box", 66, "crontab", None), clock=sim_clock)
+
+    found = {f.summary.split(" by ")[1].split(" ")[1]: f for f in leftovers(run_doctor(store, now=sim_clock.now()))}
+    assert found["oncebeat"].severity == "info"
+    assert "who did it is no longer known: its audit event was pruned" in found["oncebeat"].summary
+    assert found["crontab"].severity == "warning", "a fire after the pruning is judged as always"

@@ -390,6 +390,7 @@ def _leftover_fires(facts: Facts, verdicts: list[manual.Verdict]) -> list[Findin
         jobs = facts.load_jobs(int(r["job_id"]) for r in rows if r["job_id"])
         repeating = manual.repeats_daily([r["fire_at"] for r in rows], facts.face.zone(tz))
         why = sorted({reason for v in verdict_rows for reason in v.reasons if reason != manual.NO_OPERATOR})
+        history = all(v.reasons == (manual.PRUNED,) for v in verdict_rows)
         what = "backfilled" if only_backfill else "fired outside its schedule"
         summary = (f"schedule {key} was {what} {plural(len(rows), 'time')} by {kind} {name} on {host}"
                    + (" (not a registered process: a one-off command, a cron entry or an old deployment)"
@@ -401,11 +402,14 @@ def _leftover_fires(facts: Facts, verdicts: list[manual.Verdict]) -> list[Findin
         items += [ev.job(j, face, tz) for j in jobs.values()]
         if only_backfill:
             fix = "Nothing to do if the backfill was intended: each backfilled occurrence ran once."
+        elif history:
+            fix = ("Nothing to judge: the audit trail no longer says who fired these. Fires since the pruning are "
+                   "judged one by one; keep the audit trail as long as you may need to explain an incident.")
         else:
             fix = (f"If no person did this, find what runs `oncebeat trigger {key}` (or the old command) on {host} "
                    "- a cron entry, a PaaS scheduler add-on, an old deploy - and remove it; the clock already fires "
                    f"{key}, and every manual fire is a run of its own.")
-        findings.append(Finding(code="leftover-trigger", severity="info" if only_backfill else "warning",
+        findings.append(Finding(code="leftover-trigger", severity="info" if only_backfill or history else "warning",
                                 summary=summary, subject=f"schedule:{key}", evidence=capped(items), fix=fix))
     return findings
 

@@ -14,7 +14,8 @@ dashboard, host, pid, version, user) and none of these holds (each keeps it a ``
 - it was recorded after its schedule was retired.
 
 A fire whose event names no operator (a script calling the library, an older oncebeat, the API) is not an
-operator action either. Example::
+operator action either. One whose event was pruned from the audit trail (:func:`~oncebeat.doctor.prune_audit`)
+cannot be judged: it is reported as history (``info``), not as a leftover. Example::
 
     verdicts = judge(facts, occurrences)
     mine = [v for v in verdicts if v.by_operator]
@@ -30,12 +31,13 @@ from typing import Any
 from ..provenance import Operator
 from .facts import Facts, version_key
 
-__all__ = ["Verdict", "judge", "repeats_daily", "ACTION_EVENTS", "NO_OPERATOR"]
+__all__ = ["Verdict", "judge", "repeats_daily", "ACTION_EVENTS", "NO_OPERATOR", "PRUNED"]
 
 ACTION_EVENTS = {"occurrence.manual": "triggered", "occurrence.rerun": "re-ran", "occurrence.backfilled": "backfilled"}
 """The audit events recording a hand-made occurrence (``detail.occurrence_id``), and the action each names."""
 NO_OPERATOR = ("no operator recorded (not the oncebeat CLI or dashboard of this release: a script, an API call or an "
                "older version)")
+PRUNED = "who did it is no longer known: its audit event was pruned"
 REPEAT_MINUTES = 10  # fires on several days within this many minutes of local time look like a cron entry
 
 
@@ -63,6 +65,8 @@ def judge(facts: Facts, occurrences: Iterable[dict[str, Any]]) -> list[Verdict]:
         oid = (e.get("detail") or {}).get("occurrence_id")
         if isinstance(oid, int):
             events[oid] = e
+    prunings = [str((e.get("detail") or {}).get("before") or "") for e in facts.events("audit.pruned")]
+    pruned_before = max((datetime.fromisoformat(b) for b in prunings if b), default=None)
     hosts = {host for host, _pid in facts.registry()}
     versions = [p.version for p in facts.processes() if p.role in ("clock", "worker")]
     newest = max(versions, key=version_key) if versions else None
@@ -73,7 +77,9 @@ def judge(facts: Facts, occurrences: Iterable[dict[str, Any]]) -> list[Verdict]:
         action = (ACTION_EVENTS[event["kind"]] if event else
                   "backfilled" if o["outcome"] == "backfilled" else "re-ran" if o.get("rerun_of") else "triggered")
         reasons: list[str] = []
-        if operator is None:
+        if event is None and pruned_before is not None and o["created_at"] < pruned_before:
+            reasons.append(PRUNED)
+        elif operator is None:
             reasons.append(NO_OPERATOR)
         else:
             version = str(o["source_version"])
