@@ -363,7 +363,9 @@ def _actions_text(rows: list[manual.Verdict]) -> str:
     if triggered:
         parts.append(f"triggered it {plural(len(triggered), 'time')}")
     reran = [str(v.occurrence.get("rerun_of")) for v in rows if v.action == "re-ran"]
-    if reran:
+    if len(reran) > 5:
+        parts.append(f"re-ran {len(reran)} occurrences")  # their ids are in the evidence
+    elif reran:
         ids = ", ".join(reran[:-1]) + f" and {reran[-1]}" if len(reran) > 1 else reran[0]
         parts.append(f"re-ran {'occurrences' if len(reran) > 1 else 'occurrence'} {ids}")
     backfilled = [v for v in rows if v.action == "backfilled"]
