@@ -25,18 +25,24 @@ def record(tx: Tx, *, now: datetime, kind: str, subject: str, source: Source,
     Args:
         kind: dotted event name, e.g. ``occurrence.duplicate_rejected``, ``job.rescued``.
         subject: what it is about, e.g. ``schedule:reminders``, ``job:42``, ``effect:reminder:7``.
-        detail: JSON-serialisable facts (ids, instants as ISO text, errors).
+        detail: JSON-serialisable facts (ids, instants as ISO text, errors); a source with an operator (a person
+            acting through the CLI or the dashboard) adds ``operator`` to it.
     """
     tx.run("insert_event", now=now, kind=kind, subject=subject, process_id=process_id,
-           detail=Json(detail or {}), **source.params())
+           detail=Json(_with_operator(detail or {}, source)), **source.params())
 
 
 def record_many(tx: Tx, *, now: datetime, source: Source, events: list[tuple[str, str, dict[str, Any]]],
                 process_id: int | None = None) -> None:
     """Append many events of one process at ``now`` with one statement: ``events`` holds (kind, subject, detail)."""
     if events:
-        tx.run("insert_events", now=now, process_id=process_id, rows=Json([list(e) for e in events]),
+        tx.run("insert_events", now=now, process_id=process_id,
+               rows=Json([[kind, subject, _with_operator(detail, source)] for kind, subject, detail in events]),
                **source.params())
+
+
+def _with_operator(detail: dict[str, Any], source: Source) -> dict[str, Any]:
+    return {**detail, "operator": source.operator.detail()} if source.operator is not None else detail
 
 
 def events_of(store: Store, subject: str, *, limit: int = 200) -> list[dict[str, Any]]:

@@ -48,6 +48,14 @@ def _print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
 
+def _operator() -> Any:
+    """The provenance of a person's action through this CLI: kind ``cli`` with its operator (login user, whether
+    stdin is a terminal), kept in the audit trail so the doctor tells it from a leftover cron entry."""
+    from .provenance import cli_operator, current_source
+
+    return current_source("cli", operator=cli_operator())
+
+
 def _runtime(**kwargs: Any) -> Any:
     """The reminder app's runtime, or with ``app=`` a library user's engine deployment (no reminder app loaded)."""
     if kwargs.get("app"):
@@ -138,7 +146,7 @@ def demo(days: int, seed: int, invoices_csv: Path | None, payments_csv: Path | N
                               payments_csv=payments_csv, policy=policy, start=_parse_date(start, "--start"),
                               workers=workers, progress=bar.update if bar is not None else None)
         click.echo(f"\noncebeat demo: {result.days} simulated days from {result.start[:10]}, schedule "
-                   f"'{policy.schedule}' in {policy.tz}")
+                   f"'{policy.scan_schedule}' in {policy.tz}")
         click.echo(f"  invoices:            {result.invoices}")
         click.echo(f"  reminders:           {', '.join(f'{n} {s}' for s, n in result.reminders.items()) or 'none'}")
         for stage, states in sorted(result.reminders_by_stage.items(), key=lambda kv: int(kv[0])):
@@ -594,7 +602,7 @@ def trigger(key: str, database_url: str | None, config: Path | None, app: str | 
 
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
-        fire = trigger_schedule(rt.store, rt.app, key, clock=rt.clock)
+        fire = trigger_schedule(rt.store, rt.app, key, source=_operator(), clock=rt.clock)
     finally:
         rt.close()
     click.echo(f"triggered {fire.describe()}")
@@ -614,7 +622,7 @@ def backfill(key: str, start: str, end: str, database_url: str | None, config: P
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
         fires = backfill_schedule(rt.store, rt.app, key, _parse_instant(start, "--from"),
-                                  _parse_instant(end, "--until"), clock=rt.clock)
+                                  _parse_instant(end, "--until"), source=_operator(), clock=rt.clock)
     finally:
         rt.close()
     for f in fires:
@@ -725,7 +733,7 @@ def _set_state(key: str, state: str, database_url: str | None, config: Path | No
     verb = pause_schedule if state == "paused" else resume_schedule
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
-        changed = verb(rt.store, rt.app, key, clock=rt.clock)
+        changed = verb(rt.store, rt.app, key, source=_operator(), clock=rt.clock)
     finally:
         rt.close()
     click.echo(f"{key}: {state}" if changed else f"{key}: no change (already {state})")
@@ -772,7 +780,6 @@ def schedules_set(key: str, cron: str | None, every: str | None, tz: str | None,
 
     The database overrides the code's definition until a deploy changes that definition.
     """
-    from .provenance import current_source
     from .schedule_admin import set_schedule
 
     if cron and every:
@@ -782,7 +789,7 @@ def schedules_set(key: str, cron: str | None, every: str | None, tz: str | None,
     try:
         edit = set_schedule(rt.store, key, expression=expression, tz=tz, dst_gap=dst_gap, dst_fold=dst_fold,
                             catchup=catchup, catchup_window=catchup_window, overlap=overlap,
-                            source=current_source("cli"), clock=rt.clock)
+                            source=_operator(), clock=rt.clock)
     finally:
         rt.close()
     new = edit["new"]
@@ -803,12 +810,11 @@ def schedules_set(key: str, cron: str | None, every: str | None, tz: str | None,
 @APP_OPTION
 def schedules_retire(key: str, database_url: str | None, config: Path | None, app: str | None) -> None:
     """Retire KEY: it never fires again on any clock, whatever the code defines."""
-    from .provenance import current_source
     from .schedule_admin import retire_schedule
 
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
-        retired = retire_schedule(rt.store, key, source=current_source("cli"), clock=rt.clock)
+        retired = retire_schedule(rt.store, key, source=_operator(), clock=rt.clock)
     finally:
         rt.close()
     click.echo(f"{key}: retired" if retired else f"{key}: already retired")
@@ -826,12 +832,11 @@ def occurrences() -> None:
 @APP_OPTION
 def occurrences_rerun(occurrence_id: int, database_url: str | None, config: Path | None, app: str | None) -> None:
     """Run occurrence ID again: a manual run linked to it, for its business date (refused while its job runs)."""
-    from .provenance import current_source
     from .schedule_admin import rerun_occurrence
 
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
-        fire = rerun_occurrence(rt.store, occurrence_id, source=current_source("cli"), clock=rt.clock, app=rt.app)
+        fire = rerun_occurrence(rt.store, occurrence_id, source=_operator(), clock=rt.clock, app=rt.app)
     finally:
         rt.close()
     click.echo(f"re-run of occurrence {occurrence_id}: {fire.describe()}")
@@ -847,10 +852,9 @@ def jobs(state: str | None, limit: int, cancel_id: int | None, database_url: str
     """List recent jobs (or cancel one) and count jobs per state."""
     rt = _runtime(database_url=database_url, migrate=cancel_id is not None)
     try:
-        from .provenance import current_source
         from .queue import Queue
 
-        q = Queue(rt.store, clock=rt.clock, source=current_source("cli"))
+        q = Queue(rt.store, clock=rt.clock, source=_operator())
         if cancel_id is not None:
             _cancel_job(q, cancel_id)
             return
@@ -975,11 +979,10 @@ def effects() -> None:
 def effects_list(state: str | None, database_url: str | None) -> None:
     """List effects (in-doubt ones first need an operator's decision)."""
     from .effects import EffectLedger
-    from .provenance import current_source
 
     rt = _runtime(database_url=database_url, migrate=False)
     try:
-        ledger = EffectLedger(rt.store, clock=rt.clock, source=current_source("cli"))
+        ledger = EffectLedger(rt.store, clock=rt.clock, source=_operator())
         rows = ledger.list_page(state=state, limit=500)
         while rows and len(rows) % 500 == 0:  # page through a long ledger (keyset: no OFFSET)
             more = ledger.list_page(state=state, after=(rows[-1]["started_at"], rows[-1]["key"]), limit=500)
@@ -1000,11 +1003,10 @@ def effects_list(state: str | None, database_url: str | None) -> None:
 def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
     """Record whether in-doubt effect KEY (any key) happened: done (recorded, never run again) or not_done
     (its job runs again; the job's done effects are not repeated)."""
-    from .provenance import current_source
 
     rt = _runtime(database_url=database_url, migrate=False)
     try:
-        click.echo(rt.service.resolve_effect(key, outcome, source=current_source("cli")))
+        click.echo(rt.service.resolve_effect(key, outcome, source=_operator()))
     finally:
         rt.close()
 
@@ -1024,12 +1026,11 @@ def reminders() -> None:
 def reminders_retry(failed: bool, since: str | None, database_url: str | None, config: Path | None) -> None:  # noqa: ARG001 - --failed is required: it names what is retried
     """Put failed reminders back to pending with a send job (after fixing the cause: SMTP_URL, the mail server,
     an address). Prints how many; audited as reminders.retried."""
-    from .provenance import current_source
 
     day = _parse_date(since, "--since")
     rt = _runtime(config=config, database_url=database_url, migrate=True)
     try:
-        ids = rt.service.retry_failed(since=day, source=current_source("cli"))
+        ids = rt.service.retry_failed(since=day, source=_operator())
     finally:
         rt.close()
     scope = f" (failed since {day.isoformat()}, {rt.policy.tz})" if day else ""

@@ -6,6 +6,7 @@ time, across each zone's DST dates and in zones with :30 and :45 offsets.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time, timedelta
@@ -133,8 +134,12 @@ def test_a_late_scan_serves_the_local_date_of_its_occurrence_not_of_the_moment_i
 
 
 def test_send_zone_customer_needs_a_scan_every_quarter_hour() -> None:
-    assert Policy(send_zone="customer").schedule == "*/15 * * * *"  # the default cron follows
-    assert policy_from_dict({"reminders": {"send_zone": "customer"}}).schedule == "*/15 * * * *"
+    assert Policy(send_zone="customer").scan_schedule == "*/15 * * * *"  # the default cron follows
+    customer = policy_from_dict({"reminders": {"send_zone": "customer"}})
+    assert (customer.schedule, customer.scan_schedule) == ("0 8 * * *", "*/15 * * * *")  # as written, as it runs
+    # derived, never stored: switching the send zone back (demo --send-zone schedule) gives the written cron again
+    assert dataclasses.replace(customer, send_zone="schedule").scan_schedule == "0 8 * * *"
+    assert dataclasses.replace(Policy(), send_zone="customer").scan_schedule == "*/15 * * * *"
     with pytest.raises(ConfigError, match=r'schedule = "0 \* \* \* \*" must fire at every quarter hour'):
         Policy(send_zone="customer", schedule="0 * * * *")
     with pytest.raises(ConfigError, match=r"send_at = \"8am\" is not a local time of day"):

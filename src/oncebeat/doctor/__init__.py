@@ -12,7 +12,8 @@ imported (see ``docs/doctor.md`` for what each check reads and reports):
 
 - ``multiple-clocks`` — clock processes alive at the same time; duplicate fires the ledger rejected.
 - ``clock-restart`` — clock restarts near fire instants and the catch-up policy's decisions.
-- ``leftover-trigger`` — manual/cli/api fires, unregistered firers, old versions, retired schedules.
+- ``leftover-trigger`` — manual/cli/api fires (an operator's own, recorded by the CLI or dashboard: info;
+  see :mod:`oncebeat.doctor.manual`), unregistered firers, old versions, retired schedules.
 - ``retry-side-effect`` — retries and rescues, and what happened to their effects.
 - ``in-doubt`` — effects in doubt, oldest first, with how to resolve each.
 - ``effect-conflict`` — effect keys reused with another payload.

@@ -15,11 +15,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import ledger
+from ..app import ScheduleDef
 from ..effects import list_effects
+from ..provenance import Operator
 from ..schedules import Schedule
 from . import evidence as ev
+from . import manual
 from .dst import Transition, fates, transitions
-from .facts import Facts, Proc, source_text, version_key
+from .facts import EPOCH, Facts, Proc, source_text, version_key
 from .model import Evidence, Finding, duration_text
 from .registry import register_check
 
@@ -311,37 +314,104 @@ def check_leftover_trigger(facts: Facts) -> list[Finding]:
 
 
 def _manual_fires(facts: Facts) -> list[Finding]:
-    """Occurrences fired outside the schedule (manual / cli / api), and backfills."""
+    """Occurrences fired outside the schedule (manual / cli / api), re-runs and backfills: an operator's own
+    actions (:mod:`oncebeat.doctor.manual`) are info; the rest are leftovers."""
+    occs = [o for o in facts.store.read("doctor_triggered_occurrences", since=facts.since) if facts.occurrence_ok(o)]
+    verdicts = manual.judge(facts, occs)
+    findings = _operator_actions(facts, [v for v in verdicts if v.by_operator])
+    return findings + _leftover_fires(facts, [v for v in verdicts if not v.by_operator])
+
+
+def _operator_actions(facts: Facts, verdicts: list[manual.Verdict]) -> list[Finding]:
+    """One info finding per schedule and operator (CLI or dashboard, user, host, process name)."""
+    face = facts.face
+    findings: list[Finding] = []
+    groups: dict[tuple[str, str, str, str, str], list[manual.Verdict]] = defaultdict(list)
+    for v in verdicts:
+        o, op = v.occurrence, v.operator
+        assert op is not None
+        groups[(o["schedule_key"], op.via, op.user or "", o["source_host"], o["source_name"])].append(v)
+    for (key, via, user, host, name), rows in sorted(groups.items(), key=lambda g: g[1][0].occurrence["created_at"]):
+        occs = [v.occurrence for v in rows]
+        jobs = facts.load_jobs(int(o["job_id"]) for o in occs if o["job_id"])
+        tz = str(occs[0]["tz"])
+        terminals = {v.operator.terminal for v in rows if v.operator is not None}
+        terminal = ("" if via != "cli" else ", from a terminal" if terminals == {True}
+                    else ", without a terminal" if terminals == {False} else ", with and without a terminal")
+        who = (f"an operator through the {'CLI' if via == 'cli' else 'dashboard'} ({name} on {host}, user "
+               f"{user or 'unknown'}{terminal}, v{', v'.join(sorted({str(o['source_version']) for o in occs}))})")
+        items = [ev.note(f"{v.action} (occurrence {v.occurrence['id']}) by {v.operator}",
+                         occurrence_id=v.occurrence["id"], action=v.action,
+                         **(v.operator.detail() if v.operator else {})) for v in rows]
+        items += [ev.occurrence(o, face, note=f"re-run of occurrence {o['rerun_of']}" if o.get("rerun_of") else "")
+                  for o in occs]
+        items += [ev.job(j, face, tz) for j in jobs.values()]
+        place = "the dashboard's operator token" if via == "dashboard" else f"a shell on {host}"
+        findings.append(Finding(
+            code="leftover-trigger", severity="info",
+            summary=f"schedule {key}: {_actions_text(rows)} by {who}",
+            subject=f"schedule:{key}", evidence=capped(items),
+            fix=("Nothing to do: an operator's own action, recorded with who did it; each manual run is a run of its "
+                 f"own and the clock's runs are unaffected. If nobody meant to, find who holds {place}.")))
+    return findings
+
+
+def _actions_text(rows: list[manual.Verdict]) -> str:
+    """``triggered it 2 times, re-ran occurrences 4 and 9``."""
+    parts = []
+    triggered = [v for v in rows if v.action == "triggered"]
+    if triggered:
+        parts.append(f"triggered it {plural(len(triggered), 'time')}")
+    reran = [str(v.occurrence.get("rerun_of")) for v in rows if v.action == "re-ran"]
+    if len(reran) > 5:
+        parts.append(f"re-ran {len(reran)} occurrences")  # their ids are in the evidence
+    elif reran:
+        ids = ", ".join(reran[:-1]) + f" and {reran[-1]}" if len(reran) > 1 else reran[0]
+        parts.append(f"re-ran {'occurrences' if len(reran) > 1 else 'occurrence'} {ids}")
+    backfilled = [v for v in rows if v.action == "backfilled"]
+    if backfilled:
+        parts.append(f"backfilled {plural(len(backfilled), 'occurrence')}")
+    return ", ".join(parts)
+
+
+def _leftover_fires(facts: Facts, verdicts: list[manual.Verdict]) -> list[Finding]:
+    """Hand-made occurrences that are not an operator's action, by schedule and source."""
     face = facts.face
     findings: list[Finding] = []
     registry = facts.registry()
-    occs = [o for o in facts.store.read("doctor_triggered_occurrences", since=facts.since) if facts.occurrence_ok(o)]
-    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for o in occs:
-        groups[(o["schedule_key"], o["source_host"], o["source_name"], o["source_kind"])].append(o)
-    for (key, host, name, kind), rows in sorted(groups.items(), key=lambda g: g[1][0]["created_at"]):
+    groups: dict[tuple[str, str, str, str], list[manual.Verdict]] = defaultdict(list)
+    for v in verdicts:
+        o = v.occurrence
+        groups[(o["schedule_key"], o["source_host"], o["source_name"], o["source_kind"])].append(v)
+    for (key, host, name, kind), verdict_rows in sorted(groups.items(),
+                                                         key=lambda g: g[1][0].occurrence["created_at"]):
+        rows = [v.occurrence for v in verdict_rows]
         tz = str(rows[0]["tz"])
         only_backfill = all(r["outcome"] == "backfilled" for r in rows)
         unknown = [r for r in rows if (r["source_host"], int(r["source_pid"])) not in registry]
         jobs = facts.load_jobs(int(r["job_id"]) for r in rows if r["job_id"])
-        times = [r["fire_at"].astimezone(facts.face.zone(tz)) for r in rows]
-        minutes = [t.hour * 60 + t.minute for t in times]
-        repeating = len({t.date() for t in times}) >= 2 and max(minutes) - min(minutes) <= 10
+        repeating = manual.repeats_daily([r["fire_at"] for r in rows], facts.face.zone(tz))
+        why = sorted({reason for v in verdict_rows for reason in v.reasons if reason != manual.NO_OPERATOR})
+        history = all(v.reasons == (manual.PRUNED,) for v in verdict_rows)
         what = "backfilled" if only_backfill else "fired outside its schedule"
         summary = (f"schedule {key} was {what} {plural(len(rows), 'time')} by {kind} {name} on {host}"
                    + (" (not a registered process: a one-off command, a cron entry or an old deployment)"
                       if unknown else "")
                    + ("; the fires repeat at about the same local time each day: looks like a leftover cron "
-                      "entry or scheduler add-on" if repeating else ""))
+                      "entry or scheduler add-on" if repeating else "")
+                   + (f"; not taken as an operator's action: {'; '.join(why)}" if why else ""))
         items = [ev.occurrence(r, face) for r in rows]
         items += [ev.job(j, face, tz) for j in jobs.values()]
         if only_backfill:
             fix = "Nothing to do if the backfill was intended: each backfilled occurrence ran once."
+        elif history:
+            fix = ("Nothing to judge: the audit trail no longer says who fired these. Fires since the pruning are "
+                   "judged one by one; keep the audit trail as long as you may need to explain an incident.")
         else:
             fix = (f"If no person did this, find what runs `oncebeat trigger {key}` (or the old command) on {host} "
                    "- a cron entry, a PaaS scheduler add-on, an old deploy - and remove it; the clock already fires "
                    f"{key}, and every manual fire is a run of its own.")
-        findings.append(Finding(code="leftover-trigger", severity="info" if only_backfill else "warning",
+        findings.append(Finding(code="leftover-trigger", severity="info" if only_backfill or history else "warning",
                                 summary=summary, subject=f"schedule:{key}", evidence=capped(items), fix=fix))
     return findings
 
@@ -513,6 +583,8 @@ def _definitions_differ(facts: Facts) -> list[Finding]:
                             "removed it",
                     subject=f"schedule:{key}", evidence=(ev.schedule(stored, face),),
                     fix="This code is older than the last clock that synced; deploy the current release everywhere."))
+            elif stored["origin"] == "runtime" and stored["code_hash"] == defn.definition_hash():
+                findings.append(_runtime_edit(facts, stored, defn))
             elif stored["definition_hash"] != defn.definition_hash():
                 findings.append(Finding(
                     code="leftover-trigger", severity="warning",
@@ -533,6 +605,26 @@ def _definitions_differ(facts: Facts) -> list[Finding]:
                     fix=("A clock with other code defines it; a clock started with this code retires it. Make sure "
                          "the code you deploy is the one you inspect.")))
     return findings
+
+
+def _runtime_edit(facts: Facts, stored: dict[str, Any], defn: ScheduleDef) -> Finding:
+    """An operator's run-time edit overriding this very code's definition: what runs, by whom, until when."""
+    key = str(stored["key"])
+    edits = [e for e in facts.store.read("doctor_events", since=EPOCH, kinds=["schedule.changed"])
+             if e["subject"] == f"schedule:{key}" and (e.get("detail") or {}).get("origin") == "runtime"]
+    by = f" by {source_text(edits[-1])}" if edits else ""
+    operator = Operator.from_detail((edits[-1].get("detail") or {}).get("operator")) if edits else None
+    return Finding(
+        code="leftover-trigger", severity="info",
+        summary=(f"schedule {key} runs a run-time edit (version {stored['version']}: {stored['expression']} in "
+                 f"{stored['tz']}{by}{f', operator {operator}' if operator else ''}) that overrides this code's "
+                 f"definition ({defn.expression} in {defn.tz})"),
+        subject=f"schedule:{key}",
+        evidence=capped([ev.schedule(stored, facts.face)] + [ev.event(e, facts.face, str(stored["tz"]))
+                                                             for e in edits[-3:]]),
+        fix=("Nothing to do if the edit is wanted: it holds until a deploy changes this code's definition. To go "
+             f"back to the code's, run `oncebeat schedules set {key}` with the code's values, or deploy the edit "
+             "into the code."))
 
 
 # --- retry-side-effect -----------------------------------------------------------------------------------

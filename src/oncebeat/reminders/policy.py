@@ -70,6 +70,7 @@ __all__ = [
     "load_policy",
     "parse_duration",
     "policy_from_dict",
+    "scan_expression",
     "stage_label",
     "stages_due",
     "write_default_config",
@@ -118,7 +119,7 @@ class Policy:
     ``templates`` as a string and ``catchup_window`` as a duration string.
     """
 
-    schedule: str = "0 8 * * *"  # cron expression of the scan (every quarter hour with send_zone = "customer")
+    schedule: str = "0 8 * * *"  # cron as written; the scan fires on scan_schedule (quarter-hourly for "customer")
     tz: str = "America/Chicago"  # business zone: days past due are counted in it
     catchup: str = "latest"  # none | latest | all
     catchup_window: float = 86400.0  # seconds
@@ -145,15 +146,22 @@ class Policy:
             else:
                 object.__setattr__(self, f.name, value)
         if not problems and self.send_zone == "customer":
-            if self.schedule == DEFAULT_SCHEDULE:
-                object.__setattr__(self, "schedule", QUARTER_HOURLY)
-            elif not _fires_every_quarter_hour(self.schedule):
+            if not _fires_every_quarter_hour(self.scan_schedule):
                 problems.append(_describe("schedule", _Invalid(
                     'must fire at every quarter hour with send_zone = "customer" (zones such as Asia/Kolkata and '
                     "Asia/Kathmandu reach their send time at :30 and :45 UTC)",
                     f'Write cron = "{QUARTER_HOURLY}", or leave cron unset.', value=self.schedule)))
         if problems:
             raise _config_error("Policy", problems)
+
+    @property
+    def scan_schedule(self) -> str:
+        """The cron expression the scan fires on: :func:`scan_expression` of ``schedule`` and ``send_zone``.
+
+        ``schedule`` keeps what the file says; this is the definition the clock records and the doctor compares
+        the database with (both through :func:`~oncebeat.reminders.tasks.build_app`).
+        """
+        return scan_expression(self.schedule, self.send_zone)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -389,6 +397,16 @@ SEND_ZONES = ("schedule", "customer")
 DEFAULT_SCHEDULE = "0 8 * * *"
 QUARTER_HOURLY = "*/15 * * * *"
 _SEND_AT = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
+
+
+def scan_expression(schedule: str, send_zone: str) -> str:
+    """The scan's cron expression for the written ``schedule`` (``[schedule] cron``) and ``send_zone``.
+
+    With ``send_zone = "customer"`` the default daily ``0 8 * * *`` (what ``oncebeat init`` writes) becomes
+    :data:`QUARTER_HOURLY`, so every customer's zone reaches its ``send_at``; any other expression is kept (and
+    must fire at every quarter hour, which :class:`Policy` checks). The one place this is derived.
+    """
+    return QUARTER_HOURLY if send_zone == "customer" and schedule == DEFAULT_SCHEDULE else schedule
 
 
 def _check_send_zone(value: Any) -> str:

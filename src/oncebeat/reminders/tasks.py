@@ -38,6 +38,6 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
     def send(ctx: JobContext, reminder_id: int) -> None:
         service.send(ctx, reminder_id)
 
-    app.schedule(SCHEDULE_KEY, policy.schedule, tz=policy.tz, task=SCAN_TASK, catchup=policy.catchup,
+    app.schedule(SCHEDULE_KEY, policy.scan_schedule, tz=policy.tz, task=SCAN_TASK, catchup=policy.catchup,
                  catchup_window=policy.catchup_window, overlap=policy.overlap)
     return app

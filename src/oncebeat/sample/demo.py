@@ -100,7 +100,7 @@ def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy:
     from ..schedules import Schedule
 
     paid_at = {p.number: payment_instant(p, policy.tz) for p in payments}
-    sched = Schedule(expression=policy.schedule, tz=policy.tz)
+    sched = Schedule(expression=policy.scan_schedule, tz=policy.tz)
     fires = list(sched.between(start, end))
     due: set[tuple[str, int]] = set()
     for inv in invoices:
@@ -135,7 +135,7 @@ def _wake_instants(policy: Policy, book: Book, start: datetime, end: datetime) -
     else:
         from ..schedules import Schedule
 
-        wakes |= set(Schedule(expression=policy.schedule, tz=policy.tz).between(start, end))
+        wakes |= set(Schedule(expression=policy.scan_schedule, tz=policy.tz).between(start, end))
     return sorted(w for w in wakes if start < w <= end)
 
 

@@ -102,7 +102,7 @@ def run_naive(book: Book, policy: Policy, *, faults: dict[str, float], seed: int
     maildir = workdir / "naive-maildir"
     zone = ZoneInfo(policy.tz)
     host = ZoneInfo(host_tz) if host_tz else zone
-    sched = Schedule(expression=policy.schedule, tz=policy.tz)
+    sched = Schedule(expression=policy.scan_schedule, tz=policy.tz)
     fires = list(sched.between(start, end))
     with MailSink(maildir) as sink, Mailer(sink.url, timeout=5) as mailer:
         naive = _Naive(book, policy, faults=faults, rng=rng, host=host, mailer=mailer)

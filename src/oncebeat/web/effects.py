@@ -12,7 +12,7 @@ from ..errors import OncebeatError
 from ..processes import processes_by_ids
 from ..provenance import current_source
 from .app import action_form, dashboard, redirect_with, render, route
-from .schedules import SOURCE_NAME, parse_instant
+from .schedules import operator_source, parse_instant
 
 __all__ = ["routes"]
 
@@ -49,7 +49,7 @@ async def resolve(request: Request) -> Response:
         raise OncebeatError("outcome must be done (it happened) or not_done (it did not: one new attempt runs)")
     service = dashboard(request).runtime.service
     message = await run_in_threadpool(service.resolve_effect, key, outcome,
-                                      source=current_source("manual", name=SOURCE_NAME))
+                                      source=operator_source())
     return redirect_with(request, message, "/effects")
 
 

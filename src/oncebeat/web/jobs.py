@@ -14,7 +14,7 @@ from ..errors import OncebeatError
 from ..provenance import current_source
 from ..queue import JOB_STATES, Queue
 from .app import action_form, dashboard, redirect_with, render, route
-from .schedules import SOURCE_NAME, parse_instant
+from .schedules import operator_source, parse_instant
 
 __all__ = ["routes"]
 
@@ -23,7 +23,7 @@ PAGE = 50
 
 def _queue(request: Request) -> Queue:
     rt = dashboard(request).runtime
-    return Queue(rt.store, clock=rt.clock, source=current_source("manual", name=SOURCE_NAME))
+    return Queue(rt.store, clock=rt.clock, source=operator_source())
 
 
 def _int(text: str | None, what: str) -> int | None:

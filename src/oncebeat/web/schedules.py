@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from ..app import CATCHUP_POLICIES, OVERLAP_POLICIES
 from ..errors import OncebeatError
-from ..provenance import Source, current_source
+from ..provenance import Source, current_source, dashboard_operator
 from ..schedule_admin import (
     backfill_schedule,
     pause_schedule,
@@ -31,7 +31,7 @@ from ..schedules import DST_FOLD_OPTIONS, DST_GAP_OPTIONS
 from ..schedules_report import backfill_preview, describe_schedules, occurrence_timeline
 from .app import action_form, dashboard, redirect_with, render, route
 
-__all__ = ["parse_instant", "routes"]
+__all__ = ["parse_instant", "operator_source", "routes"]
 
 TIMELINE_PAGE = 50
 SCHEDULES_PAGE = 100
@@ -96,9 +96,9 @@ def schedule_page(request: Request) -> Response:
 
 
 def _admin(request: Request, verb: Callable[..., Any], key: str, *args: Any) -> Any:
-    """Run a schedule_admin verb for ``key`` as the dashboard's operator (provenance ``manual``)."""
+    """Run a schedule_admin verb for ``key`` as the dashboard's operator (:func:`operator_source`)."""
     rt = dashboard(request).runtime
-    return verb(rt.store, rt.app, key, *args, source=current_source("manual", name=SOURCE_NAME), clock=rt.clock)
+    return verb(rt.store, rt.app, key, *args, source=operator_source(), clock=rt.clock)
 
 
 async def set_state(request: Request) -> Response:
@@ -132,8 +132,11 @@ async def backfill(request: Request) -> Response:
                          f"/schedules/{key}")
 
 
-def _operator() -> Source:
-    return current_source("manual", name=SOURCE_NAME)
+def operator_source() -> Source:
+    """Provenance of a dashboard action: kind ``manual``, process ``oncebeat web``, operator ``dashboard`` (its
+    user is the operator session: one token opens it), kept in the audit trail for the doctor."""
+    return current_source("manual", name=SOURCE_NAME, operator=dashboard_operator())
+
 
 
 def _seconds(text: str | None, what: str) -> float | None:
@@ -153,7 +156,7 @@ async def set_definition(request: Request) -> Response:
               for name in ("expression", "tz", "dst_gap", "dst_fold", "catchup", "overlap")}
     edit = await run_in_threadpool(lambda: set_schedule(
         rt.store, key, **fields, catchup_window=_seconds(form.get("catchup_window"), "catch-up window"),
-        source=_operator(), clock=rt.clock))
+        source=operator_source(), clock=rt.clock))
     if not edit["changed"]:
         return redirect_with(request, f"{key}: no change", f"/schedules/{key}")
     changed = ", ".join(f"{name} {edit['old'][name]} → {edit['new'][name]}" for name in edit["new"]
@@ -167,7 +170,7 @@ async def retire(request: Request) -> Response:
     await action_form(request)
     key = request.path_params["key"]
     rt = dashboard(request).runtime
-    retired = await run_in_threadpool(lambda: retire_schedule(rt.store, key, source=_operator(), clock=rt.clock))
+    retired = await run_in_threadpool(lambda: retire_schedule(rt.store, key, source=operator_source(), clock=rt.clock))
     return redirect_with(request, f"{key}: retired; it never fires again" if retired else f"{key}: already retired",
                          f"/schedules/{key}")
 
@@ -176,7 +179,7 @@ async def rerun(request: Request) -> Response:
     await action_form(request)
     rt = dashboard(request).runtime
     occurrence_id = int(request.path_params["id"])
-    fire = await run_in_threadpool(lambda: rerun_occurrence(rt.store, occurrence_id, source=_operator(),
+    fire = await run_in_threadpool(lambda: rerun_occurrence(rt.store, occurrence_id, source=operator_source(),
                                                             clock=rt.clock, app=rt.app))
     return redirect_with(request, f"re-run of occurrence {occurrence_id}: {fire.describe()}",
                          f"/schedules/{fire.schedule_key}")
