@@ -77,7 +77,7 @@ from .store.base import instant_text
 from .timebase import UTC, Clock, SystemClock, require_aware
 
 __all__ = ["HELD_UNTIL", "OVERLAP_FULL", "OVERLAP_RUNNING", "PERIOD_SERVED", "ClockProcess", "Fire", "SyncReport",
-           "enqueue_run", "fire_occurrence", "overlap_keys", "release_buffered"]
+           "enqueue_run", "fire_occurrence", "overlap_keys", "release_buffered", "schedule_cursor"]
 
 log = logging.getLogger("oncebeat.clock")
 
@@ -142,6 +142,19 @@ class SyncReport:
             if keys:
                 out.append(f"schedules {label}: {', '.join(keys)}")
         return out
+
+
+def schedule_cursor(last_fire: datetime | None, active_since: datetime | None, now: datetime) -> datetime:
+    """The instant after which a schedule's instants are due: its newest recorded instant at or before ``now``,
+    or the moment it became active if later (a new, resumed or edited schedule never fires an instant before it).
+
+    A moment in the future is a clock that ran fast when it synced, stepped back since: the schedule was active
+    no later than ``now``, so the instants after ``now`` are due as any other (fired, or missed with a reason),
+    never skipped until the fast clock's time comes round again.
+    """
+    since = min(active_since, now) if active_since is not None else None
+    found = [x for x in (last_fire, since) if x is not None]
+    return max(found) if found else now
 
 
 def overlap_keys(key: str) -> tuple[str, str]:
@@ -510,8 +523,13 @@ class ClockProcess:
         if unknown:  # one query for every cursor (10,000 at start-up), not one per schedule
             last = {r["key"]: r["last_fire_at"] for r in self.store.read("last_fires_at_or_before", keys=unknown,
                                                                           now=now)}
+            if any(self._rows[key]["active_since"] > now for key in unknown):
+                with self.store.transaction() as tx:  # persisted, so that the fire paths' own reads agree
+                    tx.run("clamp_active_since", now=now)
+                for key in unknown:
+                    self._rows[key]["active_since"] = min(self._rows[key]["active_since"], now)
             for key in unknown:
-                cursor = max(x for x in (last.get(key), self._rows[key]["active_since"]) if x is not None)
+                cursor = schedule_cursor(last.get(key), self._rows[key]["active_since"], now)
                 self._next[key] = self._parsed[key].next_after(cursor)
                 self._floor[key] = cursor
         self._last_load = now
@@ -825,7 +843,7 @@ class ClockProcess:
         sched = self._parsed[key]
         self._keep_row(row)
         last = tx.one("last_fire_at_or_before", key=key, now=horizon)
-        cursor = max(x for x in ((last or {}).get("last_fire_at"), row["active_since"]) if x is not None)
+        cursor = schedule_cursor((last or {}).get("last_fire_at"), row["active_since"], horizon)
         window_start = horizon - timedelta(seconds=definition.catchup_window)
         outside = 0
         passed_over = _PassedOver(PASSED_OVER_ROWS)

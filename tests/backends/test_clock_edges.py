@@ -194,6 +194,21 @@ def test_clock_that_ran_fast_and_was_stepped_back_loses_and_repeats_nothing(
         (t, "enqueued") for t in every(at(12, 15), at(12, 30), 300)], "12:10 fired early, never again"
 
 
+def test_a_schedule_first_seen_while_the_host_clock_ran_fast_fires_its_instants_after_the_step_back(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    """Issue 22 item 5: a */5 schedule registered at true 11:59 on a host 20 minutes fast, the clock stepped back
+    at 12:02: 12:05, 12:10 and 12:15 were never fired and never recorded (the schedule's start boundary, 12:19,
+    came from the fast clock)."""
+    sim_clock.set(at(12, 19))  # true time 11:59, the host 20 minutes fast
+    clock = ClockProcess(app_with("poll", "*/5 * * * *"), store, clock=sim_clock)
+    clock.start()  # the schedule is first synced: active since 12:19 by the fast clock
+    sim_clock.step(-17 * 60)  # NTP steps the host clock back to the true time: 12:02
+    run_until(sim_clock, at(12, 31), 60, clock)
+    assert ledger(store) == [(t, "enqueued") for t in every(at(12, 5), at(12, 30), 300)], "none skipped"
+    restarted = ClockProcess(app_with("poll", "*/5 * * * *"), store, clock=sim_clock)
+    assert [f for f in restarted.start() if f.inserted] == []  # and nothing twice
+
+
 @pytest.mark.parametrize(("policy", "expected"), [
     ("none", ["missed"] * 5 + ["enqueued"]),
     ("latest", ["coalesced"] * 5 + ["enqueued"]),

@@ -38,6 +38,11 @@ VALUES (:schedule_key, :fire_at, :local_fire_at, :tz, :business_date, :tzdata_ve
 ON CONFLICT DO NOTHING
 RETURNING id;
 
+-- name: clamp_active_since
+-- Schedules made active "in the future" by a clock that ran fast and was stepped back since: they were active by
+-- :now at the latest, so their instants after :now are due as any other (oncebeat.clock.schedule_cursor).
+UPDATE schedules SET active_since = :now WHERE active_since > :now;
+
 -- name: release_buffered_job
 -- overlap = buffer_one: the run held under :held_key starts (holds :run_key, due now) once no unfinished job
 -- holds :run_key, nor is any other unfinished run of :schedule_key left from before the policy was switched
