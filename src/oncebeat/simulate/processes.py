@@ -55,7 +55,8 @@ class ProcessRunReport:
 
     @property
     def passed(self) -> bool:
-        return self.check.passed
+        """Every invariant holds and, the cluster having settled, no due reminder is still delayed."""
+        return self.check.passed and not self.check.summary.get("delayed")
 
     def as_dict(self) -> dict[str, Any]:
         return {"pass": self.passed, "seconds": self.seconds, "kills": self.kills,
@@ -67,7 +68,7 @@ class ProcessRunReport:
         return "\n".join([
             f"oncebeat simulate --processes: {self.seconds:.0f} s, kills {self.kills}",
             f"  reminders {s['reminders']}, due {s['due']}, messages {s['messages_delivered']}, "
-            f"duplicates {s['duplicates']}, lost {s['lost']}, in doubt {s['in_doubt']}",
+            f"duplicates {s['duplicates']}, lost {s['lost']}, delayed {s['delayed']}, in doubt {s['in_doubt']}",
             self.check.to_text()])
 
 
