@@ -215,3 +215,35 @@ def _app_of(store: Store) -> Any:
     from oncebeat.reminders.tasks import build_app
 
     return build_app(ReminderService(store, Policy(), clock=SystemClock()))
+
+
+def test_migration_0008_backfills_entered_at_with_the_earliest_instant_the_database_shows(store: Store,
+                                                                                          tmp_path: Path) -> None:
+    sink = maildir_sink(tmp_path)
+    t0 = datetime(2026, 3, 2, 13, tzinfo=UTC)
+    h = Harness(store=store, sink=sink, clock=SimulatedClock(t0))
+    try:
+        h.add_invoices(invoice("INV-R", date(2026, 3, 1)), invoice("INV-P", date(2026, 3, 1)),
+                       invoice("INV-O", date(2026, 4, 1)))
+        h.tick_to(datetime(2026, 3, 2, 14, tzinfo=UTC))
+        h.new_worker().drain()  # INV-R and INV-P get their stage 1 at 14:00
+        h.clock.set(datetime(2026, 3, 2, 15, tzinfo=UTC))
+        h.service.upsert([], [invoice("INV-R", date(2026, 3, 1))])  # a re-import: updated_at moves, entered_at not
+        assert {r["number"]: r["entered_at"] for r in h.store.read("list_invoices")} == dict.fromkeys(
+            ("INV-R", "INV-P", "INV-O"), t0)
+        with h.store.transaction() as tx:  # as reminders 0007 left it; INV-P paid at 13:30, re-imported at 15:00
+            at, later = (("'2026-03-02 13:30:00+00'", "'2026-03-02 15:00:00+00'") if store.backend == "postgres"
+                         else ("'2026-03-02T13:30:00.000000Z'", "'2026-03-02T15:00:00.000000Z'"))
+            tx.execute(f"UPDATE invoices SET status = 'paid', paid_on = '2026-03-02', paid_at = {at}, "
+                       f"updated_at = {later} WHERE number = 'INV-P'")
+            tx.execute("ALTER TABLE invoices DROP COLUMN entered_at")
+            tx.execute("DELETE FROM schema_migrations WHERE line = 'reminders' AND version = 8")
+        assert h.store.migrate() == [("reminders", 8)]
+        entered = {r["number"]: r["entered_at"] for r in h.store.read("list_invoices")}
+        sent = {r["number"]: r["created_at"] for r in h.reminders()}
+        assert entered == {"INV-R": sent["INV-R"],  # its first reminder (before the re-import's updated_at)
+                           "INV-P": datetime(2026, 3, 2, 13, 30, tzinfo=UTC),  # paid before its reminder
+                           "INV-O": t0}  # no reminder, not paid: its last write
+    finally:
+        h.close()
+        sink.stop()
