@@ -1112,10 +1112,12 @@ def check(database_url: str | None, maildir: Path | None, config: Path | None, a
     """Check the invariants (nothing twice, nothing lost) on a database and a Maildir.
 
     Exit status 1 on a violation, 3 when every invariant holds but reminders failed (not delivered: retry them
-    with `oncebeat reminders retry --failed` once the cause is fixed), 2 when the check itself could not run
-    (bad input or an internal error).
+    with `oncebeat reminders retry --failed` once the cause is fixed), 4 when none failed but due reminders are
+    delayed (waiting out a mail outage, or their send job not run yet: they go out by themselves), 2 when the
+    check itself could not run (bad input or an internal error).
     A payment counts from the instant the database recorded it (a replay applies a payment dated D at the
-    start of D in the schedule's zone, or at its paid_at), so check counts the same due reminders as simulate.
+    start of D in the schedule's zone, or at its paid_at), so check counts the same due reminders as simulate;
+    a scan answers only for invoices that had entered the database (entered_at) when it ran.
     """
     from .simulate.standalone import check_deployment
 
@@ -1214,7 +1216,7 @@ def main() -> None:
 
     Exit status: 0 fine, 1 a finding (``check``: an invariant violated; ``doctor``: an error found), 2 bad
     input, configuration or an internal error (the command could not do its job), 3 ``check``: every invariant
-    holds but reminders failed (not delivered).
+    holds but reminders failed (not delivered), 4 ``check``: none failed but due reminders are delayed.
     """
     try:
         cli.main(standalone_mode=False)

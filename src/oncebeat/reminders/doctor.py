@@ -39,6 +39,7 @@ from ..doctor.registry import (
 from ..errors import OncebeatError
 from ..mail.sink import StoredMessage
 from ..store import Store
+from .accounting import pending_fates, reminder_label
 from .model import superseded_stages
 
 __all__ = ["register", "reminder_evidence", "check_lost_reminders", "check_undelivered", "PENDING_GRACE",
@@ -95,11 +96,11 @@ def _invoice_scope(facts: Facts, number: str) -> Scope:
 def check_lost_reminders(facts: Facts) -> list[Finding]:
     """The app's part of ``lost``: reminders pending with no unfinished send job, or pending too long."""
     face = facts.face
-    pending = _pending_in_scope(facts)
-    jobs = facts.load_jobs(int(r["open_job_id"]) for r in pending if r["open_job_id"] is not None)
-    orphans = [r for r in pending if r["open_job_id"] is None]
-    slow = [r for r in pending if r["open_job_id"] is not None and facts.now - r["created_at"] > PENDING_GRACE
-            and r.get("deferred_since") is None]  # those waiting out a mail outage are check_undelivered's
+    fates = pending_fates(facts.store, _pending_in_scope(facts))  # check counts lost by the same rule
+    jobs = facts.load_jobs(int(r["open_job_id"]) for r in fates.queued)
+    orphans = fates.lost
+    # those waiting out a mail outage (fates.outage) are check_undelivered's
+    slow = [r for r in fates.queued if facts.now - r["created_at"] > PENDING_GRACE]
     findings: list[Finding] = []
     if orphans:
         findings.append(Finding(
@@ -221,8 +222,7 @@ class ReminderHooks(Hooks):
         return key.startswith(_PREFIX)
 
     def message_group(self, msg: StoredMessage) -> str | None:
-        invoice, stage = header(msg, "X-Oncebeat-Invoice"), header(msg, "X-Oncebeat-Stage")
-        return f"invoice {invoice} stage {stage}" if invoice and stage else None
+        return reminder_label(msg)  # check groups copies by the same label (accounting.duplicate_copies)
 
     def message_fields(self, msg: StoredMessage) -> tuple[str, dict[str, Any]]:
         invoice, stage = header(msg, "X-Oncebeat-Invoice"), header(msg, "X-Oncebeat-Stage")

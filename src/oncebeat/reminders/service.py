@@ -143,9 +143,14 @@ class ReminderService:
         invoice paid (and counts it under ``kept paid``) unless its ``status_on`` is after the payment date or
         ``reopen`` is True; its other fields (amount, dates, customer) are updated. The rule is in the SQL
         (``upsert_invoice``), so a payment committed concurrently is never overwritten either.
+
+        A new invoice's ``entered_at`` is stamped under the scan lock (``scan_lock``; on SQLite the write lock),
+        so a scan that starts after that instant reads the invoices after this commit: ``check`` holds it
+        accountable for them, and holds no earlier scan accountable. A scan in flight delays the import.
         """
-        now = self.clock.now()
         with self.store.transaction() as tx:
+            tx.run("scan_lock")
+            now = self.clock.now()
             states = {r["number"]: r for r in tx.run("invoice_states", numbers=[i.number for i in invoices])} \
                 if invoices else {}
             tx.many("upsert_customer", [{"email": c.email, "name": c.name, "locale": c.locale, "tz": c.tz}

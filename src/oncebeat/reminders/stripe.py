@@ -367,6 +367,9 @@ class StripeWebhooks:
                 return out("invalid", "invoice.paid without status_transitions.paid_at", invoice.number)
         tx.run("upsert_customer_if_absent", email=customer.email, name=customer.name, locale=customer.locale,
                tz=customer.tz)
+        # A new invoice's entered_at is stamped under the scan lock, as an import's (ReminderService.upsert).
+        tx.run("scan_lock")
+        now = self.clock.now()
         inserted = tx.run("insert_invoice_if_absent", number=invoice.number, customer_email=customer.email,
                           currency=invoice.currency, amount_due=invoice.amount_due, issued_on=invoice.issued_on,
                           due_on=invoice.due_on, status=invoice.status, paid_on=invoice.paid_on,

@@ -6,12 +6,19 @@ database), the stage ladder, the schedule definitions, and the instants at
 which invoices were paid. The set of reminders that were **due** is computed
 from first principles — for each scan that ran (a completed ``reminders.scan``
 job, at the instant it ran, for its occurrence's business date), every invoice
-open at that instant whose ``due_on + stage`` is on or before that date — and
-never read back from the ``reminders`` table, which is only compared with it.
+in the database and open at that instant whose ``due_on + stage`` is on or before that date — and
+never read back from the ``reminders`` table, which is only compared with it. A scan is held accountable for
+an invoice only if the invoice had entered oncebeat (``invoices.entered_at``: its first import or webhook)
+when the scan's last attempt started, and was not yet paid when it finished: an invoice imported and paid
+between two scans was never due at either.
 
 Invariants (name → meaning):
 
-- ``due-reminders-terminal``: every due (invoice, stage) ended sent, skipped, failed or in_doubt;
+- ``due-reminders-terminal``: every due (invoice, stage) ended sent, skipped, failed or in_doubt, or is
+  **delayed**: pending with an unfinished send job (waiting out a mail outage, queued or retrying), which is
+  reported (``CheckReport.delayed``, exit status 4) and is not a violation. It is **lost** (a violation) when
+  it has no reminder, or its reminder is pending with nothing that will send it: the rule of
+  :mod:`oncebeat.reminders.accounting`, which the doctor's ``lost`` applies too;
 - ``stage-recorded-once``: no (invoice, stage) is recorded twice — as two rows, or as a row and a stage
   another row records superseded (``superseded_stages``), which the unique key alone cannot see;
 - ``no-unexpected-reminders``: no reminder exists that was not due (wrong date, paid invoice);
@@ -45,6 +52,7 @@ from ..app import ScheduleDef
 from ..effects import list_effects
 from ..mail import StoredMessage, read_maildir
 from ..queue import all_jobs
+from ..reminders.accounting import PendingFates, duplicate_copies, pending_fates
 from ..reminders.model import reminder_key, with_superseded
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_reminders
@@ -86,12 +94,14 @@ class Invariant:
 
 @dataclass(kw_only=True, slots=True)
 class CheckReport:
-    """The invariants, a summary, and ``attention``: lines about what holds but needs a person (``check`` on a
-    deployment: failed reminders, i.e. not delivered)."""
+    """The invariants, a summary, ``attention``: lines about what holds but needs a person (``check`` on a
+    deployment: failed reminders, i.e. not delivered), and ``delayed``: due reminders not sent yet that will go
+    out by themselves (waiting out a mail outage, or their send job not run yet), up to 5 examples."""
 
     invariants: dict[str, Invariant]
     summary: dict[str, Any]
     attention: list[str] = field(default_factory=list)
+    delayed: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -99,12 +109,13 @@ class CheckReport:
 
     @property
     def exit_code(self) -> int:
-        """0 all holds, 1 an invariant is violated, 3 none is but something needs a person (``attention``)."""
-        return 1 if not self.passed else 3 if self.attention else 0
+        """0 all holds and nothing waits, 1 an invariant is violated, 3 none is but something needs a person
+        (``attention``), 4 none of those but due reminders are delayed (they go out by themselves)."""
+        return 1 if not self.passed else 3 if self.attention else 4 if self.summary.get("delayed") else 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"pass": self.passed, "invariants": {k: v.as_dict() for k, v in self.invariants.items()},
-                "summary": self.summary, "attention": self.attention}
+                "summary": self.summary, "attention": self.attention, "delayed": self.delayed}
 
     def to_text(self) -> str:
         lines = []
@@ -114,6 +125,12 @@ class CheckReport:
             lines.extend(f"         e.g. {e}" for e in inv.examples)
         lines.append("all invariants hold" if self.passed else "INVARIANT VIOLATIONS FOUND")
         lines.extend(f"attention: {a}" for a in self.attention)
+        n, outage = self.summary.get("delayed", 0), self.summary.get("delayed_outage", 0)
+        if n:
+            lines.append(f"delayed: {n} due reminder(s) not sent yet ({outage} waiting out a mail outage, "
+                         f"{n - outage} with a send job queued or retrying): they go out by themselves, "
+                         "not lost; `oncebeat doctor` says how long they have waited")
+            lines.extend(f"         e.g. {d}" for d in self.delayed)
         return "\n".join(lines)
 
 
@@ -165,24 +182,24 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     messages = read_maildir(maildir) if maildir is not None else []
     by_pair = _by_pair(inv["stage-recorded-once"], reminders)
     ev = _Evidence(invoices=invoices, reminders=reminders, by_pair=by_pair, occurrences=occurrences, jobs=jobs,
-                   effects=effects, messages=messages)
+                   effects=effects, messages=messages, fates=pending_fates(store))
 
     required, allowed = _due_pairs(ev, stages=stages, payments=payments, collapse=collapse,
                                    business_date=business_date)
-    _check_due(inv, ev, required, allowed)
+    delayed = _check_due(inv, ev, required, allowed)
     _check_skip_reasons(inv["skip-reasons-true"], ev, payments)
     _check_failed(inv["failed-has-server-reply"], ev)
     in_doubt = _check_in_doubt(inv["in-doubt-bounded"], ev, in_doubt_budget)
-    pair_count = _check_deliveries(inv, ev, maildir_read=maildir is not None)
+    copies = _check_deliveries(inv, ev, maildir_read=maildir is not None)
     _check_occurrences(inv, ev, definitions)
 
     states = Counter(r["state"] for r in reminders)
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
-               "messages_delivered": len(messages),
-               "duplicates": sum(n - 1 for n in pair_count.values() if n > 1),
+               "messages_delivered": len(messages), "duplicates": sum(copies.values()),
                "lost": inv["due-reminders-terminal"].violations, "in_doubt": len(in_doubt),
+               "delayed": len(delayed), "delayed_outage": sum(1 for fate, _ in delayed if fate == "outage"),
                "occurrences": dict(sorted(Counter(o["outcome"] for o in occurrences).items()))}
-    return CheckReport(invariants=inv, summary=summary)
+    return CheckReport(invariants=inv, summary=summary, delayed=[text for _, text in delayed[:5]])
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -196,6 +213,7 @@ class _Evidence:
     jobs: list[dict[str, Any]]
     effects: dict[str, dict[str, Any]]  # effect key -> effect row
     messages: list[StoredMessage]
+    fates: PendingFates  # the pending reminders: lost, or delayed (outage, queued)
 
 
 def _by_pair(once: Invariant, reminders: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -233,13 +251,21 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
     allowed: set[tuple[str, int]] = set()
     for job in ev.jobs:
         # A scan ran at some instant between its occurrence's creation and its job's completion
-        # (retries and rescues move it later); a job that never completed may still have run.
+        # (retries and rescues move it later); a job that never completed may still have run. The attempt
+        # that completed it read the invoices after it started (started_at: set at each claim).
         if job["task"] != SCAN_TASK or job["attempt"] < 1 or job["occurrence_id"] not in occ_by_id:
             continue
         occurrence = occ_by_id[job["occurrence_id"]]
         earliest = occurrence["created_at"]
         completed_at = job["finished_at"] if job["state"] == "completed" else None
+        read_from = job["started_at"] if completed_at is not None else None
         for number, i in ev.invoices.items():
+            # Accountable only for invoices already in the database when it read them (entered_at; NULL: a row
+            # inserted outside oncebeat, present since before every scan).
+            entered = i.get("entered_at")
+            if entered is not None and completed_at is not None and entered > completed_at:
+                continue  # entered after this scan had finished: it cannot have seen the invoice
+            seen_for_sure = entered is None or (read_from is not None and entered <= read_from)
             business = (occurrence["business_date"] if business_date is None
                         else business_date(occurrence["fire_at"], i["customer_tz"], occurrence["business_date"]))
             if i["status"] in ("void", "uncollectible"):
@@ -247,7 +273,8 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
             window = payments.get(number)
             if i["status"] == "paid" and window is None:
                 continue  # paid before the run began
-            certainly_open = completed_at is not None and (window is None or window[0] > completed_at)
+            certainly_open = (completed_at is not None and seen_for_sure
+                              and (window is None or window[0] > completed_at))
             maybe_open = window is None or window[1] >= earliest  # a tie: paid in the same instant
             earlier = [(st, bd) for st, bd in recorded[number] if bd < business]
             for s in stages_due(stages, i["due_on"], business, collapse, earlier):
@@ -259,18 +286,32 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
 
 
 def _check_due(inv: dict[str, Invariant], ev: _Evidence, required: set[tuple[str, int]],
-               allowed: set[tuple[str, int]]) -> None:
-    """``due-reminders-terminal`` and ``no-unexpected-reminders``."""
+               allowed: set[tuple[str, int]]) -> list[tuple[str, str]]:
+    """``due-reminders-terminal`` and ``no-unexpected-reminders``; returns the delayed due reminders as
+    (``outage`` or ``queued``, description)."""
     inv["due-reminders-terminal"].checked = len(required)
+    fates = ev.fates.by_id()
+    delayed: list[tuple[str, str]] = []
     for pair in sorted(required):
         due = ev.by_pair.get(pair)
-        if due is None or due["state"] not in TERMINAL:
-            inv["due-reminders-terminal"].fail(f"{pair[0]} stage {pair[1]}: " + ("no reminder" if due is None
-                                                                                else f"still {due['state']}"))
+        if due is not None and due["state"] in TERMINAL:
+            continue
+        pending = fates.get(int(due["id"])) if due is not None and due["state"] == "pending" else None
+        fate = pending[0] if pending is not None else "lost"
+        where = f"{pair[0]} stage {pair[1]}: "
+        if fate == "outage" and pending is not None:
+            since = pending[1]["deferred_since"]
+            delayed.append((fate, where + f"waiting out a mail outage since {since.isoformat()}"))
+        elif fate == "queued":
+            delayed.append((fate, where + "pending, its send job queued or retrying"))
+        else:
+            inv["due-reminders-terminal"].fail(where + ("no reminder" if due is None else
+                                                        f"still {due['state']} with no unfinished send job"))
     inv["no-unexpected-reminders"].checked = len(ev.reminders)
     for pair, r in ev.by_pair.items():
         if pair not in allowed and pair not in required:
             inv["no-unexpected-reminders"].fail(f"{pair[0]} stage {pair[1]} ({r['state']}) was never due at a scan")
+    return delayed
 
 
 def _check_skip_reasons(skip: Invariant, ev: _Evidence, payments: Mapping[str, PaymentWindow]) -> None:
@@ -324,22 +365,21 @@ def _check_in_doubt(doubt: Invariant, ev: _Evidence, in_doubt_budget: int | None
     return in_doubt
 
 
-def _check_deliveries(inv: dict[str, Invariant], ev: _Evidence, *,
-                      maildir_read: bool) -> Counter[tuple[str | None, str | None]]:
-    """``no-duplicate-delivery`` and (with a Maildir) ``sent-matches-maildir``; returns deliveries per pair."""
+def _check_deliveries(inv: dict[str, Invariant], ev: _Evidence, *, maildir_read: bool) -> dict[str, int]:
+    """``no-duplicate-delivery`` and (with a Maildir) ``sent-matches-maildir``; returns the copies beyond the
+    first per message (:func:`~oncebeat.reminders.accounting.duplicate_copies`, the doctor's grouping)."""
     messages = ev.messages
     dup = inv["no-duplicate-delivery"]
     dup.checked = len(messages)
-    pair_count = Counter((m.headers.get("X-Oncebeat-Invoice"), m.headers.get("X-Oncebeat-Stage")) for m in messages)
+    copies = duplicate_copies(messages)
     id_count = Counter(m.message_id for m in messages)
-    for (number, stage), n in pair_count.items():
-        if n > 1:
-            dup.fail(f"{number} stage {stage} delivered {n} times")
+    for label, extra in copies.items():
+        dup.fail(f"{label} delivered {extra + 1} times")
     for mid, n in id_count.items():
-        if n > 1:
+        if n > 1 and f"Message-ID {mid}" not in copies:
             dup.fail(f"Message-ID {mid} delivered {n} times")
     if not maildir_read:
-        return pair_count
+        return copies
     match = inv["sent-matches-maildir"]
     delivered_ids = set(id_count)
     by_mid = {r["message_id"]: r for r in ev.reminders if r["message_id"]}
@@ -355,7 +395,7 @@ def _check_deliveries(inv: dict[str, Invariant], ev: _Evidence, *,
         if owner is None or owner["state"] not in ("sent", "in_doubt"):
             match.fail(f"{m.message_id} ({pair[0]} stage {pair[1]}) was delivered but its reminder is "
                        f"{owner['state'] if owner else 'missing'}")
-    return pair_count
+    return copies
 
 
 def _check_occurrences(inv: dict[str, Invariant], ev: _Evidence,

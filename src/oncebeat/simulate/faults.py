@@ -22,6 +22,8 @@ FAULTS: dict[str, tuple[float, str]] = {
     "smtp-permanent": (0.05, "550 for some recipients (per customer)"),
     "db-blip": (0.005, "a statement fails with a connection error / database is locked (per statement)"),
     "payment-race": (0.2, "an invoice is paid between the scan and its send (per scan)"),
+    "late-import": (0.1, "an overdue invoice is imported mid-run, between two scans, and half of those are paid "
+                         "before the next scan (per open invoice)"),
     "dst": (1.0, "schedules at 02:30 in zones whose DST transitions fall inside the run"),
     "host-tz": (1.0, "the process TZ is Pacific/Kiritimati (UTC+14), not the schedule's zone"),
     "schedule-change": (1.0, "the reminder schedule's time and zone are edited mid-run"),

@@ -85,7 +85,8 @@ class SimReport:
 
     @property
     def passed(self) -> bool:
-        return self.check.passed
+        """Every invariant holds and, the run having settled, no due reminder is still delayed."""
+        return self.check.passed and not self.check.summary.get("delayed")
 
     def as_dict(self) -> dict[str, Any]:
         return {"pass": self.passed, "seed": self.seed, "days": self.days, "start": self.start, "end": self.end,
@@ -102,7 +103,7 @@ class SimReport:
                                           or "none"),
                  f"  invoices {s['invoices']}, reminders {s['reminders']}, due {s['due']}, "
                  f"messages {s['messages_delivered']}, duplicates {s['duplicates']}, lost {s['lost']}, "
-                 f"in doubt {s['in_doubt']}",
+                 f"delayed {s['delayed']}, in doubt {s['in_doubt']}",
                  f"  occurrences {s['occurrences']}",
                  self.check.to_text()]
         if self.naive is not None:
@@ -270,16 +271,18 @@ class _Sim:
     def _loop(self, store: Store, sink: MailSink, mailer: Mailer, clock: SimulatedClock, policy: Policy, book: Book,
               t0: datetime, t_end: datetime, t_settled: datetime, url: str, maildir: Path) -> SimReport:
         service = ReminderService(store, policy, clock=clock, mailer=mailer)
+        late, late_payments, held = self._plan_late_imports(book, policy, t0, t_end)
         with self.quiet():
-            service.upsert(book.customers, book.invoices)
+            service.upsert(book.customers, [i for i in book.invoices if i.number not in held])
         app = build_app(service)
         w = _World(store=store, sink=sink, clock=clock, policy=policy, service=service, app=app,
                    definitions={k: [d] for k, d in app.schedules.items()})
         # the order of these steps is the order of the seeded random draws: keep it, so runs repeat exactly
         self._prepare_faults(w, book, t0, t_end)
         self._start_clocks(w)
-        w.events = self._plan_events(w, t0, t_end)
-        w.payments = sorted(book.payments, key=lambda p: payment_instant(p, policy.tz))
+        w.events = sorted(self._plan_events(w, t0, t_end) + late, key=lambda e: e[0])
+        w.payments = sorted([p for p in book.payments if p.number not in held] + list(late_payments.values()),
+                            key=lambda p: payment_instant(p, policy.tz))
         w.workers = [self._worker(app, store, clock, f"worker.{i + 1}") for i in range(self.cfg.workers)]
         self._run_until(w, t_end, t_settled)
         with self.quiet():
@@ -289,6 +292,32 @@ class _Sim:
                        business_date=policy.business_date, definitions=w.definitions,
                        payments=self.payments_log, in_doubt_budget=self.doubt_budget)
         return self._report(w, book, report, t0, t_end, url, maildir)
+
+    def _plan_late_imports(self, book: Book, policy: Policy, t0: datetime, t_end: datetime
+                           ) -> tuple[list[tuple[datetime, str, Any]], dict[str, Payment], set[str]]:
+        """Fault ``late-import``: open invoices held back from the first import and imported mid-run (events
+        ``import``), half of them paid an instant from a minute to three hours later, which is before the next
+        daily scan for most; the payments the book had for the held invoices are dropped. Returns the events, the
+        payments by invoice number and the held invoice numbers. Its own random generator, so the other faults'
+        draws stay as they were."""
+        rate = self.faults.get("late-import", 0.0)
+        if not rate:
+            return [], {}, set()
+        rng = random.Random(f"late-import:{self.cfg.seed}")
+        events: list[tuple[datetime, str, Any]] = []
+        payments: dict[str, Payment] = {}
+        span = (t_end - t0).total_seconds()
+        for invoice in book.invoices:
+            if invoice.status != "open" or rng.random() >= rate:
+                continue
+            arrives = t0 + timedelta(seconds=rng.uniform(0, span * 0.9))
+            events.append((arrives, "import", invoice))
+            if rng.random() < 0.5:
+                paid = arrives + timedelta(seconds=rng.uniform(60, 3 * 3600))
+                payments[invoice.number] = Payment(number=invoice.number, paid_at=paid,
+                                                   paid_on=paid.astimezone(policy.zone).date())
+        self.injected["late-import"] = len(events)
+        return events, payments, {e[2].number for e in events}
 
     def _prepare_faults(self, w: _World, book: Book, t0: datetime, t_end: datetime) -> None:
         """Faults set up before the run: DST probe schedules, the host's zone, mailboxes that reject."""
@@ -402,6 +431,9 @@ class _Sim:
                 w.generation[payload] += 1
                 w.clocks[payload] = self._new_clock(w, w.app, f"clock.1 (restart {w.generation[payload]})")
                 w.pending_start.add(payload)
+            elif kind == "import":  # a late invoice: its CSV import or webhook arrives now
+                with self.quiet():
+                    w.service.upsert([], [payload])
             elif kind == "trigger" and self.active:
                 self.injected["leftover-trigger"] += 1
                 _attempt(lambda: ClockProcess(w.app, w.store, clock=w.clock, source=_LEFTOVER).trigger(SCHEDULE_KEY,

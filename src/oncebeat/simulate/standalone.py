@@ -3,7 +3,8 @@
 A payment counts from the instant the database recorded it (``invoices.paid_at``,
 the same instant the simulator logs), so ``check`` counts the same due reminders
 as ``simulate`` on one database; rows paid before that column existed count as
-paid at some instant of their ``paid_on`` day in the policy zone. Definitions are the
+paid at some instant of their ``paid_on`` day in the policy zone. An invoice counts
+from the instant it entered the database (``invoices.entered_at``, read by the checker). Definitions are the
 current ones plus every earlier expression and zone recorded by
 ``schedule.changed`` events.
 """
@@ -45,7 +46,8 @@ def check_deployment(store: Store, app: App, policy: Policy, *, maildir: Path | 
     """Run every invariant on a live or finished deployment (see module docstring).
 
     Failed reminders break no invariant (a failure is recorded, not lost) but were not delivered: they are
-    listed in ``attention`` (so ``check`` exits 3) with the command that retries them.
+    listed in ``attention`` (so ``check`` exits 3) with the command that retries them. Due reminders still
+    delayed (waiting out a mail outage, or queued) are in ``delayed`` (exit 4 when nothing else is wrong).
     """
     report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
                    business_date=policy.business_date, definitions=definitions_from_db(store, app),

@@ -3,10 +3,12 @@
 
 -- name: upsert_invoice
 -- A paid invoice is never reopened by a row without newer payment information (G6): it stays paid unless the
--- row's status_on is after the payment, or :reopen (--reopen) says so. paid_at records when it became paid here.
-INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at)
+-- row's status_on is after the payment, or :reopen (--reopen) says so. paid_at records when it became paid here;
+-- entered_at when the invoice first entered oncebeat (the insert; the update never changes it).
+INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at,
+                      entered_at)
 VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
-        :due_on, :status, :paid_on, :now)
+        :due_on, :status, :paid_on, :now, :now)
 ON CONFLICT (number) DO UPDATE SET
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
     issued_on = excluded.issued_on, due_on = excluded.due_on,
