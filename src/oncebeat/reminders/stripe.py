@@ -290,6 +290,21 @@ class WebhookOutcome:
                 "detail": self.detail}
 
 
+def _event_shape(data: Any) -> dict[str, Any]:
+    """``data`` if it has an event's shape (an object with text ``id`` and ``type`` and an object ``data.object``).
+
+    Raises:
+        WebhookRejected: naming the first field of the wrong shape.
+    """
+    if not isinstance(data, dict):
+        raise WebhookRejected(f"the body is JSON but not an event: a {type(data).__name__}, not an object")
+    if not isinstance(data.get("id"), str) or not isinstance(data.get("type"), str):
+        raise WebhookRejected("the event has no id or type")
+    if not isinstance(data.get("data"), dict) or not isinstance(data["data"].get("object"), dict):
+        raise WebhookRejected("the event's data.object is not an object")
+    return data
+
+
 class StripeWebhooks:
     """Verify and apply Stripe invoice events on ``store``; ``tz`` is the business zone for dates."""
 
@@ -306,20 +321,25 @@ class StripeWebhooks:
         """The event in ``payload`` if ``signature`` (the ``Stripe-Signature`` header) proves Stripe sent it.
 
         Raises:
-            WebhookRejected: no or a wrong signature, a timestamp older than 5 minutes, or not a JSON event.
+            WebhookRejected: no or a wrong signature, a timestamp older than 5 minutes, or not a JSON event
+                (not JSON, nested too deeply, or another shape than an object with ``id``, ``type`` and
+                ``data.object``).
         """
         if not signature:
             raise WebhookRejected("no Stripe-Signature header")
         try:
-            event = stripe.Webhook.construct_event(payload, signature, self.secret, tolerance=SIGNATURE_TOLERANCE)
+            stripe.WebhookSignature.verify_header(payload, signature, self.secret, tolerance=SIGNATURE_TOLERANCE)
         except stripe.SignatureVerificationError as exc:
             raise WebhookRejected(f"signature check failed: {exc.user_message or exc}") from None
+        except ValueError as exc:  # not UTF-8
+            raise WebhookRejected(f"the body is not a JSON event: {exc}") from None
+        try:
+            data = json.loads(payload)
         except ValueError as exc:
             raise WebhookRejected(f"the body is not a JSON event: {exc}") from None
-        data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
-        if not isinstance(data.get("id"), str) or not isinstance(data.get("type"), str):
-            raise WebhookRejected("the event has no id or type")
-        return data
+        except RecursionError:
+            raise WebhookRejected("the body is not a JSON event: nested too deeply") from None
+        return _event_shape(data)
 
     def handle(self, payload: bytes, signature: str | None) -> WebhookOutcome:
         """Verify then apply (see :meth:`verify` and :meth:`apply`)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from starlette.concurrency import run_in_threadpool
@@ -95,6 +96,11 @@ def schedule_page(request: Request) -> Response:
     })
 
 
+def _page(key: str) -> str:
+    """The schedule's page (a key may hold ``/``, which the routes' ``{key:path}`` accepts, or any character)."""
+    return "/schedules/" + quote(key, safe="/")
+
+
 def _admin(request: Request, verb: Callable[..., Any], key: str, *args: Any) -> Any:
     """Run a schedule_admin verb for ``key`` as the dashboard's operator (provenance ``manual``)."""
     rt = dashboard(request).runtime
@@ -108,14 +114,14 @@ async def set_state(request: Request) -> Response:
     changed = await run_in_threadpool(_admin, request, pause_schedule if state == "paused" else resume_schedule, key)
     word = "paused" if state == "paused" else "resumed"
     message = f"{key}: {word}" if changed else f"{key}: no change (already {word})"
-    return redirect_with(request, message, f"/schedules/{key}")
+    return redirect_with(request, message, _page(key))
 
 
 async def trigger(request: Request) -> Response:
     await action_form(request)
     key = request.path_params["key"]
     fire = await run_in_threadpool(_admin, request, trigger_schedule, key)
-    return redirect_with(request, f"triggered {fire.describe()}", f"/schedules/{key}")
+    return redirect_with(request, f"triggered {fire.describe()}", _page(key))
 
 
 async def backfill(request: Request) -> Response:
@@ -129,7 +135,7 @@ async def backfill(request: Request) -> Response:
     fires = await run_in_threadpool(_admin, request, backfill_schedule, key, start, end)
     done = sum(1 for f in fires if f.inserted)
     return redirect_with(request, f"{key}: {done} occurrence(s) backfilled, {len(fires) - done} already in the ledger",
-                         f"/schedules/{key}")
+                         _page(key))
 
 
 def _operator() -> Source:
@@ -155,12 +161,12 @@ async def set_definition(request: Request) -> Response:
         rt.store, key, **fields, catchup_window=_seconds(form.get("catchup_window"), "catch-up window"),
         source=_operator(), clock=rt.clock))
     if not edit["changed"]:
-        return redirect_with(request, f"{key}: no change", f"/schedules/{key}")
+        return redirect_with(request, f"{key}: no change", _page(key))
     changed = ", ".join(f"{name} {edit['old'][name]} → {edit['new'][name]}" for name in edit["new"]
                         if edit["new"][name] != edit["old"][name])
     return redirect_with(request, f"{key}: version {edit['version']} ({changed}); every clock picks it up at its "
                          "next re-read, and it overrides the code until a deploy changes the code's definition",
-                         f"/schedules/{key}")
+                         _page(key))
 
 
 async def retire(request: Request) -> Response:
@@ -169,7 +175,7 @@ async def retire(request: Request) -> Response:
     rt = dashboard(request).runtime
     retired = await run_in_threadpool(lambda: retire_schedule(rt.store, key, source=_operator(), clock=rt.clock))
     return redirect_with(request, f"{key}: retired; it never fires again" if retired else f"{key}: already retired",
-                         f"/schedules/{key}")
+                         _page(key))
 
 
 async def rerun(request: Request) -> Response:
@@ -184,12 +190,12 @@ async def rerun(request: Request) -> Response:
 
 routes = [
     route("/schedules", schedules_page),
-    route("/schedules/{key}", schedule_page),
-    route("/schedules/{key}/pause", set_state, methods=["POST"], name="pause"),
-    route("/schedules/{key}/resume", set_state, methods=["POST"], name="resume"),
-    route("/schedules/{key}/trigger", trigger, methods=["POST"]),
-    route("/schedules/{key}/backfill", backfill, methods=["POST"]),
-    route("/schedules/{key}/set", set_definition, methods=["POST"]),
-    route("/schedules/{key}/retire", retire, methods=["POST"]),
-    route("/occurrences/{id:int}/rerun", rerun, methods=["POST"]),
+    route("/schedules/{key:path}", schedule_page),
+    route("/schedules/{key:path}/pause", set_state, methods=["POST"], name="pause"),
+    route("/schedules/{key:path}/resume", set_state, methods=["POST"], name="resume"),
+    route("/schedules/{key:path}/trigger", trigger, methods=["POST"]),
+    route("/schedules/{key:path}/backfill", backfill, methods=["POST"]),
+    route("/schedules/{key:path}/set", set_definition, methods=["POST"]),
+    route("/schedules/{key:path}/retire", retire, methods=["POST"]),
+    route("/occurrences/{id:id}/rerun", rerun, methods=["POST"]),
 ]
