@@ -119,8 +119,9 @@ def allowed_hosts(extra: Iterable[str] = ()) -> list[str]:
         if not name:
             continue
         if "/" in name or "*" in name[1:] or (name.startswith("*") and not name.startswith("*.")) or " " in name:
-            raise ConfigError(f"allowed host {raw!r} is not a host name: give a bare name such as "
-                              "dash.example.com or *.example.com (no scheme, no path)")
+            raise ConfigError(f"allowed host {raw.strip()!r} (--allowed-host, ONCEBEAT_WEB_ALLOWED_HOSTS) is not a "
+                              "host name: give a bare name such as dash.example.com or *.example.com (no scheme, "
+                              "no path)")
         try:
             if ipaddress.ip_address(name.strip("[]")).version == 6:
                 name = f"[{name.strip('[]')}]"
