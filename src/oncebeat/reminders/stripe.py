@@ -300,6 +300,14 @@ def _event_shape(data: Any) -> dict[str, Any]:
         raise WebhookRejected(f"the body is JSON but not an event: a {type(data).__name__}, not an object")
     if not isinstance(data.get("id"), str) or not isinstance(data.get("type"), str):
         raise WebhookRejected("the event has no id or type")
+    for name in ("id", "type"):
+        value = data[name]
+        if not 0 < len(value) <= 255 or not value.isprintable():
+            raise WebhookRejected(f"the event's {name} is not 1 to 255 printable characters")
+    created = data.get("created")
+    if created is not None and (isinstance(created, bool) or not isinstance(created, int)
+                                or not 0 <= created < 2**53):
+        raise WebhookRejected("the event's created is not a Unix time in seconds")
     if not isinstance(data.get("data"), dict) or not isinstance(data["data"].get("object"), dict):
         raise WebhookRejected("the event's data.object is not an object")
     return data
@@ -350,6 +358,8 @@ class StripeWebhooks:
         event_id, kind = str(event["id"]), str(event["type"])
         obj = (event.get("data") or {}).get("object") or {}
         number = obj.get("number") if isinstance(obj, dict) and isinstance(obj.get("number"), str) else None
+        if number is not None and not (0 < len(number) <= 255 and number.isprintable()):
+            number = None  # recorded without a number (and refused as invalid below), never a database error
         now = self.clock.now()
         with self.store.transaction() as tx:
             claimed = tx.run("stripe_event_claim", id=event_id, type=kind, invoice_number=number,

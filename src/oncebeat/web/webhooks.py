@@ -64,7 +64,9 @@ async def stripe_webhook(request: Request) -> Response:
         return JSONResponse({"error": str(exc)}, status_code=503)
     body = await read_body(request, MAX_BODY)
     if body is None:
-        return JSONResponse({"error": f"body too large: the limit is {MAX_BODY} bytes"}, status_code=413)
+        # Close the connection: the rest of the body is never read (nor received into memory).
+        return JSONResponse({"error": f"body too large: the limit is {MAX_BODY} bytes"}, status_code=413,
+                            headers={"connection": "close"})
     try:
         event = hooks.verify(body, request.headers.get("stripe-signature"))
     except WebhookRejected as exc:
