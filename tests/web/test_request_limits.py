@@ -29,6 +29,7 @@ from oncebeat.clock import ClockProcess
 from oncebeat.reminders.policy import write_default_config
 from oncebeat.reminders.runtime import Runtime
 from oncebeat.web import WebSettings, create_app
+from oncebeat.web.security import MAX_FORM_BYTES
 from oncebeat.web.webhooks import MAX_BODY
 
 SECRET = "whsec_test_secret_for_the_limits"
@@ -116,6 +117,25 @@ def test_a_body_past_the_limit_answers_413_whatever_the_headers(hooks_client: Te
     assert under.status_code == 400 and "signature" in under.json()["error"]
 
 
+def test_a_form_past_64_kib_answers_413_before_it_is_parsed(runtime: Runtime,
+                                                           dashboard_client: Callable[..., TestClient]) -> None:
+    anonymous = dashboard_client(role=None)
+    csrf = csrf_of(anonymous.get("/login").text)
+    big = anonymous.post("/login", data={"csrf": csrf, "token": "x" * (MAX_FORM_BYTES + 1)})
+    assert big.status_code == 413 and big.headers["connection"] == "close"
+
+    def fields() -> Iterator[bytes]:  # a thousand fields of 1 kB, chunked: no Content-Length to look at
+        yield f"csrf={csrf}".encode()
+        for n in range(1000):
+            yield f"&f{n}=".encode() + b"y" * 1000
+
+    viewer = dashboard_client()
+    chunked = viewer.post("/reminders/search", content=fields(),
+                          headers={"content-type": "application/x-www-form-urlencoded"})
+    assert chunked.status_code == 413
+    assert anonymous.post("/login", data={"csrf": csrf, "token": "x" * 1000}).status_code == 401  # a form is fine
+
+
 def _rss_kib(pid: int) -> tuple[int, int]:
     """(VmRSS, VmHWM) of ``pid`` in KiB: the resident memory now and its peak so far."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
@@ -128,10 +148,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _send_chunked(port: int, total: int) -> tuple[bytes, int]:
-    """POST ``total`` bytes chunked to the webhook over a raw socket; the answer's head, and bytes sent."""
-    head = (b"POST /webhooks/stripe HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
-            b"Content-Type: application/json\r\nStripe-Signature: t=1,v1=00\r\n\r\n")
+def _send_chunked(port: int, total: int, path: str = "/webhooks/stripe") -> tuple[bytes, int]:
+    """POST ``total`` bytes chunked to ``path`` over a raw socket; the answer's head, and bytes sent."""
+    kind = b"application/json" if path.startswith("/webhooks") else b"application/x-www-form-urlencoded"
+    head = (b"POST " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+            b"Content-Type: " + kind + b"\r\nStripe-Signature: t=1,v1=00\r\n\r\n")
     answer = bytearray()
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
 
@@ -185,6 +206,8 @@ def test_a_chunked_50_mb_body_gets_413_and_the_server_memory_stays_flat(tmp_path
         after = _rss_kib(proc.pid)
         again, _ = _send_chunked(port, 50 * 1024 * 1024)  # the server still serves, and still refuses
         after_two = _rss_kib(proc.pid)
+        login, _ = _send_chunked(port, 50 * 1024 * 1024, "/login")  # an anonymous form, same rule
+        after_login = _rss_kib(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -192,10 +215,11 @@ def test_a_chunked_50_mb_body_gets_413_and_the_server_memory_stays_flat(tmp_path
         proc.stderr.close()
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert again.startswith(b"HTTP/1.1 413"), again[:200]
-    grown_peak = max(after[1], after_two[1]) - before[1]
+    assert login.startswith(b"HTTP/1.1 413"), login[:200]
+    grown_peak = max(after[1], after_two[1], after_login[1]) - before[1]
     print(f"\nchunked body: {sent / 2**20:.0f} MiB offered (50 MiB asked); VmRSS {before[0] / 1024:.1f} → "
-          f"{after[0] / 1024:.1f} → {after_two[0] / 1024:.1f} MiB; peak VmHWM +{grown_peak / 1024:.1f} MiB")
-    assert grown_peak < 16 * 1024, (before, after, after_two)  # the limit is 1 MiB: no copy of the 50 MB body
+          f"{after[0] / 1024:.1f} → {after_two[0] / 1024:.1f} MiB, after /login {after_login[0] / 1024:.1f} MiB; peak VmHWM +{grown_peak / 1024:.1f} MiB")
+    assert grown_peak < 16 * 1024, (before, after, after_two, after_login)  # the limit is 1 MiB: no copy of the 50 MB body
 
 
 @pytest.mark.parametrize("url", [f"/jobs/{HUGE}", f"/reminders/{HUGE}/email.html", f"/doctor/explain/job/{HUGE}",

@@ -48,6 +48,7 @@ from .security import (
     CSRF_COOKIE,
     CSRF_FIELD,
     ActionRefused,
+    BodyLimit,
     Gate,
     Guard,
     LoginThrottle,
@@ -271,9 +272,10 @@ def create_app(settings: WebSettings | None = None, *, runtime: Runtime | None =
             if runtime is None:
                 rt.close()
 
-    # Outermost first: headers on every answer, then the Host check (DNS rebinding), then sessions and roles.
+    # Outermost first: headers on every answer, the Host check (DNS rebinding), bounded bodies, sessions and roles.
     middleware = [Middleware(SecurityHeaders),
                   Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False),
+                  Middleware(BodyLimit),
                   Middleware(Gate, guard=guard)]
     app = Starlette(routes=[*_routes(), *extra_routes], middleware=middleware,
                     lifespan=lifespan,

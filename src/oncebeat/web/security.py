@@ -51,6 +51,7 @@ __all__ = [
     "SESSION_SECONDS",
     "VIEWER",
     "ActionRefused",
+    "BodyLimit",
     "Gate",
     "Guard",
     "LoginThrottle",
@@ -73,6 +74,10 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 ANONYMOUS_PATHS = frozenset({"/login", "/webhooks/stripe"})
 ANONYMOUS_PREFIXES = ("/static/",)
 METRICS_PATH = "/metrics"
+# Request bodies past this are refused (413) before they are read whole: the dashboard's forms are a few hundred
+# bytes. The Stripe webhook counts its own bytes (1 MiB, answered in JSON) and is left to it.
+MAX_FORM_BYTES = 64 * 1024
+OWN_BODY_LIMIT_PATHS = frozenset({"/webhooks/stripe"})
 # POSTs a viewer may make: they read (the search is a POST only to keep addresses out of URLs) or end a session.
 VIEWER_POSTS = frozenset({"/login", "/logout", "/reminders/search"})
 
@@ -411,6 +416,61 @@ _PLAIN_PAGE = ('<!doctype html><html lang="en"><head><meta charset="utf-8"><titl
 def _plain(title: str, reason: str, status: int, headers: dict[str, str] | None = None) -> Response:
     return HTMLResponse(_PLAIN_PAGE.format(title=escape(title), reason=escape(reason)), status_code=status,
                         headers=headers)
+
+
+class _BodyTooLarge(Exception):
+    """Raised inside ``receive`` by :class:`BodyLimit` when a body passes its limit (caught by the middleware)."""
+
+
+class BodyLimit:
+    """ASGI middleware: a request body past ``max_bytes`` answers 413 and is not read further.
+
+    Bytes are counted as the application receives them, so a chunked body or a lying ``Content-Length``
+    cannot make a form parser hold more than ``max_bytes`` (Starlette's own form limits are per field:
+    1000 fields of 1 MB each). Paths in ``exempt`` count their own bytes. The 413 closes the connection.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_FORM_BYTES,
+                 exempt: frozenset[str] = OWN_BODY_LIMIT_PATHS) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.exempt = exempt
+
+    def _too_large(self) -> Response:
+        return _plain("Too large", f"the request body is larger than {self.max_bytes} bytes", 413,
+                      {"connection": "close"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        declared = HTTPConnection(scope).headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > self.max_bytes):
+            await self._too_large()(scope, receive, send)
+            return
+        received = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _BodyTooLarge:
+            if started:  # an answer is on its way already: nothing else can be said on this connection
+                raise
+            await self._too_large()(scope, receive, send)
 
 
 class Gate:
