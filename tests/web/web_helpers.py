@@ -1,4 +1,5 @@
-"""Fixtures and helpers for the dashboard tests (import the fixtures into a test module to use them): a runtime on a fresh database of each backend and an in-process client.
+"""Fixtures and helpers for the dashboard tests (import the fixtures into a test module to use them): a runtime
+on a fresh database of each backend and an in-process client.
 
 ``dashboard_client(token=..., role=...)`` builds the real application (real store, real templates, real
 middleware) and returns a Starlette TestClient bound to it, from a loopback address, logged in as ``role``
