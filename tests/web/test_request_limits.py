@@ -276,3 +276,26 @@ def test_a_schedule_key_with_a_slash_has_reachable_pages_and_actions(runtime: Ru
         assert paused.status_code == 303 and paused.headers["location"] == "/schedules/billing/eu%20daily"
         assert runtime.store.read("get_schedule", key="billing/eu daily")[0]["state"] == "paused"
         assert client.get("/schedules/billing").status_code == 404  # a prefix is not a schedule
+
+
+EDGE_INSTANTS = ["0001-01-01T00:00", "9999-12-31T23:59", "0001-01-01T00:00+14:00", "9999-12-31T23:59:59-12:00"]
+
+
+def test_instants_at_the_ends_of_the_calendar_and_odd_text_never_answer_500(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    ClockProcess(runtime.app, runtime.store, clock=runtime.clock).sync()
+    client = dashboard_client(role="admin")
+    csrf = csrf_of(client.get("/login").text)
+    for edge in EDGE_INSTANTS:
+        for path, params in [("/jobs", {"since": edge}), ("/jobs", {"until": edge}), ("/effects", {"after_at": edge}),
+                             ("/schedules/reminders", {"before": edge}),
+                             ("/schedules/reminders", {"from": edge, "until": "2020-01-01T00:00"})]:
+            answer = client.get(path, params=params)
+            assert answer.status_code == 400 and "outside the supported range 1900-01-01" in answer.text, (path, edge)
+        answer = client.post("/schedules/reminders/backfill", data={"csrf": csrf, "from": edge, "until": edge})
+        assert answer.status_code == 400, edge
+    for odd in ("\x00", "x" * 5000, "%", HUGE, "１２"):
+        for path, params in [("/jobs", {"task": odd, "queue": odd}), ("/effects", {"state": odd}),
+                             ("/schedules", {"after": odd}), ("/jobs", {"before": odd})]:
+            assert client.get(path, params=params).status_code in (200, 400), (path, odd)
+        assert client.post("/reminders/search", data={"csrf": csrf, "q": odd}).status_code in (200, 400), odd

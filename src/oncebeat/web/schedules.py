@@ -6,7 +6,7 @@ edits of the definition (``set``), retire, and re-running an occurrence. Every a
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
@@ -36,6 +36,10 @@ __all__ = ["parse_instant", "routes"]
 
 TIMELINE_PAGE = 50
 SCHEDULES_PAGE = 100
+# Instants a form or filter may name: a day inside Python's datetime range on both sides, so converting to any
+# zone or stepping a microsecond never overflows.
+INSTANT_MIN = datetime(1900, 1, 1, tzinfo=UTC)
+INSTANT_MAX = datetime(9998, 12, 31, tzinfo=UTC)
 SOURCE_NAME = "oncebeat web"  # provenance of dashboard actions: who pressed the button is "an operator on the web"
 
 
@@ -50,16 +54,26 @@ def parse_instant(text: str | None, tz: str, what: str) -> datetime | None:
     """An ISO instant with offset, or a local date-time (``2026-03-08T08:00``) read in zone ``tz``.
 
     Raises:
-        OncebeatError: not a date-time (the message names the field and shows the expected form).
+        OncebeatError: not a date-time (the message names the field and shows the expected form), or
+            outside :data:`INSTANT_MIN` … :data:`INSTANT_MAX` (at the ends of Python's range a zone
+            conversion or a microsecond step overflows).
     """
     if not text:
         return None
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError as exc:
-        raise OncebeatError(f"{what}: {text!r} is not a date-time such as 2026-03-08T08:00 "
+        raise OncebeatError(f"{what}: {text[:60]!r} is not a date-time such as 2026-03-08T08:00 "
                             f"(read in {tz}) or 2026-03-08T08:00:00-06:00") from exc
-    return value if value.tzinfo is not None else value.replace(tzinfo=ZoneInfo(tz))
+    value = value if value.tzinfo is not None else value.replace(tzinfo=ZoneInfo(tz))
+    try:
+        in_range = INSTANT_MIN <= value <= INSTANT_MAX
+    except OverflowError:  # 0001-01-01T00:00+14:00 is before datetime's first instant in UTC
+        in_range = False
+    if not in_range:
+        raise OncebeatError(f"{what}: {text[:60]!r} is outside the supported range {INSTANT_MIN.date()} to "
+                            f"{INSTANT_MAX.date()} (UTC)")
+    return value
 
 
 def schedules_page(request: Request) -> Response:
