@@ -280,3 +280,24 @@ def test_a_malformed_allowed_host_is_refused_at_start(web_env: dict[str, str], t
     done = _oncebeat_web("--port", "1", env={**web_env, "ONCEBEAT_WEB_ALLOWED_HOSTS": "ok.example.test, *bad"},
                          cwd=tmp_path)
     assert done.returncode == 2 and "'*bad'" in done.stderr
+
+
+def test_a_route_added_later_is_private_by_default(runtime: Runtime) -> None:
+    from starlette.responses import PlainTextResponse
+    from web_helpers import LOOPBACK_CLIENT
+
+    from oncebeat.web import WebSettings, create_app
+
+    def custom(request: object) -> PlainTextResponse:
+        return PlainTextResponse("Confidential report")
+
+    extra = [Route("/custom", custom), Route("/custom", custom, methods=["POST"], name="custom_post")]
+    app = create_app(WebSettings(token=TOKEN, viewer_token=VIEWER_TOKEN), runtime=runtime, extra_routes=extra)
+    with TestClient(app, base_url="http://127.0.0.1:8000", follow_redirects=False, client=LOOPBACK_CLIENT) as c:
+        assert c.get("/custom").status_code == 303
+        assert c.post("/custom").status_code == 401
+        login(c, VIEWER_TOKEN)
+        assert c.get("/custom").text == "Confidential report"
+        assert c.post("/custom").status_code == 403  # a viewer's POST is refused unless it is known to only read
+        login(c, TOKEN)
+        assert c.post("/custom").status_code == 200
