@@ -212,7 +212,7 @@ def test_an_operator_resolves_an_in_doubt_effect(live: Live, page: object) -> No
     assert effect["state"] == "done" and reminder["state"] == "sent"
 
 
-def test_a_viewer_reads_but_cannot_act(live: Live, page: object, console_errors: list[str]) -> None:
+def test_a_viewer_reads_but_cannot_act(live: Live, page: object) -> None:
     pg = page
     _log_in(pg, live, VIEWER_TOKEN)
     pg.goto(live.url + "/schedules/reminders")  # type: ignore[attr-defined]
