@@ -529,30 +529,57 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind; anything but 127.0.0.1 exposes the dashboard to the network.")
+              help="Address to bind; anything but a loopback address exposes the dashboard to the network and "
+                   "needs ONCEBEAT_WEB_TOKEN.")
 @click.option("--port", default=None, type=click.IntRange(1, 65535), help="Port (default $PORT, else 8000).")
+@click.option("--allowed-host", "allowed_host", multiple=True, metavar="NAME",
+              help="A Host name the dashboard answers besides 127.0.0.1, localhost and [::1] (repeat it; "
+                   "*.example.com for subdomains); also ONCEBEAT_WEB_ALLOWED_HOSTS, comma-separated.")
 @click.option("--secure-cookies", is_flag=True, help="Mark cookies Secure (when served over HTTPS, e.g. behind TLS).")
 @DB_OPTION
 @CONFIG_OPTION
 @APP_OPTION
-def web(host: str, port: int | None, secure_cookies: bool, database_url: str | None, config: Path | None,
-        app: str | None) -> None:
-    """Serve the operator dashboard and /metrics. Actions need ONCEBEAT_WEB_TOKEN; without it, read-only.
+def web(host: str, port: int | None, allowed_host: tuple[str, ...], secure_cookies: bool, database_url: str | None,
+        config: Path | None, app: str | None) -> None:
+    """Serve the operator dashboard and /metrics. Every page needs a login.
 
-    Stripe webhooks: POST /webhooks/stripe, verified with STRIPE_WEBHOOK_SECRET (400 when forged, 503 when unset).
+    ONCEBEAT_WEB_TOKEN logs in the admin (every action), ONCEBEAT_WEB_VIEWER_TOKEN a read-only viewer. /metrics
+    needs ``Authorization: Bearer $ONCEBEAT_METRICS_TOKEN``, or without that variable answers loopback clients
+    only. A non-loopback --host without a token is refused (exit 2). Stripe webhooks: POST /webhooks/stripe,
+    verified with STRIPE_WEBHOOK_SECRET (400 when forged, 413 past 1 MiB, 503 when unset).
     """
     import os
 
     import uvicorn
 
     from .web import WebSettings, create_app
+    from .web.security import allowed_hosts, is_loopback
 
     token = os.environ.get("ONCEBEAT_WEB_TOKEN") or None
+    viewer = os.environ.get("ONCEBEAT_WEB_VIEWER_TOKEN") or None
+    metrics_token = os.environ.get("ONCEBEAT_METRICS_TOKEN") or None
+    extra = (*allowed_host, *(os.environ.get("ONCEBEAT_WEB_ALLOWED_HOSTS") or "").split(","))
+    public = not is_loopback(host)
+    if public and not (token or viewer):
+        click.echo(f"error: --host {host} exposes the dashboard to the network, and no token is set: set "
+                   "ONCEBEAT_WEB_TOKEN (and optionally ONCEBEAT_WEB_VIEWER_TOKEN for read-only logins), or bind "
+                   "127.0.0.1", err=True)
+        sys.exit(2)
+    if public and host not in ("0.0.0.0", "::", ""):
+        extra = (*extra, host)  # the bound address itself is a name clients use (an IP: no DNS to rebind)
+    hosts = allowed_hosts(extra)  # ConfigError (exit 2) names a malformed entry
     application = create_app(WebSettings(database_url=database_url, config=config, app=app, token=token,
-                                         secure_cookies=secure_cookies))
+                                         viewer_token=viewer, metrics_token=metrics_token,
+                                         allowed_hosts=tuple(extra), secure_cookies=secure_cookies))
     port = port or int(os.environ.get("PORT") or 8000)
-    mode = "actions need the token in ONCEBEAT_WEB_TOKEN" if token else "read-only (ONCEBEAT_WEB_TOKEN is not set)"
-    click.echo(f"oncebeat web on http://{host}:{port}/ - {mode}; metrics at /metrics", err=True)
+    logins = ", ".join(name for name, value in (("admin", token), ("viewer", viewer)) if value) or (
+        "none: every page asks for ONCEBEAT_WEB_TOKEN")
+    metrics = "bearer ONCEBEAT_METRICS_TOKEN" if metrics_token else "loopback clients only"
+    click.echo(f"oncebeat web on http://{host}:{port}/ - logins: {logins}; Host names: {', '.join(hosts)}; "
+               f"/metrics: {metrics}", err=True)
+    if public and hosts == allowed_hosts():
+        click.echo("note: only loopback Host names are answered; add --allowed-host NAME (or "
+                   "ONCEBEAT_WEB_ALLOWED_HOSTS) for the name browsers use", err=True)
     uvicorn.run(application, host=host, port=port, log_level="warning", server_header=False, proxy_headers=False,
                 access_log=False)
 

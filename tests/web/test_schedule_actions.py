@@ -36,7 +36,7 @@ def test_the_set_form_changes_expression_and_overlap_and_the_pages_show_it(
     client = dashboard_client()
     page = client.get(PAGE).text
     assert 'action="/schedules/reminders/set"' in page and "<option selected>allow</option>" in page
-    assert _form(client, PAGE + "/set", **_definition(overlap="skip"))[0] == 401  # not logged in: refused
+    assert _form(client, PAGE + "/set", **_definition(overlap="skip"))[0] == 403  # a viewer: refused
     [row] = runtime.store.read("get_schedule", key="reminders")
     assert (row["overlap"], row["origin"]) == ("allow", "code")
 
@@ -92,7 +92,7 @@ def test_a_failed_occurrence_is_re_run_from_the_timeline(runtime: Runtime,
     client = dashboard_client()
     rerun_url = f"/occurrences/{fire.occurrence_id}/rerun"
     assert f'action="{rerun_url}"' in client.get(PAGE).text
-    assert _form(client, rerun_url)[0] == 401  # not logged in
+    assert _form(client, rerun_url)[0] == 403  # a viewer: refused
     login(client)
     assert _form(client, rerun_url)[0] == 303
     rows = runtime.store.read("occurrence_timeline", schedule_key="reminders", before=None, limit=10)

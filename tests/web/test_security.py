@@ -1,6 +1,7 @@
 # ruff: noqa: F811  (fixtures imported from web_helpers are redefined as test arguments, as pytest intends)
-"""The dashboard's security defaults: loopback bind, token + CSRF on every action, read-only without a
-token, no secret or email address in a URL, autoescaped templates, strict headers."""
+"""The dashboard's security defaults: loopback bind, a login for every page, the admin token + CSRF on every
+action, nothing but "set ONCEBEAT_WEB_TOKEN" without a token, no secret or email address in a URL, autoescaped
+templates, strict headers. Every route × role, the Host check and the login throttle: test_access.py."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
-from web_helpers import TOKEN, csrf_of, dashboard_client, login, runtime  # noqa: F401  (fixtures)
+from web_helpers import TOKEN, VIEWER_TOKEN, csrf_of, dashboard_client, login, runtime  # noqa: F401  (fixtures)
 
 from oncebeat.clock import ClockProcess
 from oncebeat.reminders.runtime import Runtime
@@ -45,35 +46,51 @@ def _state(rt: Runtime) -> str:
 
 def test_an_operator_with_the_token_can_pause_a_schedule(synced: Runtime,
                                                          dashboard_client: Callable[..., TestClient]) -> None:
-    client = dashboard_client()
-    login(client)
+    client = dashboard_client(role="admin")
     assert _pause(client) == 303
     assert _state(synced) == "paused"
 
 
-def test_without_a_configured_token_the_dashboard_is_read_only(synced: Runtime,
-                                                                dashboard_client: Callable[..., TestClient]) -> None:
-    client = dashboard_client(token=None)
-    page = client.get("/schedules/reminders")
-    assert "read-only" in page.text and "disabled" in page.text
-    assert client.post("/login", data={"csrf": csrf_of(page.text), "token": ""}).status_code == 403
-    assert _pause(client) == 403
+def test_without_a_configured_token_every_page_only_says_how_to_set_one(
+        synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client(token=None, viewer_token=None, role=None)
+    for path in ("/", "/schedules/reminders", "/jobs", "/reminders", "/doctor"):
+        page = client.get(path)
+        assert page.status_code == 503 and "ONCEBEAT_WEB_TOKEN" in page.text, path
+        assert "reminders" not in page.text.replace("/reminders", ""), path  # no data, not even a schedule key
+    login_page = client.get("/login")
+    assert "set <code>ONCEBEAT_WEB_TOKEN</code>" in login_page.text and 'name="token"' not in login_page.text
+    assert client.post("/login", data={"csrf": _csrf_field(client), "token": ""}).status_code == 503
+    assert client.post("/schedules/reminders/pause", data={"csrf": _csrf_field(client)}).status_code == 503
     assert _state(synced) == "active"
 
 
-def test_an_action_without_logging_in_is_refused(synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
-    client = dashboard_client()
-    assert _pause(client) == 401
+def _csrf_field(client: TestClient) -> str:
+    """A valid CSRF field for the client's cookie, made by the app's own guard (for pages that show no form)."""
+    client.get("/login")
+    guard = client.app.state.dashboard.guard  # type: ignore[attr-defined]
+    return str(guard.csrf_field(client.cookies["oncebeat_csrf"]))
+
+
+def test_an_action_without_the_admin_role_is_refused(synced: Runtime,
+                                                     dashboard_client: Callable[..., TestClient]) -> None:
+    anonymous = dashboard_client(role=None)
+    response = anonymous.post("/schedules/reminders/pause", data={"csrf": _csrf_field(anonymous)})
+    assert response.status_code == 401 and "log in" in response.text
+    viewer = dashboard_client()
+    assert _pause(viewer) == 403
+    assert "logged in as viewer" in viewer.post("/schedules/reminders/pause",
+                                                data={"csrf": _csrf_field(viewer)}).text
     assert _state(synced) == "active"
 
 
 def test_a_wrong_token_does_not_log_in(synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
-    client = dashboard_client()
+    client = dashboard_client(role=None)
     page = client.get("/login")
     response = client.post("/login", data={"csrf": csrf_of(page.text), "token": TOKEN + "x"})
     assert response.status_code == 401
     assert "oncebeat_session" not in response.cookies
-    assert _pause(client) == 401
+    assert client.get("/schedules/reminders").status_code == 303  # still anonymous: sent to /login
 
 
 def test_an_action_without_the_csrf_field_is_refused_even_when_logged_in(
@@ -96,12 +113,25 @@ def test_a_cross_site_post_is_refused_even_with_a_session_and_a_valid_field(
 
 def test_a_session_made_with_another_token_is_not_accepted(synced: Runtime,
                                                            dashboard_client: Callable[..., TestClient]) -> None:
-    old = dashboard_client(token="old-token")
-    login(old, "old-token")
-    cookie = old.cookies.get("oncebeat_session")
-    new = dashboard_client(token=TOKEN)
-    new.cookies.set("oncebeat_session", cookie)
-    assert _pause(new) == 401
+    old = dashboard_client(token="old-token", viewer_token="old-viewer", role="admin")
+    admin_cookie = old.cookies.get("oncebeat_session")
+    login(old, "old-viewer")
+    viewer_cookie = old.cookies.get("oncebeat_session")
+    assert admin_cookie != viewer_cookie
+    new = dashboard_client(token=TOKEN, viewer_token=VIEWER_TOKEN, role=None)
+    for cookie in (admin_cookie, viewer_cookie):
+        new.cookies.set("oncebeat_session", cookie)
+        assert new.get("/schedules/reminders").status_code == 303  # not a session here: off to /login
+    # Only the changed role's sessions end: a new admin token keeps the viewer sessions.
+    same_viewer = dashboard_client(token="another-admin-token", viewer_token="old-viewer", role=None)
+    same_viewer.cookies.set("oncebeat_session", viewer_cookie)
+    assert same_viewer.get("/schedules/reminders").status_code == 200
+    same_viewer.cookies.set("oncebeat_session", admin_cookie)
+    assert same_viewer.get("/schedules/reminders").status_code == 303
+    # A viewer cookie edited to say admin fails its MAC.
+    forged = "admin." + str(viewer_cookie).split(".", 1)[1]
+    same_viewer.cookies.set("oncebeat_session", forged)
+    assert same_viewer.get("/schedules/reminders").status_code == 303
 
 
 def test_the_token_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,11 +143,13 @@ def test_the_token_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch)
         return real(a, b)
 
     monkeypatch.setattr(hmac, "compare_digest", spy)
-    guard = Guard("short")
+    guard = Guard("short", viewer_token="viewer")
     assert not guard.token_matches("a much longer guess than the token")
     assert guard.token_matches("short")
-    # Digests of equal length go to hmac.compare_digest, whatever the lengths of token and guess.
-    assert seen == [(hashlib.sha256().digest_size,) * 2] * 2
+    assert guard.login_role("viewer") == "viewer"
+    # Digests of equal length go to hmac.compare_digest, whatever the lengths of token and guess, and every
+    # configured token is compared whichever matches (two comparisons per login).
+    assert seen == [(hashlib.sha256().digest_size,) * 2] * 6
 
 
 def test_every_page_sends_a_strict_content_security_policy_and_security_headers(
@@ -144,7 +176,7 @@ def test_pages_hold_no_script_no_inline_style_and_no_event_handler(
 
 def test_cookies_are_http_only_and_same_site_strict(synced: Runtime,
                                                     dashboard_client: Callable[..., TestClient]) -> None:
-    client = dashboard_client()
+    client = dashboard_client(role=None)
     page = client.get("/login")
     response = client.post("/login", data={"csrf": csrf_of(page.text), "token": TOKEN, "next": "/"})
     cookies = [v for k, v in response.headers.multi_items() if k == "set-cookie"]
@@ -155,8 +187,7 @@ def test_cookies_are_http_only_and_same_site_strict(synced: Runtime,
 
 def test_no_link_or_form_carries_the_token_or_an_email_address(
         synced: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
-    client = dashboard_client()
-    login(client)
+    client = dashboard_client(role="admin")
     for path in PAGES:
         html = client.get(path).text
         for url in re.findall(r'(?:href|action|src)="([^"]*)"', html):
@@ -207,4 +238,4 @@ def test_oncebeat_web_binds_the_loopback_address_unless_told_otherwise(tmp_path:
     finally:
         proc.kill()
         _, err = proc.communicate()
-    assert b"read-only" in err
+    assert b"ONCEBEAT_WEB_TOKEN" in err

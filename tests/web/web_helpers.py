@@ -1,7 +1,10 @@
-"""Fixtures and helpers for the dashboard tests (import the fixtures into a test module to use them): a runtime on a fresh database of each backend and an in-process client.
+"""Fixtures and helpers for the dashboard tests (import the fixtures into a test module to use them): a runtime
+on a fresh database of each backend and an in-process client.
 
-``dashboard_client(token=...)`` builds the real application (real store, real templates, real middleware)
-and returns a Starlette TestClient bound to it; ``login(client, token)`` posts the token like a browser.
+``dashboard_client(token=..., role=...)`` builds the real application (real store, real templates, real
+middleware) and returns a Starlette TestClient bound to it, from a loopback address, logged in as ``role``
+(``viewer`` by default: every page, no action; ``admin``; None for an anonymous client);
+``login(client, token)`` posts a token like a browser.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from oncebeat.reminders.runtime import Runtime, load_runtime
 from oncebeat.web import WebSettings, create_app
 
 TOKEN = "operator-token-for-tests"
+VIEWER_TOKEN = "viewer-token-for-tests"
+LOOPBACK_CLIENT = ("127.0.0.1", 50000)
 
 
 @pytest.fixture
@@ -33,15 +38,26 @@ def runtime(db_url: str, tmp_path: Path) -> Iterator[Runtime]:
 
 @pytest.fixture
 def dashboard_client(runtime: Runtime) -> Iterator[Callable[..., TestClient]]:
-    """Factory: ``dashboard_client(token="...")`` → a client of a dashboard started with that token (or None)."""
+    """Factory: ``dashboard_client(token=..., viewer_token=..., role=..., **settings)`` → a logged-in client.
+
+    ``role`` is ``"viewer"`` (default), ``"admin"`` or None (no session); ``settings`` are more
+    :class:`WebSettings` fields; ``client`` is the peer address the app sees (loopback by default).
+    """
     clients: list[TestClient] = []
 
-    def make(token: str | None = TOKEN) -> TestClient:
-        client = TestClient(create_app(WebSettings(token=token), runtime=runtime), base_url="http://127.0.0.1:8000",
-                            follow_redirects=False)
-        client.__enter__()
-        clients.append(client)
-        return client
+    def make(token: str | None = TOKEN, *, viewer_token: str | None = VIEWER_TOKEN, role: str | None = "viewer",
+             client: tuple[str, int] = LOOPBACK_CLIENT, base_url: str = "http://127.0.0.1:8000",
+             **settings: object) -> TestClient:
+        app = create_app(WebSettings(token=token, viewer_token=viewer_token, **settings),  # type: ignore[arg-type]
+                         runtime=runtime)
+        tc = TestClient(app, base_url=base_url, follow_redirects=False, client=client)
+        tc.__enter__()
+        clients.append(tc)
+        if role == "admin":
+            login(tc, token or "")
+        elif role == "viewer" and viewer_token:
+            login(tc, viewer_token)
+        return tc
 
     yield make
     for c in clients:

@@ -290,6 +290,29 @@ class WebhookOutcome:
                 "detail": self.detail}
 
 
+def _event_shape(data: Any) -> dict[str, Any]:
+    """``data`` if it has an event's shape (an object with text ``id`` and ``type`` and an object ``data.object``).
+
+    Raises:
+        WebhookRejected: naming the first field of the wrong shape.
+    """
+    if not isinstance(data, dict):
+        raise WebhookRejected(f"the body is JSON but not an event: a {type(data).__name__}, not an object")
+    if not isinstance(data.get("id"), str) or not isinstance(data.get("type"), str):
+        raise WebhookRejected("the event has no id or type")
+    for name in ("id", "type"):
+        value = data[name]
+        if not 0 < len(value) <= 255 or not value.isprintable():
+            raise WebhookRejected(f"the event's {name} is not 1 to 255 printable characters")
+    created = data.get("created")
+    if created is not None and (isinstance(created, bool) or not isinstance(created, int)
+                                or not 0 <= created < 2**53):
+        raise WebhookRejected("the event's created is not a Unix time in seconds")
+    if not isinstance(data.get("data"), dict) or not isinstance(data["data"].get("object"), dict):
+        raise WebhookRejected("the event's data.object is not an object")
+    return data
+
+
 class StripeWebhooks:
     """Verify and apply Stripe invoice events on ``store``; ``tz`` is the business zone for dates."""
 
@@ -306,20 +329,25 @@ class StripeWebhooks:
         """The event in ``payload`` if ``signature`` (the ``Stripe-Signature`` header) proves Stripe sent it.
 
         Raises:
-            WebhookRejected: no or a wrong signature, a timestamp older than 5 minutes, or not a JSON event.
+            WebhookRejected: no or a wrong signature, a timestamp older than 5 minutes, or not a JSON event
+                (not JSON, nested too deeply, or another shape than an object with ``id``, ``type`` and
+                ``data.object``).
         """
         if not signature:
             raise WebhookRejected("no Stripe-Signature header")
         try:
-            event = stripe.Webhook.construct_event(payload, signature, self.secret, tolerance=SIGNATURE_TOLERANCE)
+            stripe.WebhookSignature.verify_header(payload, signature, self.secret, tolerance=SIGNATURE_TOLERANCE)
         except stripe.SignatureVerificationError as exc:
             raise WebhookRejected(f"signature check failed: {exc.user_message or exc}") from None
+        except ValueError as exc:  # not UTF-8
+            raise WebhookRejected(f"the body is not a JSON event: {exc}") from None
+        try:
+            data = json.loads(payload)
         except ValueError as exc:
             raise WebhookRejected(f"the body is not a JSON event: {exc}") from None
-        data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
-        if not isinstance(data.get("id"), str) or not isinstance(data.get("type"), str):
-            raise WebhookRejected("the event has no id or type")
-        return data
+        except RecursionError:
+            raise WebhookRejected("the body is not a JSON event: nested too deeply") from None
+        return _event_shape(data)
 
     def handle(self, payload: bytes, signature: str | None) -> WebhookOutcome:
         """Verify then apply (see :meth:`verify` and :meth:`apply`)."""
@@ -330,6 +358,8 @@ class StripeWebhooks:
         event_id, kind = str(event["id"]), str(event["type"])
         obj = (event.get("data") or {}).get("object") or {}
         number = obj.get("number") if isinstance(obj, dict) and isinstance(obj.get("number"), str) else None
+        if number is not None and not (0 < len(number) <= 255 and number.isprintable()):
+            number = None  # recorded without a number (and refused as invalid below), never a database error
         now = self.clock.now()
         with self.store.transaction() as tx:
             claimed = tx.run("stripe_event_claim", id=event_id, type=kind, invoice_number=number,

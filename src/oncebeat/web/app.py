@@ -29,7 +29,9 @@ from urllib.parse import quote, unquote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -41,15 +43,60 @@ from ..metrics import install_instruments
 from ..reminders.runtime import Runtime, load_runtime
 from ..timebase import Clock
 from . import filters
-from .security import CSRF_COOKIE, CSRF_FIELD, ActionRefused, Guard, SecurityHeaders, same_site_path
+from .security import (
+    ADMIN,
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    ActionRefused,
+    BodyLimit,
+    Gate,
+    Guard,
+    LoginThrottle,
+    SecurityHeaders,
+    allowed_hosts,
+    same_site_path,
+)
 
-__all__ = ["Dashboard", "WebSettings", "action_form", "create_app", "dashboard", "redirect_with", "render"]
+__all__ = ["MAX_ID_DIGITS", "Dashboard", "WebSettings", "action_form", "create_app", "dashboard", "parse_id",
+           "redirect_with", "render"]
 
 log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
 FLASH_COOKIE = "oncebeat_flash"
 PAGE_MODULES = ("overview", "schedules", "jobs", "effects", "reminders", "doctor", "auth", "metrics_route")
 OPTIONAL_MODULES = ("webhooks",)
+
+
+MAX_ID_DIGITS = 18  # every id fits a signed 64-bit integer (SQLite INTEGER, PostgreSQL BIGINT)
+
+
+class IdConvertor(Convertor[int]):
+    """``{id:id}`` in a route: 1 to 18 digits, so a longer number matches no route (404) instead of
+    overflowing the database's integer (a 500)."""
+
+    regex = f"[0-9]{{1,{MAX_ID_DIGITS}}}"
+
+    def convert(self, value: str) -> int:
+        return int(value)
+
+    def to_string(self, value: int) -> str:
+        return str(value)
+
+
+register_url_convertor("id", IdConvertor())
+
+
+def parse_id(text: str | None, what: str) -> int | None:
+    """A whole-number id from a query parameter; None when empty.
+
+    Raises:
+        OncebeatError: not 1 to 18 digits (answered 400 with the message).
+    """
+    if not text:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > MAX_ID_DIGITS:
+        raise OncebeatError(f"{what}: {text[:40]!r} is not an id (a whole number of at most {MAX_ID_DIGITS} digits)")
+    return int(text)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -60,7 +107,12 @@ class WebSettings:
         database_url: the store URL (default ``DATABASE_URL``, else ``sqlite:///oncebeat.db``).
         config: the policy file (reminder app), default ``ONCEBEAT_CONFIG`` / ``./oncebeat.toml``.
         app: ``module:attribute`` of a library user's App, else the reminder app.
-        token: ``ONCEBEAT_WEB_TOKEN``; None makes the dashboard read-only.
+        token: ``ONCEBEAT_WEB_TOKEN``, the ``admin`` role's login (pages and actions).
+        viewer_token: ``ONCEBEAT_WEB_VIEWER_TOKEN``, the ``viewer`` role's login (pages, no action).
+            With neither token, every page only says how to set one.
+        metrics_token: ``ONCEBEAT_METRICS_TOKEN``; None serves ``/metrics`` to loopback clients only.
+        allowed_hosts: Host names answered besides the loopback names (``--allowed-host``,
+            ``ONCEBEAT_WEB_ALLOWED_HOSTS``); ``*.example.com`` matches subdomains.
         secure_cookies: set ``Secure`` on cookies (serve over HTTPS, e.g. behind a TLS proxy).
         clock: time source (tests inject a simulated clock).
     """
@@ -69,6 +121,9 @@ class WebSettings:
     config: Path | None = None
     app: str | None = None
     token: str | None = None
+    viewer_token: str | None = None
+    metrics_token: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
     secure_cookies: bool = False
     clock: Clock | None = None
     migrate: bool = True
@@ -81,6 +136,7 @@ class Dashboard:
     runtime: Runtime
     guard: Guard
     templates: Jinja2Templates
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
     cache: dict[str, Any] = field(default_factory=dict)
 
 
@@ -97,16 +153,21 @@ def _templates() -> Jinja2Templates:
 
 
 def render(request: Request, template: str, context: dict[str, Any] | None = None, *, status: int = 200) -> Response:
-    """Render ``template`` with the page chrome: CSRF field, login state, read-only flag and the flash message."""
+    """Render ``template`` with the page chrome: CSRF field, role, read-only flag and the flash message."""
     d = dashboard(request)
     csrf_cookie, new_cookie = d.guard.csrf_cookie(request)
     flash = unquote(request.cookies.get(FLASH_COOKIE, ""))[:500]
+    role = d.guard.session_role(request)
     ctx = {
         "request": request,
         "csrf_field": CSRF_FIELD,
         "csrf_token": d.guard.csrf_field(csrf_cookie),
-        "read_only": d.guard.read_only,
-        "logged_in": d.guard.has_session(request),
+        "read_only": role != ADMIN,
+        "read_only_reason": ("ONCEBEAT_WEB_TOKEN is not set on the server" if d.guard.read_only else
+                             f"logged in as {role}: actions need ONCEBEAT_WEB_TOKEN"),
+        "configured": d.guard.configured,
+        "role": role,
+        "logged_in": role is not None,
         "flash": flash,
         "backend": d.runtime.store.backend,
         "now": d.runtime.clock.now(),
@@ -189,9 +250,13 @@ def create_app(settings: WebSettings | None = None, *, runtime: Runtime | None =
     Returns:
         A Starlette ASGI app; its lifespan closes the store on shutdown.
     Raises:
-        ConfigError, StoreError: the database or policy cannot be loaded (before anything is served).
+        ConfigError, StoreError: the database or policy cannot be loaded, the viewer token equals the admin
+            token, or an allowed host is not a host name (before anything is served).
     """
     settings = settings or WebSettings()
+    guard = Guard(settings.token, settings.secure_cookies, viewer_token=settings.viewer_token,
+                  metrics_token=settings.metrics_token)
+    hosts = allowed_hosts(settings.allowed_hosts)
     install_instruments()  # the families exist (at zero) even before anything happens in this process
     rt = runtime or load_runtime(config=settings.config, database_url=settings.database_url, app=settings.app,
                                  clock=settings.clock, migrate=settings.migrate)
@@ -207,12 +272,16 @@ def create_app(settings: WebSettings | None = None, *, runtime: Runtime | None =
             if runtime is None:
                 rt.close()
 
-    app = Starlette(routes=[*_routes(), *extra_routes], middleware=[Middleware(SecurityHeaders)],
+    # Outermost first: headers on every answer, the Host check (DNS rebinding), bounded bodies, sessions and roles.
+    middleware = [Middleware(SecurityHeaders),
+                  Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False),
+                  Middleware(BodyLimit),
+                  Middleware(Gate, guard=guard)]
+    app = Starlette(routes=[*_routes(), *extra_routes], middleware=middleware,
                     lifespan=lifespan,
                     exception_handlers={ActionRefused: _refused, OncebeatError: _library_error,
                                         404: _not_found, 405: _not_found})
-    app.state.dashboard = Dashboard(runtime=rt, guard=Guard(settings.token, settings.secure_cookies),
-                                    templates=_templates())
+    app.state.dashboard = Dashboard(runtime=rt, guard=guard, templates=_templates())
     return app
 
 

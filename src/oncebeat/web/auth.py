@@ -1,4 +1,9 @@
-"""Log in with the operator token (``ONCEBEAT_WEB_TOKEN``) and log out. The token travels only in a POST body."""
+"""Log in with a token and log out. The token travels only in a POST body.
+
+``ONCEBEAT_WEB_TOKEN`` opens an ``admin`` session, ``ONCEBEAT_WEB_VIEWER_TOKEN`` a ``viewer`` one (see
+:mod:`oncebeat.web.security`). Failed logins are counted per client address: past the limit, ``/login``
+answers 429 with ``Retry-After`` until the window ends (:class:`~oncebeat.web.security.LoginThrottle`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .app import action_form, dashboard, redirect_with, render, route
-from .security import SESSION_COOKIE, SESSION_SECONDS, ActionRefused, same_site_path
+from .security import ADMIN, SESSION_COOKIE, SESSION_SECONDS, ActionRefused, same_site_path
 
 __all__ = ["routes"]
 
@@ -17,19 +22,32 @@ async def login_page(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     form = await action_form(request, action=False)
-    guard = dashboard(request).guard
-    if guard.read_only:
-        raise ActionRefused("read-only dashboard: ONCEBEAT_WEB_TOKEN is not set on the server")
-    if not guard.token_matches(form.get("token", "")):
+    d = dashboard(request)
+    guard = d.guard
+    if not guard.configured:
+        raise ActionRefused("no token is configured: set ONCEBEAT_WEB_TOKEN on the server", status=503)
+    client = request.client.host if request.client else None
+    wait = d.throttle.retry_after(client)
+    if wait is not None:
+        response = render(request, "refused.html", {
+            "title": "Too many attempts",
+            "reason": f"too many wrong tokens from this address: try again in {wait} seconds"}, status=429)
+        response.headers["retry-after"] = str(wait)
+        return response
+    role = guard.login_role(form.get("token", ""))
+    if role is None:
+        d.throttle.failed(client)
         raise ActionRefused("wrong token", status=401)
-    response = redirect_with(request, "logged in: actions are enabled for 12 hours", form.get("next"))
-    response.set_cookie(SESSION_COOKIE, guard.new_session(), max_age=SESSION_SECONDS, **guard.cookie_options())
+    d.throttle.succeeded(client)
+    what = "actions are enabled" if role == ADMIN else "read-only (viewer)"
+    response = redirect_with(request, f"logged in as {role}: {what} for 12 hours", form.get("next"))
+    response.set_cookie(SESSION_COOKIE, guard.new_session(role), max_age=SESSION_SECONDS, **guard.cookie_options())
     return response
 
 
 async def logout(request: Request) -> Response:
     await action_form(request, action=False)
-    response = redirect_with(request, "logged out", "/")
+    response = redirect_with(request, "logged out", "/login")
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
 

@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from ..doctor import DoctorReport, explain, explain_kinds, numeric_kind, run_doctor
 from ..errors import OncebeatError
-from .app import Dashboard, dashboard, render, route
+from .app import MAX_ID_DIGITS, Dashboard, dashboard, render, route
 
 __all__ = ["DoctorRuns", "doctor_runs", "routes"]
 
@@ -99,8 +99,8 @@ def explain_page(request: Request) -> Response:
     kind, ident = request.path_params["kind"], request.path_params["ident"]
     if kind not in explain_kinds():
         raise HTTPException(404, f"explain knows {', '.join(explain_kinds())}, not {kind!r}")
-    if numeric_kind(kind) and not ident.isdigit():
-        raise HTTPException(404, f"{kind} ids are whole numbers, not {ident!r}")
+    if numeric_kind(kind) and not (ident.isascii() and ident.isdigit() and len(ident) <= MAX_ID_DIGITS):
+        raise HTTPException(404, f"{kind} ids are whole numbers of at most {MAX_ID_DIGITS} digits, not {ident[:40]!r}")
     lines = explain(dashboard(request).runtime.store, kind, ident)
     return render(request, "explain.html", {"title": f"Explain {kind} {ident}", "kind": kind, "ident": ident,
                                             "lines": lines})

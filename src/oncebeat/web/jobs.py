@@ -13,7 +13,7 @@ from ..effects import EffectLedger
 from ..errors import OncebeatError
 from ..provenance import current_source
 from ..queue import JOB_STATES, Queue
-from .app import action_form, dashboard, redirect_with, render, route
+from .app import action_form, dashboard, parse_id, redirect_with, render, route
 from .schedules import operator_source, parse_instant
 
 __all__ = ["routes"]
@@ -26,14 +26,6 @@ def _queue(request: Request) -> Queue:
     return Queue(rt.store, clock=rt.clock, source=operator_source())
 
 
-def _int(text: str | None, what: str) -> int | None:
-    if not text:
-        return None
-    if not text.isdigit():
-        raise OncebeatError(f"{what}: {text!r} is not a job id (a whole number)")
-    return int(text)
-
-
 def jobs_page(request: Request) -> Response:
     q = request.query_params
     state = q.get("state") or None
@@ -42,7 +34,7 @@ def jobs_page(request: Request) -> Response:
     rows = _queue(request).list_jobs(state=state, task=q.get("task") or None, queue=q.get("queue") or None,
                                      since=parse_instant(q.get("since"), "UTC", "since"),
                                      until=parse_instant(q.get("until"), "UTC", "until"),
-                                     before_id=_int(q.get("before"), "before"), limit=PAGE + 1)
+                                     before_id=parse_id(q.get("before"), "before"), limit=PAGE + 1)
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     keep = {k: v for k, v in q.items() if k != "before" and v}
@@ -79,7 +71,7 @@ async def cancel(request: Request) -> Response:
 
 routes = [
     route("/jobs", jobs_page),
-    route("/jobs/{id:int}", job_page),
-    route("/jobs/{id:int}/retry", retry, methods=["POST"]),
-    route("/jobs/{id:int}/cancel", cancel, methods=["POST"]),
+    route("/jobs/{id:id}", job_page),
+    route("/jobs/{id:id}/retry", retry, methods=["POST"]),
+    route("/jobs/{id:id}/cancel", cancel, methods=["POST"]),
 ]

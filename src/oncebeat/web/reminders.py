@@ -103,5 +103,5 @@ routes = [
     route("/reminders", reminders_page),
     route("/reminders/search", search, methods=["POST"]),
     route("/reminders/invoices/{number:path}", invoice_page),
-    route("/reminders/{id:int}/email.html", email_html),
+    route("/reminders/{id:id}/email.html", email_html),
 ]

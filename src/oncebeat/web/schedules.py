@@ -6,8 +6,9 @@ edits of the definition (``set``), retire, and re-running an occurrence. Every a
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from starlette.concurrency import run_in_threadpool
@@ -35,6 +36,10 @@ __all__ = ["parse_instant", "operator_source", "routes"]
 
 TIMELINE_PAGE = 50
 SCHEDULES_PAGE = 100
+# Instants a form or filter may name: a day inside Python's datetime range on both sides, so converting to any
+# zone or stepping a microsecond never overflows.
+INSTANT_MIN = datetime(1900, 1, 1, tzinfo=UTC)
+INSTANT_MAX = datetime(9998, 12, 31, tzinfo=UTC)
 SOURCE_NAME = "oncebeat web"  # provenance of dashboard actions: who pressed the button is "an operator on the web"
 
 
@@ -49,16 +54,26 @@ def parse_instant(text: str | None, tz: str, what: str) -> datetime | None:
     """An ISO instant with offset, or a local date-time (``2026-03-08T08:00``) read in zone ``tz``.
 
     Raises:
-        OncebeatError: not a date-time (the message names the field and shows the expected form).
+        OncebeatError: not a date-time (the message names the field and shows the expected form), or
+            outside :data:`INSTANT_MIN` … :data:`INSTANT_MAX` (at the ends of Python's range a zone
+            conversion or a microsecond step overflows).
     """
     if not text:
         return None
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError as exc:
-        raise OncebeatError(f"{what}: {text!r} is not a date-time such as 2026-03-08T08:00 "
+        raise OncebeatError(f"{what}: {text[:60]!r} is not a date-time such as 2026-03-08T08:00 "
                             f"(read in {tz}) or 2026-03-08T08:00:00-06:00") from exc
-    return value if value.tzinfo is not None else value.replace(tzinfo=ZoneInfo(tz))
+    value = value if value.tzinfo is not None else value.replace(tzinfo=ZoneInfo(tz))
+    try:
+        in_range = INSTANT_MIN <= value <= INSTANT_MAX
+    except OverflowError:  # 0001-01-01T00:00+14:00 is before datetime's first instant in UTC
+        in_range = False
+    if not in_range:
+        raise OncebeatError(f"{what}: {text[:60]!r} is outside the supported range {INSTANT_MIN.date()} to "
+                            f"{INSTANT_MAX.date()} (UTC)")
+    return value
 
 
 def schedules_page(request: Request) -> Response:
@@ -95,6 +110,11 @@ def schedule_page(request: Request) -> Response:
     })
 
 
+def _page(key: str) -> str:
+    """The schedule's page (a key may hold ``/``, which the routes' ``{key:path}`` accepts, or any character)."""
+    return "/schedules/" + quote(key, safe="/")
+
+
 def _admin(request: Request, verb: Callable[..., Any], key: str, *args: Any) -> Any:
     """Run a schedule_admin verb for ``key`` as the dashboard's operator (:func:`operator_source`)."""
     rt = dashboard(request).runtime
@@ -108,14 +128,14 @@ async def set_state(request: Request) -> Response:
     changed = await run_in_threadpool(_admin, request, pause_schedule if state == "paused" else resume_schedule, key)
     word = "paused" if state == "paused" else "resumed"
     message = f"{key}: {word}" if changed else f"{key}: no change (already {word})"
-    return redirect_with(request, message, f"/schedules/{key}")
+    return redirect_with(request, message, _page(key))
 
 
 async def trigger(request: Request) -> Response:
     await action_form(request)
     key = request.path_params["key"]
     fire = await run_in_threadpool(_admin, request, trigger_schedule, key)
-    return redirect_with(request, f"triggered {fire.describe()}", f"/schedules/{key}")
+    return redirect_with(request, f"triggered {fire.describe()}", _page(key))
 
 
 async def backfill(request: Request) -> Response:
@@ -129,7 +149,7 @@ async def backfill(request: Request) -> Response:
     fires = await run_in_threadpool(_admin, request, backfill_schedule, key, start, end)
     done = sum(1 for f in fires if f.inserted)
     return redirect_with(request, f"{key}: {done} occurrence(s) backfilled, {len(fires) - done} already in the ledger",
-                         f"/schedules/{key}")
+                         _page(key))
 
 
 def operator_source() -> Source:
@@ -158,12 +178,12 @@ async def set_definition(request: Request) -> Response:
         rt.store, key, **fields, catchup_window=_seconds(form.get("catchup_window"), "catch-up window"),
         source=operator_source(), clock=rt.clock))
     if not edit["changed"]:
-        return redirect_with(request, f"{key}: no change", f"/schedules/{key}")
+        return redirect_with(request, f"{key}: no change", _page(key))
     changed = ", ".join(f"{name} {edit['old'][name]} → {edit['new'][name]}" for name in edit["new"]
                         if edit["new"][name] != edit["old"][name])
     return redirect_with(request, f"{key}: version {edit['version']} ({changed}); every clock picks it up at its "
                          "next re-read, and it overrides the code until a deploy changes the code's definition",
-                         f"/schedules/{key}")
+                         _page(key))
 
 
 async def retire(request: Request) -> Response:
@@ -172,7 +192,7 @@ async def retire(request: Request) -> Response:
     rt = dashboard(request).runtime
     retired = await run_in_threadpool(lambda: retire_schedule(rt.store, key, source=operator_source(), clock=rt.clock))
     return redirect_with(request, f"{key}: retired; it never fires again" if retired else f"{key}: already retired",
-                         f"/schedules/{key}")
+                         _page(key))
 
 
 async def rerun(request: Request) -> Response:
@@ -187,12 +207,12 @@ async def rerun(request: Request) -> Response:
 
 routes = [
     route("/schedules", schedules_page),
-    route("/schedules/{key}", schedule_page),
-    route("/schedules/{key}/pause", set_state, methods=["POST"], name="pause"),
-    route("/schedules/{key}/resume", set_state, methods=["POST"], name="resume"),
-    route("/schedules/{key}/trigger", trigger, methods=["POST"]),
-    route("/schedules/{key}/backfill", backfill, methods=["POST"]),
-    route("/schedules/{key}/set", set_definition, methods=["POST"]),
-    route("/schedules/{key}/retire", retire, methods=["POST"]),
-    route("/occurrences/{id:int}/rerun", rerun, methods=["POST"]),
+    route("/schedules/{key:path}", schedule_page),
+    route("/schedules/{key:path}/pause", set_state, methods=["POST"], name="pause"),
+    route("/schedules/{key:path}/resume", set_state, methods=["POST"], name="resume"),
+    route("/schedules/{key:path}/trigger", trigger, methods=["POST"]),
+    route("/schedules/{key:path}/backfill", backfill, methods=["POST"]),
+    route("/schedules/{key:path}/set", set_definition, methods=["POST"]),
+    route("/schedules/{key:path}/retire", retire, methods=["POST"]),
+    route("/occurrences/{id:id}/rerun", rerun, methods=["POST"]),
 ]

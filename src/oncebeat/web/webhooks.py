@@ -6,8 +6,12 @@ CSRF field. Answers, as Stripe expects:
 
 - 200 ``{"received": true, "outcome": …}`` for a verified event, whatever it did
   (``applied``, ``duplicate``, ``stale``, ``ignored``, ``invalid``): Stripe must not retry it;
-- 400 for a missing, forged or expired signature or a body that is not an event
-  (nothing read or written);
+- 400 for a missing, forged or expired signature or a body that is not an event: not JSON,
+  nested deeper than JSON allows, or JSON of another shape (an array, a number, ``data`` or
+  ``data.object`` not an object); nothing read or written, and Stripe does not retry a 400 forever
+  as it would a 500;
+- 413 for a body past :data:`MAX_BODY` bytes, counted while reading whatever ``Content-Length`` or
+  chunked encoding say (reading stops at the limit: memory stays bounded);
 - 503 when ``STRIPE_WEBHOOK_SECRET`` is not set (Stripe retries later).
 
 The rules live in :mod:`oncebeat.reminders.stripe`; this module only parses and answers.
@@ -26,11 +30,30 @@ from ..errors import ConfigError
 from ..reminders.stripe import StripeWebhooks, WebhookRejected
 from .app import dashboard, route
 
-__all__ = ["SECRET_VARIABLE", "routes"]
+__all__ = ["MAX_BODY", "SECRET_VARIABLE", "read_body", "routes"]
 
 log = logging.getLogger("oncebeat.web.webhooks")
 SECRET_VARIABLE = "STRIPE_WEBHOOK_SECRET"
 MAX_BODY = 1024 * 1024  # Stripe events are a few kB; refuse anything far larger unread
+
+
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or None as soon as more than ``limit`` bytes are announced or received.
+
+    Bytes are counted as they arrive (``request.stream()``), so a chunked body or a lying
+    ``Content-Length`` never makes the process hold more than ``limit`` bytes of it.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
+        return None
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 async def stripe_webhook(request: Request) -> Response:
@@ -39,9 +62,11 @@ async def stripe_webhook(request: Request) -> Response:
         hooks = StripeWebhooks(rt.store, clock=rt.clock, secret=os.environ.get(SECRET_VARIABLE), tz=rt.policy.tz)
     except ConfigError as exc:
         return JSONResponse({"error": str(exc)}, status_code=503)
-    if int(request.headers.get("content-length") or 0) > MAX_BODY:
-        return JSONResponse({"error": "body too large"}, status_code=413)
-    body = await request.body()
+    body = await read_body(request, MAX_BODY)
+    if body is None:
+        # Close the connection: the rest of the body is never read (nor received into memory).
+        return JSONResponse({"error": f"body too large: the limit is {MAX_BODY} bytes"}, status_code=413,
+                            headers={"connection": "close"})
     try:
         event = hooks.verify(body, request.headers.get("stripe-signature"))
     except WebhookRejected as exc:
