@@ -40,17 +40,20 @@ from typing import Any, Self
 
 from . import audit, telemetry
 from .app import App
-from .errors import OncebeatError, StoreError
+from .errors import OncebeatError, RunUnfinished, UniqueConflict
 from .provenance import Source
 from .store import Json, Store, Tx
 from .store.base import instant_text
 from .timebase import Clock, require_aware
 
 __all__ = ["Job", "JobRecord", "Queue", "backoff_seconds", "job_row", "all_jobs", "jobs_in_doubt", "rerun_in_doubt",
-           "copy_job", "close_in_doubt", "JOB_STATES", "UNFINISHED_STATES"]
+           "copy_job", "close_in_doubt", "serve_rerun", "unfinished_run", "other_unfinished_run", "JOB_STATES",
+           "UNFINISHED_STATES", "ONE_RUN_INDEX"]
 
 JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled", "in_doubt")
 UNFINISHED_STATES = ("available", "scheduled", "running", "retryable")
+#: The partial unique index (engine migration 0008) admitting one unfinished job per occurrence served (run_of).
+ONE_RUN_INDEX = "jobs_one_run_per_occurrence"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -140,10 +143,37 @@ def rerun_in_doubt(tx: Tx, job_id: int, *, now: datetime, entry: dict[str, Any])
 def copy_job(tx: Tx, job_id: int, *, now: datetime, source: Source) -> int | None:
     """Enqueue a fresh job with finished job ``job_id``'s task, arguments and options; return its id.
 
-    None when ``job_id`` does not exist or an unfinished job holds its unique key.
+    The copy serves the same occurrence. None when ``job_id`` does not exist, or an unfinished job holds its
+    unique key or is a run of its occurrence.
     """
     row = tx.one("job_copy", id=job_id, now=now, **source.params())
     return int(row["id"]) if row else None
+
+
+def serve_rerun(tx: Tx, job_id: int, rerun_of: int) -> int:
+    """Make job ``job_id`` (a make-up run's) serve the occurrence that occurrence ``rerun_of`` serves: the first
+    one of its ``rerun_of`` chain. Returns that occurrence's id.
+
+    Raises:
+        UniqueConflict: (constraint :data:`ONE_RUN_INDEX`) another run of that occurrence is unfinished; on
+            PostgreSQL the transaction is then aborted (the caller leaves it and reports :func:`unfinished_run`).
+    """
+    row = tx.one("job_serve_rerun", id=job_id, rerun_of=rerun_of)
+    assert row is not None, f"job {job_id} vanished in its own transaction"
+    return int(row["run_of"])
+
+
+def unfinished_run(db: Store | Tx, occurrence_id: int) -> dict[str, Any] | None:
+    """The unfinished run ``{id, state}`` serving occurrence ``occurrence_id`` (at most one), or None."""
+    rows = db.read("unfinished_run_of", run_of=occurrence_id)
+    return rows[0] if rows else None
+
+
+def other_unfinished_run(db: Store | Tx, job_id: int) -> dict[str, Any] | None:
+    """The unfinished run ``{id, state, run_of}`` of the occurrence job ``job_id`` serves, other than ``job_id``
+    itself (``run_of`` is that occurrence), or None: what a retry of ``job_id`` would run beside."""
+    rows = db.read("other_unfinished_run", id=job_id)
+    return rows[0] if rows else None
 
 
 def close_in_doubt(tx: Tx, job_id: int, *, now: datetime, entry: dict[str, Any]) -> bool:
@@ -167,7 +197,9 @@ class Queue:
                 queue: str | None = None, priority: int | None = None, run_at: datetime | None = None,
                 max_attempts: int | None = None, unique_key: str | None = None, occurrence_id: int | None = None,
                 source: Source | None = None) -> int | None:
-        """Insert a job; return its id, or None when ``unique_key`` is held by an unfinished job.
+        """Insert a job; return its id, or None when ``unique_key`` is held by an unfinished job, or
+        ``occurrence_id`` already has an unfinished run (at most one per occurrence: the partial unique index
+        ``jobs_one_run_per_occurrence``).
 
         Args:
             task: registered task name.
@@ -176,6 +208,7 @@ class Queue:
             run_at: aware instant; default now. A future instant makes the job ``scheduled``.
             max_attempts: attempts before the job is ``discarded`` (>= 1).
             unique_key: at most one unfinished job per key (partial unique index).
+            occurrence_id: the occurrence this job runs (the clock's); at most one unfinished job per occurrence.
 
         ``queue``, ``priority`` and ``max_attempts`` default to the task's own (``@app.task(...)``) when
         this queue knows the app, else to "default", 0 and 20.
@@ -255,8 +288,8 @@ class Queue:
         ``run_at`` is sent without one (the statement puts ``now`` there).
 
         Returns:
-            The number of jobs submitted (a row whose unique key an unfinished job, or an earlier row of the
-            same call, holds is skipped silently).
+            The number of jobs submitted (a row whose unique key or occurrence an unfinished job, or an earlier
+            row of the same call, holds is skipped silently).
         Raises:
             ValueError: the app does not define a task, a ``max_attempts`` < 1, or a naive ``run_at``.
         """
@@ -273,11 +306,11 @@ class Queue:
                 if resolved[2] < 1:
                     raise ValueError("max_attempts must be >= 1")
             when, unique_key = j.get("run_at"), j.get("unique_key")
-            keyed = keyed or unique_key is not None
+            keyed = keyed or unique_key is not None or j.get("occurrence_id") is not None
             rows.append([resolved[0], task, j.get("args") or {}, resolved[1], resolved[2],
                          None if when is None else instant_text(when), unique_key, j.get("occurrence_id")])
-        # Without a unique key nothing can conflict (ids come from the table's sequence), and a plain INSERT spares
-        # PostgreSQL the speculative insertion ON CONFLICT costs per row.
+        # Without a unique key or an occurrence nothing can conflict (ids come from the table's sequence), and a
+        # plain INSERT spares PostgreSQL the speculative insertion ON CONFLICT costs per row.
         name = "insert_jobs_bulk" if keyed else "insert_jobs_bulk_unkeyed"
         params = {"rows": Json(rows), "now": now, **self.source.params()}
         if tx is not None:
@@ -455,6 +488,8 @@ class Queue:
         Returns:
             True if the job was put back; False if it is unknown, running or completed.
         Raises:
+            RunUnfinished: another run of the job's occurrence (a re-run, a copy) is unfinished; the message names
+                it (retrying would serve the occurrence twice).
             OncebeatError: another unfinished job holds the same unique key (retrying would run it twice).
         """
         now = self.clock.now()
@@ -464,10 +499,15 @@ class Queue:
                 if row is not None:
                     audit.record(tx, now=now, kind="job.retried", subject=f"job:{job_id}", source=self.source,
                                  detail={"by": "operator"})
-        except StoreError as exc:
-            if "unique" not in str(exc).lower():
-                raise
-            raise OncebeatError(f"job {job_id} was not retried: another unfinished job holds its unique key") from exc
+        except UniqueConflict as exc:
+            if exc.constraint != ONE_RUN_INDEX:
+                raise OncebeatError(f"job {job_id} was not retried: another unfinished job holds its unique key"
+                                    ) from exc
+            other = other_unfinished_run(self.store, job_id)
+            job = self.get(job_id)
+            served = int(other["run_of"]) if other else (job.occurrence_id or 0) if job else 0
+            raise RunUnfinished(served, None if other is None else int(other["id"]),
+                                None if other is None else str(other["state"]), action=f"retry job {job_id}") from exc
         return row is not None
 
     def list_jobs(self, *, state: str | None = None, task: str | None = None, queue: str | None = None,

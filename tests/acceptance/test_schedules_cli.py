@@ -55,7 +55,7 @@ def test_operator_edits_retires_and_reruns_from_the_cli(tmp_path: Path, db_url: 
     with open_store(db_url) as store:
         [occurrence] = store.read("list_occurrences", schedule_key="report")
     refused = oncebeat("occurrences", "rerun", str(occurrence["id"]), cwd=tmp_path, db_url=db_url)
-    assert refused.returncode == 2 and f"has job {occurrence['job_id']} still available" in refused.stderr
+    assert refused.returncode == 2 and f"already has run {occurrence['job_id']} available" in refused.stderr
     assert oncebeat("jobs", "--cancel", str(occurrence["job_id"]), cwd=tmp_path, db_url=db_url).returncode == 0
     rerun = oncebeat("occurrences", "rerun", str(occurrence["id"]), cwd=tmp_path, db_url=db_url)
     assert rerun.returncode == 0, rerun.stderr
