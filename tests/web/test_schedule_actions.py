@@ -99,7 +99,7 @@ def test_a_failed_occurrence_is_re_run_from_the_timeline(runtime: Runtime,
     assert [(r["outcome"], r["rerun_of"], r["job_state"]) for r in rows] == [
         ("manual", fire.occurrence_id, "available"), ("manual", None, "discarded")]
     status, text = _form(client, f"/occurrences/{rows[0]['id']}/rerun")
-    assert status == 400 and "already has run" in text and "available" in text  # its own run has not finished: refused, said why
+    assert status == 400 and "already has run" in text and "available" in text  # its own run is unfinished: refused
 
 
 def test_a_run_held_by_buffer_one_says_so_on_the_job_pages(runtime: Runtime,

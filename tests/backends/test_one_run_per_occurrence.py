@@ -1,0 +1,279 @@
+"""At most one unfinished run per occurrence (issue 21 item 5), on both backends.
+
+Make-up runs used to stack: `occurrences rerun O` three times queued three jobs, and "Retry now" on the
+cancelled original after a re-run ran it a second time (jobs 43 and 44 both ran occurrence 6), so a task served
+one business period twice. Each job now records the occurrence it serves (``run_of``: a re-run's is the first
+occurrence of its chain) and the partial unique index ``jobs_one_run_per_occurrence`` admits one unfinished job
+per occurrence, whatever asks (re-run, retry, copy) and however many ask at once. These tests drive the real
+verbs from separate connections at once, and migrate a database that already holds stacked runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from oncebeat.app import App
+from oncebeat.clock import ClockProcess
+from oncebeat.errors import RunUnfinished
+from oncebeat.provenance import current_source
+from oncebeat.queue import UNFINISHED_STATES, Queue
+from oncebeat.schedule_admin import rerun_occurrence
+from oncebeat.store import Store, open_store
+from oncebeat.store.sqlfiles import registered_lines
+from oncebeat.timebase import SimulatedClock, SystemClock
+
+KEY = "report"
+ENGINE = next(line for line in registered_lines() if line.name == "engine")
+THREADS = 8
+
+
+def at(hour: int, minute: int = 0, *, day: int = 1) -> datetime:
+    return datetime(2026, 3, day, hour, minute, tzinfo=UTC)
+
+
+def make_app() -> App:
+    app = App()
+    app.task(name="work")(lambda ctx: None)
+    app.schedule(KEY, "0 23 * * *", tz="UTC", task="work")
+    return app
+
+
+def fired_occurrence(store: Store, sim_clock: SimulatedClock, *, day: int = 1) -> dict[str, Any]:
+    """Fire the schedule's instant of ``day`` (23:00 UTC) with a clock; return that ledger row (its job waits)."""
+    clock = ClockProcess(make_app(), store, clock=sim_clock)
+    if sim_clock.now() < at(22, 59, day=day):
+        sim_clock.set(at(22, 59, day=day))
+    clock.start()
+    sim_clock.set(at(23, 0, day=day))
+    clock.tick()
+    sim_clock.advance(60)  # an operator acts after the fire (a re-run at the very instant would be that instant)
+    [row] = [r for r in store.read("list_occurrences", schedule_key=KEY) if r["fire_at"] == at(23, day=day)]
+    assert row["job_id"] is not None
+    return row
+
+
+def runs_of(store: Store, occurrence_id: int) -> list[dict[str, Any]]:
+    """The unfinished jobs serving occurrence ``occurrence_id`` (its own or a make-up run's)."""
+    return [j for j in store.read("list_jobs", state=None, task=None, limit=1000)
+            if j["run_of"] == occurrence_id and j["state"] in UNFINISHED_STATES]
+
+
+def discard(queue: Queue, job_id: int) -> None:
+    [job] = queue.claim(7, queues=["default"])
+    assert job.id == job_id
+    assert queue.fail(job, 7, "SMTP down", permanent=True) == "discarded"
+
+
+def at_once(db_url: str, calls: list[Callable[[Store], Any]]) -> tuple[list[Any], list[BaseException]]:
+    """Run each call in its own thread on its own store (own connections), released together by a barrier."""
+    stores = [open_store(db_url) for _ in calls]
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[Store], Any], s: Store) -> None:
+        try:
+            barrier.wait(timeout=20)
+            results.append(call(s))
+        except BaseException as exc:  # noqa: BLE001 - every outcome is asserted by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c, s)) for c, s in zip(calls, stores, strict=True)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        for s in stores:
+            s.close()
+    return results, errors
+
+
+def rerun(occurrence_id: int) -> Callable[[Store], Any]:
+    return lambda s: rerun_occurrence(s, occurrence_id, source=current_source("cli"), clock=SystemClock())
+
+
+def retry(job_id: int) -> Callable[[Store], Any]:
+    return lambda s: Queue(s, clock=SystemClock(), source=current_source("manual")).retry(job_id)
+
+
+def test_eight_concurrent_reruns_queue_one_run_and_the_others_are_told_which(
+        db_url: str, store: Store, sim_clock: SimulatedClock) -> None:
+    occ = fired_occurrence(store, sim_clock)
+    queue = Queue(store, clock=sim_clock, source=current_source("worker"))
+    discard(queue, occ["job_id"])
+
+    fires, errors = at_once(db_url, [rerun(occ["id"]) for _ in range(THREADS)])
+
+    assert len(fires) == 1, errors
+    [winner] = runs_of(store, occ["id"])
+    assert winner["id"] == fires[0].job_id and winner["occurrence_id"] == fires[0].occurrence_id
+    assert len(errors) == THREADS - 1 and all(isinstance(e, RunUnfinished) for e in errors), errors
+    for e in errors:
+        assert isinstance(e, RunUnfinished)
+        assert (e.occurrence_id, e.job_id) == (occ["id"], winner["id"])
+        assert f"occurrence {occ['id']} already has run {winner['id']} available" in str(e)
+    # the refused re-runs left nothing behind: one make-up occurrence, one job
+    reruns = [r for r in store.read("list_occurrences", schedule_key=KEY) if r["rerun_of"] == occ["id"]]
+    assert [r["id"] for r in reruns] == [fires[0].occurrence_id]
+
+
+def test_concurrent_reruns_and_retries_of_the_original_start_one_run_each_round(
+        db_url: str, store: Store, sim_clock: SimulatedClock) -> None:
+    """Half the operators press Re-run on the occurrence, half Retry now on its discarded original job, at once;
+    three rounds, each after the previous round's run finished: one run per round, never two."""
+    occ = fired_occurrence(store, sim_clock)
+    queue = Queue(store, clock=sim_clock, source=current_source("worker"))
+    discard(queue, occ["job_id"])
+    winners = []
+    for _ in range(3):
+        calls = [rerun(occ["id"]) if i % 2 else retry(occ["job_id"]) for i in range(THREADS)]
+        results, errors = at_once(db_url, calls)
+        won = [r for r in results if r is not False]  # a retry that found the original running already: False
+        assert len(won) == 1, (results, errors)
+        [run] = runs_of(store, occ["id"])
+        assert all(isinstance(e, RunUnfinished) and e.job_id == run["id"] for e in errors), errors
+        assert len(errors) + len(results) == THREADS
+        winners.append(run["id"])
+        sim_clock.set(datetime.now(UTC) + timedelta(seconds=1))  # the operators acted in real time
+        [claimed] = queue.claim(7, queues=["default"])
+        assert claimed.id == run["id"]
+        if claimed.id == occ["job_id"]:  # the original ran again: it has to end discarded for the next round
+            assert queue.fail(claimed, 7, "still down", permanent=True) == "discarded"
+        else:
+            queue.complete(7, [claimed.id])
+        assert runs_of(store, occ["id"]) == []
+    assert len(winners) == 3
+
+
+def test_retry_now_on_the_cancelled_original_after_a_rerun_is_refused_naming_the_rerun(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    occ = fired_occurrence(store, sim_clock)
+    queue = Queue(store, clock=sim_clock, source=current_source("cli"))
+    assert queue.cancel(occ["job_id"]) is True
+    fire = rerun_occurrence(store, occ["id"], source=current_source("cli"), clock=sim_clock)
+    with pytest.raises(RunUnfinished, match=rf"^occurrence {occ['id']} already has run {fire.job_id} available; "
+                                            rf"wait for it or cancel it \(`oncebeat jobs --cancel {fire.job_id}`\), "
+                                            rf"then retry job {occ['job_id']}$"):
+        queue.retry(occ["job_id"])
+    assert queue.get(occ["job_id"]).state == "cancelled"  # type: ignore[union-attr]
+    assert [j["id"] for j in runs_of(store, occ["id"])] == [fire.job_id]
+    # a second re-run (the stacking of the issue) is refused the same way
+    with pytest.raises(RunUnfinished, match=f"already has run {fire.job_id} available"):
+        rerun_occurrence(store, occ["id"], source=current_source("cli"), clock=sim_clock)
+
+
+def test_a_rerun_while_the_original_runs_is_refused_and_allowed_once_it_finished(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    occ = fired_occurrence(store, sim_clock)
+    queue = Queue(store, clock=sim_clock, source=current_source("worker"))
+    [job] = queue.claim(7, queues=["default"])
+    with pytest.raises(RunUnfinished, match=rf"^occurrence {occ['id']} already has run {job.id} running; wait for "
+                                            r"it to finish, then re-run it$"):
+        rerun_occurrence(store, occ["id"], clock=sim_clock)
+    queue.complete(7, [job.id])
+    first = rerun_occurrence(store, occ["id"], clock=sim_clock)  # finished: a deliberate make-up run is allowed
+    assert first.job_id is not None
+    [run] = queue.claim(7, queues=["default"])
+    assert queue.fail(run, 7, "down", permanent=True) == "discarded"
+    # a re-run of the re-run serves the same occurrence: while it is unfinished, neither the original's retry
+    # nor another re-run of either occurrence may start
+    sim_clock.advance(1)
+    second = rerun_occurrence(store, first.occurrence_id, clock=sim_clock)  # type: ignore[arg-type]
+    assert [j["id"] for j in runs_of(store, occ["id"])] == [second.job_id]
+    for occurrence_id in (occ["id"], first.occurrence_id):
+        with pytest.raises(RunUnfinished, match=f"occurrence {occ['id']} already has run {second.job_id}"):
+            rerun_occurrence(store, occurrence_id, clock=sim_clock)  # type: ignore[arg-type]
+    with pytest.raises(RunUnfinished, match=f"occurrence {occ['id']} already has run {second.job_id} available"):
+        queue.retry(first.job_id)  # type: ignore[arg-type]  # the discarded first make-up run
+
+
+def test_the_engines_own_retry_of_a_failed_run_is_the_same_run_and_keeps_working(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    occ = fired_occurrence(store, sim_clock)
+    queue = Queue(store, clock=sim_clock, source=current_source("worker"))
+    [job] = queue.claim(7, queues=["default"])
+    assert queue.fail(job, 7, "timeout") == "retryable"  # the backoff retry of the same job row
+    sim_clock.advance(3600)
+    [again] = queue.claim(7, queues=["default"])
+    assert (again.id, again.attempt) == (job.id, 2)
+    queue.complete(7, [again.id])
+    assert queue.get(job.id).state == "completed"  # type: ignore[union-attr]
+    # an operator's retry of a retryable job (it is the unfinished run itself) is not refused either
+    occ2 = fired_occurrence(store, sim_clock, day=2)
+    [job2] = queue.claim(7, queues=["default"])
+    assert queue.fail(job2, 7, "timeout") == "retryable"
+    assert queue.retry(job2.id) is True and [j["id"] for j in runs_of(store, occ2["id"])] == [job2.id]
+    assert occ["id"] != occ2["id"]
+
+
+def _as_0007_left_it(store: Store) -> None:
+    """Take engine migration 0008 off a database whose index it already dropped (rows kept): the schema 0007 left."""
+    with store.transaction() as tx:
+        tx.execute("ALTER TABLE jobs DROP COLUMN run_of")
+        tx.execute("DELETE FROM schema_migrations WHERE line = 'engine' AND version = 8")
+
+
+def test_migrating_a_database_that_already_holds_stacked_runs(
+        make_db_url: Callable[[], str], sim_clock: SimulatedClock) -> None:
+    """Before 0008 a database could hold two unfinished runs of one occurrence. The migration does not fail: of
+    each occurrence's unfinished runs it keeps one (a running one, else the oldest), cancels each other one that
+    has not started (an error entry and an audit event say why), and leaves a second one already running to
+    finish outside the rule (audited). From then on the database refuses a new second run."""
+    with open_store(make_db_url()) as store:
+        store.migrate()
+        queue = Queue(store, clock=sim_clock, source=current_source("cli"))
+        a, b, c = (fired_occurrence(store, sim_clock, day=d) for d in (1, 2, 3))  # their jobs wait (available)
+        with store.transaction() as tx:
+            tx.execute("DROP INDEX jobs_one_run_per_occurrence")  # the database as it was: nothing stopped a second
+        # a: a second and a third waiting run of it
+        a2 = queue.enqueue("work", {}, occurrence_id=a["id"])
+        a3 = queue.enqueue("work", {}, occurrence_id=a["id"], run_at=at(23, day=9))
+        # b: two runs running at once
+        b2 = queue.enqueue("work", {}, occurrence_id=b["id"], queue="other")
+        [ran_b2] = queue.claim(9, queues=["other"])
+        with store.transaction() as tx:
+            tx.execute(f"UPDATE jobs SET state = 'running', attempt = 1, worker_id = 8 WHERE id = {b['job_id']}")
+        # c: cancelled, re-run (a make-up occurrence and job), then its original retried: two runs of c waiting
+        assert queue.cancel(c["job_id"]) is True
+        made_up = rerun_occurrence(store, c["id"], clock=sim_clock)
+        assert queue.retry(c["job_id"]) is True
+        assert a2 and a3 and ran_b2.id == b2 and made_up.job_id
+        state = {j["id"]: j["state"] for j in store.read("list_jobs", state=None, task=None, limit=100)}
+        assert [state[i] for i in (a["job_id"], a2, a3, b["job_id"], b2, c["job_id"], made_up.job_id)] == [
+            "available", "available", "scheduled", "running", "running", "available", "available"]
+        _as_0007_left_it(store)
+
+        assert store.migrate() == [("engine", 8)]  # does not fail on the stacked runs
+
+        jobs = {j["id"]: j for j in store.read("list_jobs", state=None, task=None, limit=100)}
+        assert [(jobs[i]["state"], jobs[i]["run_of"]) for i in (a["job_id"], a2, a3)] == [
+            ("available", a["id"]), ("cancelled", a["id"]), ("cancelled", a["id"])]
+        assert [(jobs[i]["state"], jobs[i]["run_of"]) for i in (b["job_id"], b2)] == [
+            ("running", b["id"]), ("running", None)]  # the later one left to finish, outside the rule
+        assert [(jobs[i]["state"], jobs[i]["run_of"]) for i in (c["job_id"], made_up.job_id)] == [
+            ("available", c["id"]), ("cancelled", c["id"])]  # the make-up run serves c, found through rerun_of
+        assert "cancelled by engine migration 0008" in jobs[a2]["errors"][-1]["error"]
+        assert f"already had run {a['job_id']} unfinished" in jobs[a2]["errors"][-1]["error"]
+        since = datetime(2000, 1, 1, tzinfo=UTC)
+        cancelled = store.read("list_events", subject=None, kind="job.cancelled", since=since)
+        assert sorted(e["subject"] for e in cancelled if e["source_kind"] == "migration") == sorted(
+            f"job:{i}" for i in (a2, a3, made_up.job_id))
+        [left] = store.read("list_events", subject=None, kind="job.duplicate_run", since=since)
+        assert (left["subject"], left["detail"]["kept"]) == (f"job:{b2}", b["job_id"])
+
+        # the rule holds from now on: a retry of a cancelled extra and a re-run are refused naming the kept run
+        with pytest.raises(RunUnfinished, match=f"occurrence {a['id']} already has run {a['job_id']} available"):
+            queue.retry(a2)
+        with pytest.raises(RunUnfinished, match=f"occurrence {c['id']} already has run {c['job_id']} available"):
+            rerun_occurrence(store, c["id"], clock=sim_clock)
+        # the extra left running fails; retried later, it counts again (its occurrence is worked out afresh)
+        assert queue.fail(ran_b2, 9, "down", permanent=True) == "discarded"
+        with pytest.raises(RunUnfinished, match=f"occurrence {b['id']} already has run {b['job_id']} running"):
+            queue.retry(b2)
