@@ -47,7 +47,7 @@ from .store.base import instant_text
 from .timebase import Clock, require_aware
 
 __all__ = ["Job", "JobRecord", "Queue", "backoff_seconds", "job_row", "all_jobs", "jobs_in_doubt", "rerun_in_doubt",
-           "copy_job", "close_in_doubt", "serve_rerun", "unfinished_run", "other_unfinished_run", "JOB_STATES",
+           "copy_job", "close_in_doubt", "unfinished_run", "other_unfinished_run", "JOB_STATES",
            "UNFINISHED_STATES", "ONE_RUN_INDEX"]
 
 JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled", "in_doubt")
@@ -143,24 +143,11 @@ def rerun_in_doubt(tx: Tx, job_id: int, *, now: datetime, entry: dict[str, Any])
 def copy_job(tx: Tx, job_id: int, *, now: datetime, source: Source) -> int | None:
     """Enqueue a fresh job with finished job ``job_id``'s task, arguments and options; return its id.
 
-    The copy serves the same occurrence. None when ``job_id`` does not exist, or an unfinished job holds its
-    unique key or is a run of its occurrence.
+    A copy of an occurrence's run is a run of it too. None when ``job_id`` does not exist, or an unfinished job
+    holds its unique key or is a run of its occurrence.
     """
     row = tx.one("job_copy", id=job_id, now=now, **source.params())
     return int(row["id"]) if row else None
-
-
-def serve_rerun(tx: Tx, job_id: int, rerun_of: int) -> int:
-    """Make job ``job_id`` (a make-up run's) serve the occurrence that occurrence ``rerun_of`` serves: the first
-    one of its ``rerun_of`` chain. Returns that occurrence's id.
-
-    Raises:
-        UniqueConflict: (constraint :data:`ONE_RUN_INDEX`) another run of that occurrence is unfinished; on
-            PostgreSQL the transaction is then aborted (the caller leaves it and reports :func:`unfinished_run`).
-    """
-    row = tx.one("job_serve_rerun", id=job_id, rerun_of=rerun_of)
-    assert row is not None, f"job {job_id} vanished in its own transaction"
-    return int(row["run_of"])
 
 
 def unfinished_run(db: Store | Tx, occurrence_id: int) -> dict[str, Any] | None:
@@ -197,9 +184,7 @@ class Queue:
                 queue: str | None = None, priority: int | None = None, run_at: datetime | None = None,
                 max_attempts: int | None = None, unique_key: str | None = None, occurrence_id: int | None = None,
                 source: Source | None = None) -> int | None:
-        """Insert a job; return its id, or None when ``unique_key`` is held by an unfinished job, or
-        ``occurrence_id`` already has an unfinished run (at most one per occurrence: the partial unique index
-        ``jobs_one_run_per_occurrence``).
+        """Insert a job; return its id, or None when ``unique_key`` is held by an unfinished job.
 
         Args:
             task: registered task name.
@@ -208,7 +193,9 @@ class Queue:
             run_at: aware instant; default now. A future instant makes the job ``scheduled``.
             max_attempts: attempts before the job is ``discarded`` (>= 1).
             unique_key: at most one unfinished job per key (partial unique index).
-            occurrence_id: the occurrence this job runs (the clock's); at most one unfinished job per occurrence.
+            occurrence_id: the occurrence this job comes from (provenance). Only the job the ledger links to
+                the occurrence (``oncebeat.ledger.set_occurrence_job``) is its run, of which at most one is
+                unfinished; jobs a task enqueues carrying the id are not limited.
 
         ``queue``, ``priority`` and ``max_attempts`` default to the task's own (``@app.task(...)``) when
         this queue knows the app, else to "default", 0 and 20.
@@ -288,8 +275,8 @@ class Queue:
         ``run_at`` is sent without one (the statement puts ``now`` there).
 
         Returns:
-            The number of jobs submitted (a row whose unique key or occurrence an unfinished job, or an earlier
-            row of the same call, holds is skipped silently).
+            The number of jobs submitted (a row whose unique key an unfinished job, or an earlier row of the
+            same call, holds is skipped silently).
         Raises:
             ValueError: the app does not define a task, a ``max_attempts`` < 1, or a naive ``run_at``.
         """
@@ -306,11 +293,11 @@ class Queue:
                 if resolved[2] < 1:
                     raise ValueError("max_attempts must be >= 1")
             when, unique_key = j.get("run_at"), j.get("unique_key")
-            keyed = keyed or unique_key is not None or j.get("occurrence_id") is not None
+            keyed = keyed or unique_key is not None
             rows.append([resolved[0], task, j.get("args") or {}, resolved[1], resolved[2],
                          None if when is None else instant_text(when), unique_key, j.get("occurrence_id")])
-        # Without a unique key or an occurrence nothing can conflict (ids come from the table's sequence), and a
-        # plain INSERT spares PostgreSQL the speculative insertion ON CONFLICT costs per row.
+        # Without a unique key nothing can conflict (ids come from the table's sequence), and a plain INSERT spares
+        # PostgreSQL the speculative insertion ON CONFLICT costs per row.
         name = "insert_jobs_bulk" if keyed else "insert_jobs_bulk_unkeyed"
         params = {"rows": Json(rows), "now": now, **self.source.params()}
         if tx is not None:

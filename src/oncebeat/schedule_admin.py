@@ -203,8 +203,7 @@ def _rerun(store: Store, occurrence_id: int, source: Source, clk: Clock, app: Ap
             raise OncebeatError(f"occurrence {occurrence_id} not re-run: schedule {row['key']!r} has overlap "
                                 f"{definition.overlap} and {turned_away} (job {holder.get('id')} "
                                 f"{holder.get('state')}); re-run it when that run has finished")
-        queue.serve_rerun(tx, job_id, occurrence_id)  # the database refuses a second unfinished run here
-        ledger.set_occurrence_job(tx, new_id, job_id)
+        ledger.set_occurrence_job(tx, new_id, job_id)  # the database refuses a second unfinished run here
         audit.record(tx, now=now, kind="occurrence.rerun", subject=f"schedule:{row['key']}", source=source,
                      detail={"occurrence_id": new_id, "rerun_of": occurrence_id, "job_id": job_id,
                              "business_date": str(occ["business_date"])})

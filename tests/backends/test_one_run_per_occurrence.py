@@ -214,7 +214,7 @@ def test_the_engines_own_retry_of_a_failed_run_is_the_same_run_and_keeps_working
 
 
 def _as_0007_left_it(store: Store) -> None:
-    """Take engine migration 0008 off a database whose index it already dropped (rows kept): the schema 0007 left."""
+    """Take engine migration 0008 off a database whose index was dropped (rows kept): the schema 0007 left."""
     with store.transaction() as tx:
         tx.execute("ALTER TABLE jobs DROP COLUMN run_of")
         tx.execute("DELETE FROM schema_migrations WHERE line = 'engine' AND version = 8")
@@ -225,55 +225,96 @@ def test_migrating_a_database_that_already_holds_stacked_runs(
     """Before 0008 a database could hold two unfinished runs of one occurrence. The migration does not fail: of
     each occurrence's unfinished runs it keeps one (a running one, else the oldest), cancels each other one that
     has not started (an error entry and an audit event say why), and leaves a second one already running to
-    finish outside the rule (audited). From then on the database refuses a new second run."""
+    finish outside the rule (audited). Jobs a task enqueued carrying the occurrence id are no runs: untouched.
+    From then on the database refuses a new second run."""
     with open_store(make_db_url()) as store:
         store.migrate()
         queue = Queue(store, clock=sim_clock, source=current_source("cli"))
-        a, b, c = (fired_occurrence(store, sim_clock, day=d) for d in (1, 2, 3))  # their jobs wait (available)
+        a, b, c = (fired_occurrence(store, sim_clock, day=d) for d in (1, 2, 3))  # their runs wait (available)
         with store.transaction() as tx:
             tx.execute("DROP INDEX jobs_one_run_per_occurrence")  # the database as it was: nothing stopped a second
-        # a: a second and a third waiting run of it
-        a2 = queue.enqueue("work", {}, occurrence_id=a["id"])
-        a3 = queue.enqueue("work", {}, occurrence_id=a["id"], run_at=at(23, day=9))
-        # b: two runs running at once
-        b2 = queue.enqueue("work", {}, occurrence_id=b["id"], queue="other")
-        [ran_b2] = queue.claim(9, queues=["other"])
-        with store.transaction() as tx:
-            tx.execute(f"UPDATE jobs SET state = 'running', attempt = 1, worker_id = 8 WHERE id = {b['job_id']}")
-        # c: cancelled, re-run (a make-up occurrence and job), then its original retried: two runs of c waiting
+
+        def stack(occurrence_id: int, original: int) -> int:
+            """The fault: cancel the run, re-run the occurrence, then Retry now on the original. The make-up job."""
+            assert queue.cancel(original) is True
+            sim_clock.advance(1)
+            made_up = rerun_occurrence(store, occurrence_id, clock=sim_clock).job_id
+            assert made_up is not None and queue.retry(original) is True
+            return made_up
+
+        def running(*ids: int) -> None:
+            with store.transaction() as tx:
+                for i in ids:
+                    tx.execute(f"UPDATE jobs SET state = 'running', attempt = 1, worker_id = 8 WHERE id = {i}")
+
+        ma = stack(a["id"], a["job_id"])  # a: two runs waiting
+        fan_out = [queue.enqueue("work", {"n": n}, occurrence_id=a["id"]) for n in range(2)]  # no runs of a
+        mb = stack(b["id"], b["job_id"])  # b: two runs running
+        running(b["job_id"], mb)
+        # c: three runs, one of them of a re-run of a re-run, which runs
         assert queue.cancel(c["job_id"]) is True
-        made_up = rerun_occurrence(store, c["id"], clock=sim_clock)
-        assert queue.retry(c["job_id"]) is True
-        assert a2 and a3 and ran_b2.id == b2 and made_up.job_id
+        sim_clock.advance(1)
+        first = rerun_occurrence(store, c["id"], clock=sim_clock)
+        m1 = first.job_id
+        assert m1 is not None and queue.cancel(m1) is True
+        sim_clock.advance(1)
+        m2 = rerun_occurrence(store, first.occurrence_id, clock=sim_clock).job_id  # type: ignore[arg-type]
+        assert m2 is not None and queue.retry(m1) is True and queue.retry(c["job_id"]) is True
+        running(m2)
         state = {j["id"]: j["state"] for j in store.read("list_jobs", state=None, task=None, limit=100)}
-        assert [state[i] for i in (a["job_id"], a2, a3, b["job_id"], b2, c["job_id"], made_up.job_id)] == [
-            "available", "available", "scheduled", "running", "running", "available", "available"]
+        assert [state[i] for i in (a["job_id"], ma, b["job_id"], mb, c["job_id"], m1, m2)] == [
+            "available", "available", "running", "running", "available", "available", "running"]
         _as_0007_left_it(store)
 
         assert store.migrate() == [("engine", 8)]  # does not fail on the stacked runs
 
         jobs = {j["id"]: j for j in store.read("list_jobs", state=None, task=None, limit=100)}
-        assert [(jobs[i]["state"], jobs[i]["run_of"]) for i in (a["job_id"], a2, a3)] == [
-            ("available", a["id"]), ("cancelled", a["id"]), ("cancelled", a["id"])]
-        assert [(jobs[i]["state"], jobs[i]["run_of"]) for i in (b["job_id"], b2)] == [
-            ("running", b["id"]), ("running", None)]  # the later one left to finish, outside the rule
-        assert [(jobs[i]["state"], jobs[i]["run_of"]) for i in (c["job_id"], made_up.job_id)] == [
-            ("available", c["id"]), ("cancelled", c["id"])]  # the make-up run serves c, found through rerun_of
-        assert "cancelled by engine migration 0008" in jobs[a2]["errors"][-1]["error"]
-        assert f"already had run {a['job_id']} unfinished" in jobs[a2]["errors"][-1]["error"]
+
+        def seen(*ids: int) -> list[tuple[str, int | None]]:
+            return [(jobs[i]["state"], jobs[i]["run_of"]) for i in ids]
+
+        assert seen(a["job_id"], ma) == [("available", a["id"]), ("cancelled", a["id"])]  # the oldest kept
+        assert seen(*fan_out) == [("available", None), ("available", None)]  # untouched: no runs
+        assert seen(b["job_id"], mb) == [("running", b["id"]), ("running", None)]  # the later one left to finish
+        assert seen(m2, c["job_id"], m1) == [("running", c["id"]), ("cancelled", c["id"]), ("cancelled", c["id"])]
+        assert "cancelled by engine migration 0008" in jobs[ma]["errors"][-1]["error"]
+        assert f"occurrence {a['id']} already had run {a['job_id']} unfinished" in jobs[ma]["errors"][-1]["error"]
         since = datetime(2000, 1, 1, tzinfo=UTC)
         cancelled = store.read("list_events", subject=None, kind="job.cancelled", since=since)
         assert sorted(e["subject"] for e in cancelled if e["source_kind"] == "migration") == sorted(
-            f"job:{i}" for i in (a2, a3, made_up.job_id))
+            f"job:{i}" for i in (ma, c["job_id"], m1))
         [left] = store.read("list_events", subject=None, kind="job.duplicate_run", since=since)
-        assert (left["subject"], left["detail"]["kept"]) == (f"job:{b2}", b["job_id"])
+        assert (left["subject"], left["detail"]["kept"]) == (f"job:{mb}", b["job_id"])
 
         # the rule holds from now on: a retry of a cancelled extra and a re-run are refused naming the kept run
         with pytest.raises(RunUnfinished, match=f"occurrence {a['id']} already has run {a['job_id']} available"):
-            queue.retry(a2)
-        with pytest.raises(RunUnfinished, match=f"occurrence {c['id']} already has run {c['job_id']} available"):
+            queue.retry(ma)
+        with pytest.raises(RunUnfinished, match=f"occurrence {c['id']} already has run {m2} running; wait for it"):
             rerun_occurrence(store, c["id"], clock=sim_clock)
-        # the extra left running fails; retried later, it counts again (its occurrence is worked out afresh)
-        assert queue.fail(ran_b2, 9, "down", permanent=True) == "discarded"
+        assert queue.enqueue("work", {"n": 3}, occurrence_id=a["id"]) is not None  # a task's own jobs: not limited
+        # the extra left running fails; retried later, it counts again (its occurrence's link says whose run it is)
+        extra = queue.get(mb)
+        assert extra is not None and queue.fail(extra, 8, "down", permanent=True) == "discarded"
         with pytest.raises(RunUnfinished, match=f"occurrence {b['id']} already has run {b['job_id']} running"):
-            queue.retry(b2)
+            queue.retry(mb)
+
+
+def test_jobs_a_run_enqueues_carrying_its_occurrence_are_not_runs_of_it(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    """A task fans out: the reminder scan enqueues one send job per reminder, each carrying the scan's occurrence
+    id. Those are not runs of the occurrence: none is refused, none blocks or is blocked by a re-run."""
+    occ = fired_occurrence(store, sim_clock)
+    queue = Queue(store, clock=sim_clock, source=current_source("worker"))
+    [scan] = queue.claim(7, queues=["default"])
+    sends = [queue.enqueue("work", {"n": n}, occurrence_id=occ["id"], queue="mail") for n in range(3)]
+    assert queue.enqueue_many([{"task": "work", "args": {"n": n}, "occurrence_id": occ["id"], "queue": "mail"}
+                               for n in (3, 4)]) == 2
+    assert None not in sends and len(store.read("list_jobs", state="available", task=None, limit=100)) == 5
+    with pytest.raises(RunUnfinished, match=f"already has run {scan.id} running"):  # the run, not a send job
+        rerun_occurrence(store, occ["id"], clock=sim_clock)
+    queue.complete(7, [scan.id])
+    [send] = queue.claim(8, queues=["mail"], limit=1)
+    assert queue.fail(send, 8, "bounced", permanent=True) == "discarded"
+    assert queue.retry(send.id) is True  # a send job's retry is no second run of the occurrence
+    fire = rerun_occurrence(store, occ["id"], clock=sim_clock)  # the scan finished: its sends may still wait
+    assert fire.job_id is not None and [j["id"] for j in runs_of(store, occ["id"])] == [fire.job_id]

@@ -2,9 +2,9 @@
 -- the blocks that differ (each replaces the block of the same name here). Parameters are :name.
 
 -- name: insert_job
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
-VALUES (:queue, :task, :args, :state, :priority, :max_attempts, :run_at, :unique_key, :occurrence_id, :occurrence_id,
+VALUES (:queue, :task, :args, :state, :priority, :max_attempts, :run_at, :unique_key, :occurrence_id,
         :src_kind, :src_host, :src_pid, :src_name, :src_version, :now)
 ON CONFLICT DO NOTHING
 RETURNING id;
@@ -33,9 +33,9 @@ GROUP BY queue, state ORDER BY queue, state;
 -- name: enqueue_select
 -- One job per row of another layer's named SELECT, put at the source slot by Tx.run_with: columns args (a JSON
 -- object), unique_key (or NULL), occurrence_id (or NULL). A row whose unique key an unfinished job holds is skipped.
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
-SELECT :queue, :task, s.args, 'available', :priority, :max_attempts, :now, s.unique_key, s.occurrence_id, s.occurrence_id,
+SELECT :queue, :task, s.args, 'available', :priority, :max_attempts, :now, s.unique_key, s.occurrence_id,
        :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
 FROM (/*source*/) AS s
 WHERE true
@@ -54,14 +54,16 @@ ON CONFLICT DO NOTHING
 RETURNING id;
 
 -- name: other_unfinished_run
--- The unfinished run (other than job :id) of the occurrence job :id serves, and that occurrence (run_of; for a job
--- engine migration 0008 left outside the rule, worked out from its occurrence as retry_job does).
+-- The unfinished run (other than job :id) of the occurrence job :id serves, and that occurrence (run_of; for a run
+-- engine migration 0008 left outside the rule, worked out from its occurrence's link as retry_job does). A job that
+-- is no occurrence's run (one a task enqueued carrying the occurrence id) serves none: no row.
 SELECT other.id, other.state, other.run_of
 FROM jobs other
-JOIN (SELECT id, COALESCE(run_of, (WITH RECURSIVE up(id, parent) AS (
-                  SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
-                  UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
-              SELECT MIN(COALESCE(parent, id)) FROM up), occurrence_id) AS served FROM jobs WHERE id = :id) me
+JOIN (SELECT id, COALESCE(run_of, CASE WHEN jobs.id = (SELECT l.job_id FROM occurrences l WHERE l.id = jobs.occurrence_id) THEN (
+                  WITH RECURSIVE up(id, parent) AS (
+                      SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
+                      UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
+                  SELECT MIN(COALESCE(parent, id)) FROM up) END) AS served FROM jobs WHERE id = :id) me
   ON other.run_of = me.served AND other.id <> me.id
 WHERE other.state IN ('available', 'scheduled', 'running', 'retryable')
 LIMIT 1;
@@ -72,13 +74,3 @@ SELECT id, state FROM jobs
 WHERE run_of = :run_of AND state IN ('available', 'scheduled', 'running', 'retryable')
 ORDER BY id LIMIT 1;
 
--- name: job_serve_rerun
--- A make-up run's job serves the occurrence its occurrence re-runs (the first of the rerun_of chain): the unique
--- index jobs_one_run_per_occurrence refuses it while another run of that occurrence is unfinished.
-UPDATE jobs SET run_of = (
-    WITH RECURSIVE up(id, parent) AS (
-        SELECT id, rerun_of FROM occurrences WHERE id = :rerun_of
-        UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
-    SELECT COALESCE(MIN(COALESCE(parent, id)), :rerun_of) FROM up)
-WHERE id = :id
-RETURNING run_of;

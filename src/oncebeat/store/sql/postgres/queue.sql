@@ -5,10 +5,10 @@
 -- :rows is one JSON array of [queue, task, args, priority, max_attempts, run_at or null, unique_key, occurrence_id]:
 -- one statement and one parameter for the whole batch (the server parses it as fast as typed arrays, and the
 -- client encodes it in one C call). A null run_at is :now; a run_at after :now makes the job scheduled.
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
 SELECT q, t, a, CASE WHEN run_at > CAST(:now AS timestamptz) THEN 'scheduled' ELSE 'available' END, p, m, run_at,
-       u, o, o, CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
+       u, o, CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
        CAST(:src_version AS text), CAST(:now AS timestamptz)
 FROM (SELECT r ->> 0 AS q, r ->> 1 AS t, r -> 2 AS a, CAST(r ->> 3 AS integer) AS p, CAST(r ->> 4 AS integer) AS m,
              COALESCE(CAST(r ->> 5 AS timestamptz), CAST(:now AS timestamptz)) AS run_at, r ->> 6 AS u,
@@ -17,13 +17,13 @@ FROM (SELECT r ->> 0 AS q, r ->> 1 AS t, r -> 2 AS a, CAST(r ->> 3 AS integer) A
 ON CONFLICT DO NOTHING;
 
 -- name: insert_jobs_bulk_unkeyed
--- insert_jobs_bulk for a batch in which no job has a unique key nor an occurrence: nothing can conflict (ids come from the
+-- insert_jobs_bulk for a batch in which no job has a unique key: nothing can conflict (ids come from the
 -- table's sequence), so a plain INSERT, which spares the speculative insertion of ON CONFLICT (a
 -- pre-check of the arbiter indexes and a confirm WAL record per row): 100 rows take ~10 % less server time.
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
 SELECT q, t, a, CASE WHEN run_at > CAST(:now AS timestamptz) THEN 'scheduled' ELSE 'available' END, p, m, run_at,
-       u, o, o, CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
+       u, o, CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
        CAST(:src_version AS text), CAST(:now AS timestamptz)
 FROM (SELECT r ->> 0 AS q, r ->> 1 AS t, r -> 2 AS a, CAST(r ->> 3 AS integer) AS p, CAST(r ->> 4 AS integer) AS m,
              COALESCE(CAST(r ->> 5 AS timestamptz), CAST(:now AS timestamptz)) AS run_at, r ->> 6 AS u,
@@ -129,16 +129,17 @@ ORDER BY id DESC LIMIT :limit;
 -- name: retry_job
 -- An operator's retry: a discarded, cancelled or waiting job runs again now, with one more attempt allowed.
 -- A run held by overlap buffer_one ('overlap-held:<key>') takes its schedule's run key: the unique index then
--- refuses the retry while the previous run is unfinished (oncebeat.clock.enqueue_run). A job of an occurrence
--- serves it again (run_of; one that engine migration 0008 left outside the rule, already running, counts again):
--- jobs_one_run_per_occurrence refuses the retry while another run of the occurrence is unfinished.
+-- refuses the retry while the previous run is unfinished (oncebeat.clock.enqueue_run). A run of an occurrence keeps
+-- run_of (one engine migration 0008 left outside the rule, already running, takes it again from its occurrence's
+-- link): jobs_one_run_per_occurrence refuses the retry while another run of that occurrence is unfinished.
 UPDATE jobs SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
     unique_key = CASE WHEN unique_key LIKE 'overlap-held:%' THEN 'overlap:' || substr(unique_key, 14)
                       ELSE unique_key END,
-    run_of = COALESCE(run_of, (WITH RECURSIVE up(id, parent) AS (
-                  SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
-                  UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
-              SELECT MIN(COALESCE(parent, id)) FROM up), occurrence_id),
+    run_of = COALESCE(run_of, CASE WHEN jobs.id = (SELECT l.job_id FROM occurrences l WHERE l.id = jobs.occurrence_id) THEN (
+                  WITH RECURSIVE up(id, parent) AS (
+                      SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
+                      UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
+                  SELECT MIN(COALESCE(parent, id)) FROM up) END),
     max_attempts = GREATEST(max_attempts, attempt + 1)
 WHERE id = :id AND state IN ('discarded', 'cancelled', 'retryable', 'scheduled')
 RETURNING id, state;
@@ -146,10 +147,10 @@ RETURNING id, state;
 -- name: enqueue_select
 -- One job per row of another layer's named SELECT, put at the source slot by Tx.run_with: columns args (a JSON
 -- object), unique_key (or NULL), occurrence_id (or NULL). A row whose unique key an unfinished job holds is skipped.
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
 SELECT CAST(:queue AS text), CAST(:task AS text), CAST(s.args AS jsonb), 'available', CAST(:priority AS integer),
-       CAST(:max_attempts AS integer), CAST(:now AS timestamptz), s.unique_key, s.occurrence_id, s.occurrence_id,
+       CAST(:max_attempts AS integer), CAST(:now AS timestamptz), s.unique_key, s.occurrence_id,
        CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
        CAST(:src_version AS text), CAST(:now AS timestamptz)
 FROM (/*source*/) AS s
@@ -164,7 +165,12 @@ SELECT * FROM jobs WHERE state = 'in_doubt' ORDER BY id;
 -- unfinished job holds its unique key or runs its occurrence (that one will run the effect).
 UPDATE jobs
 SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
-    max_attempts = GREATEST(max_attempts, attempt + 1), errors = errors || jsonb_build_array(CAST(:entry AS jsonb))
+    max_attempts = GREATEST(max_attempts, attempt + 1), errors = errors || jsonb_build_array(CAST(:entry AS jsonb)),
+    run_of = COALESCE(run_of, CASE WHEN jobs.id = (SELECT l.job_id FROM occurrences l WHERE l.id = jobs.occurrence_id) THEN (
+                  WITH RECURSIVE up(id, parent) AS (
+                      SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
+                      UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
+                  SELECT MIN(COALESCE(parent, id)) FROM up) END)
 WHERE id = :id AND state = :from_state
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM jobs other WHERE other.unique_key = jobs.unique_key AND other.id <> jobs.id

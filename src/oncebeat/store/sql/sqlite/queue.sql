@@ -5,9 +5,9 @@
 -- :rows is one JSON array of [queue, task, args, priority, max_attempts, run_at or null, unique_key, occurrence_id]
 -- (run_at as fixed-width UTC text, so text order is time order): one statement and one parameter for the whole
 -- batch. A null run_at is :now; a run_at after :now makes the job scheduled.
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
-SELECT q, t, a, CASE WHEN run_at > :now THEN 'scheduled' ELSE 'available' END, p, m, run_at, u, o, o,
+SELECT q, t, a, CASE WHEN run_at > :now THEN 'scheduled' ELSE 'available' END, p, m, run_at, u, o,
        :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
 FROM (SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS t, json_extract(value, '$[2]') AS a,
              json_extract(value, '$[3]') AS p, json_extract(value, '$[4]') AS m,
@@ -18,11 +18,11 @@ WHERE true
 ON CONFLICT DO NOTHING;
 
 -- name: insert_jobs_bulk_unkeyed
--- insert_jobs_bulk for a batch in which no job has a unique key nor an occurrence: nothing can conflict (ids come from the
+-- insert_jobs_bulk for a batch in which no job has a unique key: nothing can conflict (ids come from the
 -- table's sequence), so a plain INSERT (a key collision would be an error, never a silently dropped job).
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
-SELECT q, t, a, CASE WHEN run_at > :now THEN 'scheduled' ELSE 'available' END, p, m, run_at, u, o, o,
+SELECT q, t, a, CASE WHEN run_at > :now THEN 'scheduled' ELSE 'available' END, p, m, run_at, u, o,
        :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
 FROM (SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS t, json_extract(value, '$[2]') AS a,
              json_extract(value, '$[3]') AS p, json_extract(value, '$[4]') AS m,
@@ -119,16 +119,17 @@ ORDER BY id DESC LIMIT :limit;
 -- name: retry_job
 -- An operator's retry: a discarded, cancelled or waiting job runs again now, with one more attempt allowed.
 -- A run held by overlap buffer_one ('overlap-held:<key>') takes its schedule's run key: the unique index then
--- refuses the retry while the previous run is unfinished (oncebeat.clock.enqueue_run). A job of an occurrence
--- serves it again (run_of; one that engine migration 0008 left outside the rule, already running, counts again):
--- jobs_one_run_per_occurrence refuses the retry while another run of the occurrence is unfinished.
+-- refuses the retry while the previous run is unfinished (oncebeat.clock.enqueue_run). A run of an occurrence keeps
+-- run_of (one engine migration 0008 left outside the rule, already running, takes it again from its occurrence's
+-- link): jobs_one_run_per_occurrence refuses the retry while another run of that occurrence is unfinished.
 UPDATE jobs SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
     unique_key = CASE WHEN unique_key LIKE 'overlap-held:%' THEN 'overlap:' || substr(unique_key, 14)
                       ELSE unique_key END,
-    run_of = COALESCE(run_of, (WITH RECURSIVE up(id, parent) AS (
-                  SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
-                  UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
-              SELECT MIN(COALESCE(parent, id)) FROM up), occurrence_id),
+    run_of = COALESCE(run_of, CASE WHEN jobs.id = (SELECT l.job_id FROM occurrences l WHERE l.id = jobs.occurrence_id) THEN (
+                  WITH RECURSIVE up(id, parent) AS (
+                      SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
+                      UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
+                  SELECT MIN(COALESCE(parent, id)) FROM up) END),
     max_attempts = MAX(max_attempts, attempt + 1)
 WHERE id = :id AND state IN ('discarded', 'cancelled', 'retryable', 'scheduled')
 RETURNING id, state;
@@ -141,7 +142,12 @@ SELECT * FROM jobs INDEXED BY jobs_in_doubt WHERE state = 'in_doubt' ORDER BY id
 -- unfinished job holds its unique key or runs its occurrence (that one will run the effect).
 UPDATE jobs
 SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
-    max_attempts = MAX(max_attempts, attempt + 1), errors = json_insert(errors, '$[#]', json(:entry))
+    max_attempts = MAX(max_attempts, attempt + 1), errors = json_insert(errors, '$[#]', json(:entry)),
+    run_of = COALESCE(run_of, CASE WHEN jobs.id = (SELECT l.job_id FROM occurrences l WHERE l.id = jobs.occurrence_id) THEN (
+                  WITH RECURSIVE up(id, parent) AS (
+                      SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
+                      UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
+                  SELECT MIN(COALESCE(parent, id)) FROM up) END)
 WHERE id = :id AND state = :from_state
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM jobs other WHERE other.unique_key = jobs.unique_key AND other.id <> jobs.id

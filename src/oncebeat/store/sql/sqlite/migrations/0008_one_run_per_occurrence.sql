@@ -1,16 +1,18 @@
--- engine 0008: at most one unfinished run per occurrence (issue 21 item 5). jobs.run_of is the occurrence a job
--- serves: its own occurrence, or for a make-up run (`occurrences rerun`, a chain of rerun_of) the first
--- occurrence of the chain (the lowest id on it: a re-run is recorded after what it re-runs). The partial unique
--- index jobs_one_run_per_occurrence admits one unfinished job per run_of, so a second run of one occurrence —
--- a re-run, an operator's retry of the original, a copy — is refused by the database, however many operators
--- and processes ask at once (oncebeat.errors.RunUnfinished names the run that holds it).
+-- engine 0008: at most one unfinished run per occurrence (issue 21 item 5). jobs.run_of is the occurrence a run
+-- serves, set when the ledger links an occurrence to its job (the run): its own occurrence, or for a make-up run
+-- (`occurrences rerun`, a chain of rerun_of) the first occurrence of the chain (the lowest id on it: a re-run is
+-- recorded after what it re-runs). A job a task enqueues carrying the occurrence id (a fan-out) is no run: NULL
+-- (so is a copy of a run that resolving an effect made before this version: no occurrence links to it).
+-- The partial unique index jobs_one_run_per_occurrence admits one unfinished job per run_of, so a second run of
+-- one occurrence — a re-run, an operator's retry of the original, a copy — is refused by the database, however
+-- many operators and processes ask at once (oncebeat.errors.RunUnfinished names the run that holds it).
 ALTER TABLE jobs ADD COLUMN run_of INTEGER;
 UPDATE jobs SET run_of = COALESCE((
     WITH RECURSIVE up(id, parent) AS (
         SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
         UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
     SELECT MIN(COALESCE(parent, id)) FROM up), occurrence_id)
-WHERE occurrence_id IS NOT NULL;
+WHERE occurrence_id IS NOT NULL AND id = (SELECT l.job_id FROM occurrences l WHERE l.id = jobs.occurrence_id);
 -- A database may already hold two unfinished runs of one occurrence (the fault this fixes). One is kept: a
 -- running one first, else the oldest. Each other one that has not started is cancelled, with an entry in its
 -- errors and an audit event saying why (an operator may retry it once the kept run has finished); one already
