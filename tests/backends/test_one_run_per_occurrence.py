@@ -54,6 +54,8 @@ def fired_occurrence(store: Store, sim_clock: SimulatedClock, *, day: int = 1) -
     sim_clock.advance(60)  # an operator acts after the fire (a re-run at the very instant would be that instant)
     [row] = [r for r in store.read("list_occurrences", schedule_key=KEY) if r["fire_at"] == at(23, day=day)]
     assert row["job_id"] is not None
+    [job] = [j for j in store.read("list_jobs", state=None, task=None, limit=1000) if j["id"] == row["job_id"]]
+    assert job["run_of"] == row["id"], "the clock's run serves its occurrence"
     return row
 
 
@@ -192,6 +194,16 @@ def test_a_rerun_while_the_original_runs_is_refused_and_allowed_once_it_finished
             rerun_occurrence(store, occurrence_id, clock=sim_clock)  # type: ignore[arg-type]
     with pytest.raises(RunUnfinished, match=f"occurrence {occ['id']} already has run {second.job_id} available"):
         queue.retry(first.job_id)  # type: ignore[arg-type]  # the discarded first make-up run
+
+
+def test_triggered_and_backfilled_runs_serve_their_own_occurrence(store: Store, sim_clock: SimulatedClock) -> None:
+    clock = ClockProcess(make_app(), store, clock=sim_clock)
+    clock.start()
+    sim_clock.set(at(12, day=5))
+    fires = [clock.trigger(KEY), *clock.backfill(KEY, at(0, day=2), at(0, day=4))]
+    assert [f.outcome for f in fires] == ["manual", "backfilled", "backfilled"]
+    jobs = {j["id"]: j for j in store.read("list_jobs", state=None, task=None, limit=100)}
+    assert [jobs[f.job_id]["run_of"] for f in fires] == [f.occurrence_id for f in fires]  # type: ignore[index]
 
 
 def test_the_engines_own_retry_of_a_failed_run_is_the_same_run_and_keeps_working(
