@@ -21,7 +21,7 @@ from oncebeat.app import App
 from oncebeat.clock import ClockProcess
 from oncebeat.errors import RunUnfinished
 from oncebeat.provenance import current_source
-from oncebeat.queue import UNFINISHED_STATES, Queue
+from oncebeat.queue import UNFINISHED_STATES, Queue, copy_job, rerun_in_doubt
 from oncebeat.schedule_admin import rerun_occurrence
 from oncebeat.store import Store, open_store
 from oncebeat.store.sqlfiles import registered_lines
@@ -330,3 +330,26 @@ def test_jobs_a_run_enqueues_carrying_its_occurrence_are_not_runs_of_it(
     assert queue.retry(send.id) is True  # a send job's retry is no second run of the occurrence
     fire = rerun_occurrence(store, occ["id"], clock=sim_clock)  # the scan finished: its sends may still wait
     assert fire.job_id is not None and [j["id"] for j in runs_of(store, occ["id"])] == [fire.job_id]
+
+
+def test_an_in_doubt_run_is_not_run_again_nor_copied_beside_a_make_up_run(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    """Resolving an effect `not_done` runs its job again (``rerun_in_doubt``) or a copy of it (``copy_job``): both
+    are a second run of the occurrence while a make-up run is unfinished, so neither happens then."""
+    occ = fired_occurrence(store, sim_clock)
+    queue = Queue(store, clock=sim_clock, source=current_source("worker"))
+    [job] = queue.claim(7, queues=["default"])
+    assert queue.hold_in_doubt(job, 7, ["mail:1"]) == "in_doubt"
+    made_up = rerun_occurrence(store, occ["id"], clock=sim_clock)  # an in-doubt job is not unfinished
+    entry = {"kind": "resolved", "error": "resolved not_done"}
+    with store.transaction() as tx:
+        assert rerun_in_doubt(tx, job.id, now=sim_clock.now(), entry=entry) is False
+        assert copy_job(tx, job.id, now=sim_clock.now(), source=current_source("cli")) is None
+    assert [j["id"] for j in runs_of(store, occ["id"])] == [made_up.job_id]
+    [run] = queue.claim(7, queues=["default"])
+    queue.complete(7, [run.id])
+    with store.transaction() as tx:  # the make-up run finished: the in-doubt one may run again
+        assert rerun_in_doubt(tx, job.id, now=sim_clock.now(), entry=entry) is True
+    assert [j["id"] for j in runs_of(store, occ["id"])] == [job.id]
+    with store.transaction() as tx:
+        assert copy_job(tx, made_up.job_id, now=sim_clock.now(), source=current_source("cli")) is None  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ RETURNING id, occurrence_id;
 
 -- name: job_copy
 -- A fresh job with the same task and arguments as a finished one (its done effects come back from the ledger);
--- it serves the same occurrence (run_of), so it is not made while another run of that occurrence is unfinished.
+-- a copy of a run serves the same occurrence (run_of), so it is not made while another run of it is unfinished.
 INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
 SELECT queue, task, args, 'available', priority, max_attempts, :now, unique_key, occurrence_id, run_of,
