@@ -873,17 +873,26 @@ def occurrences_rerun(occurrence_id: int, database_url: str | None, config: Path
 @click.option("--state", default=None, type=click.Choice(JOB_STATES), help="Only jobs in this state.")
 @click.option("--limit", default=20, show_default=True)
 @click.option("--cancel", "cancel_id", type=int, default=None, help="Cancel this job id.")
+@click.option("--retry", "retry_id", type=int, default=None,
+              help="Run this discarded, cancelled or waiting job again now (the dashboard's Retry now); refused while "
+                   "another run of its occurrence is unfinished.")
 @DB_OPTION
 @click.option("--json", "as_json", is_flag=True)
-def jobs(state: str | None, limit: int, cancel_id: int | None, database_url: str | None, as_json: bool) -> None:
-    """List recent jobs (or cancel one) and count jobs per state."""
-    rt = _runtime(database_url=database_url, migrate=cancel_id is not None)
+def jobs(state: str | None, limit: int, cancel_id: int | None, retry_id: int | None, database_url: str | None,
+         as_json: bool) -> None:
+    """List recent jobs (or cancel or retry one) and count jobs per state."""
+    if cancel_id is not None and retry_id is not None:
+        raise OncebeatError("jobs: give --cancel or --retry, not both")
+    rt = _runtime(database_url=database_url, migrate=cancel_id is not None or retry_id is not None)
     try:
         from .queue import Queue
 
         q = Queue(rt.store, clock=rt.clock, source=_operator())
         if cancel_id is not None:
             _cancel_job(q, cancel_id)
+            return
+        if retry_id is not None:
+            _retry_job(q, retry_id)
             return
         rows = q.list_jobs(state=state, limit=limit)
         counts = q.counts()
@@ -909,6 +918,19 @@ def _cancel_job(q: Any, job_id: int) -> None:
         raise OncebeatError(f"job {job_id} does not exist; `oncebeat jobs` lists the recent ones")
     raise OncebeatError(f"job {job_id} is {job.state} and cannot be cancelled (only jobs not yet running or "
                         "finished can); `oncebeat jobs --state available` lists the ones that can")
+
+
+def _retry_job(q: Any, job_id: int) -> None:
+    """Retry one job now; an unknown id, a running or completed job, or a second run of its occurrence is an error
+    (exit 2)."""
+    if q.retry(job_id):  # raises RunUnfinished naming the unfinished run of its occurrence
+        click.echo(f"job {job_id}: put back in the queue, runs now")
+        return
+    job = q.get(job_id)
+    if job is None:
+        raise OncebeatError(f"job {job_id} does not exist; `oncebeat jobs` lists the recent ones")
+    raise OncebeatError(f"job {job_id} is {job.state} and cannot be retried (only discarded, cancelled or waiting "
+                        "jobs can)")
 
 
 class _FaultsOption(click.Option):

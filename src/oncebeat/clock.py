@@ -808,7 +808,9 @@ class ClockProcess:
         if len(jobs) != len(inserted):
             raise StoreError(f"set-based fire: {len(inserted)} occurrences recorded but {len(jobs)} jobs enqueued")
         if jobs:
-            tx.run("set_occurrence_jobs", pairs=Json([[o, j] for o, j in jobs.items()]))
+            pairs = Json([[o, j] for o, j in jobs.items()])
+            tx.run("set_occurrence_jobs", pairs=pairs)
+            tx.run("set_jobs_run_of", pairs=pairs)  # each job serves its occurrence: one unfinished run per occurrence
         return jobs
 
     def _on_time_fire(self, tx: Tx, c: _OnTime, occ_id: int | None, jobs: dict[int, int], now: datetime) -> Fire:

@@ -31,6 +31,42 @@ class TransientStoreError(StoreError):
     """A store failure that may pass on retry (lock timeout, dropped connection)."""
 
 
+class UniqueConflict(StoreError):
+    """A statement would break a unique rule the database enforces (a unique index or constraint).
+
+    ``constraint`` names it: the index name (e.g. ``jobs_one_run_per_occurrence``, ``jobs_unique_key``), as
+    PostgreSQL reports it and SQLite's store maps it from the columns SQLite names. The layer that ran the
+    statement turns it into an error that says what is held and by whom (e.g. :class:`RunUnfinished`).
+    """
+
+    def __init__(self, message: str, constraint: str) -> None:
+        super().__init__(message)
+        self.constraint = constraint
+
+
+class RunUnfinished(OncebeatError):
+    """An occurrence already has an unfinished run, so a second one is refused (at most one per occurrence, G1).
+
+    ``occurrence_id`` is the occurrence served (for a make-up run, the one first re-run), ``job_id`` and ``state``
+    the unfinished run holding it (``job_id`` None when it finished a moment ago: try again).
+    """
+
+    def __init__(self, occurrence_id: int, job_id: int | None, state: str | None, *, action: str = "run it again"
+                 ) -> None:
+        if job_id is None:
+            text = (f"occurrence {occurrence_id} had another run unfinished a moment ago; look at its jobs and "
+                    f"{action} if it is still needed")
+        elif state == "running":
+            text = f"occurrence {occurrence_id} already has run {job_id} running; wait for it to finish, then {action}"
+        else:
+            text = (f"occurrence {occurrence_id} already has run {job_id} {state}; wait for it or cancel it "
+                    f"(`oncebeat jobs --cancel {job_id}`), then {action}")
+        super().__init__(text)
+        self.occurrence_id = occurrence_id
+        self.job_id = job_id
+        self.state = state
+
+
 class MigrationError(StoreError):
     """The schema could not be brought to the current version."""
 

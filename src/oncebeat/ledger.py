@@ -79,5 +79,13 @@ def list_occurrences(db: Db, key: str | None = None) -> list[dict[str, Any]]:
 
 
 def set_occurrence_job(tx: Tx, occurrence_id: int, job_id: int | None) -> None:
-    """Link occurrence ``occurrence_id`` to the job that runs it."""
+    """Link occurrence ``occurrence_id`` to the job that runs it; the job then serves the occurrence (for a
+    make-up run, the one first re-run): at most one unfinished run per occurrence.
+
+    Raises:
+        UniqueConflict: (constraint ``jobs_one_run_per_occurrence``) another run of that occurrence is unfinished
+            (on PostgreSQL the transaction is aborted; :func:`oncebeat.queue.unfinished_run` names it).
+    """
     tx.run("set_occurrence_job", id=occurrence_id, job_id=job_id)
+    if job_id is not None:
+        tx.run("job_runs_occurrence", id=occurrence_id, job_id=job_id)

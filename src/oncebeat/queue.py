@@ -40,18 +40,21 @@ from typing import Any, Self
 
 from . import audit, telemetry
 from .app import App
-from .errors import OncebeatError, StoreError
+from .errors import OncebeatError, RunUnfinished, UniqueConflict
 from .provenance import Source
 from .store import Json, Store, Tx
 from .store.base import instant_text
 from .timebase import Clock, require_aware
 
 __all__ = ["Job", "JobRecord", "Queue", "backoff_seconds", "job_row", "all_jobs", "jobs_in_doubt", "rerun_in_doubt",
-           "copy_job", "close_in_doubt", "JOB_STATES", "UNFINISHED_STATES", "HELD_UNTIL", "LeftBehind"]
+           "copy_job", "close_in_doubt", "unfinished_run", "other_unfinished_run", "JOB_STATES",
+           "UNFINISHED_STATES", "ONE_RUN_INDEX", "HELD_UNTIL", "LeftBehind"]
 
 JOB_STATES = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled", "in_doubt")
 UNFINISHED_STATES = ("available", "scheduled", "running", "retryable")
 HELD_UNTIL = datetime(2999, 1, 1, tzinfo=UTC)  # run_at of a run held by overlap buffer_one until released
+#: The partial unique index (engine migration 0008) admitting one unfinished job per occurrence served (run_of).
+ONE_RUN_INDEX = "jobs_one_run_per_occurrence"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -159,10 +162,24 @@ def rerun_in_doubt(tx: Tx, job_id: int, *, now: datetime, entry: dict[str, Any])
 def copy_job(tx: Tx, job_id: int, *, now: datetime, source: Source) -> int | None:
     """Enqueue a fresh job with finished job ``job_id``'s task, arguments and options; return its id.
 
-    None when ``job_id`` does not exist or an unfinished job holds its unique key.
+    A copy of an occurrence's run is a run of it too. None when ``job_id`` does not exist, or an unfinished job
+    holds its unique key or is a run of its occurrence.
     """
     row = tx.one("job_copy", id=job_id, now=now, **source.params())
     return int(row["id"]) if row else None
+
+
+def unfinished_run(db: Store | Tx, occurrence_id: int) -> dict[str, Any] | None:
+    """The unfinished run ``{id, state}`` serving occurrence ``occurrence_id`` (at most one), or None."""
+    rows = db.read("unfinished_run_of", run_of=occurrence_id)
+    return rows[0] if rows else None
+
+
+def other_unfinished_run(db: Store | Tx, job_id: int) -> dict[str, Any] | None:
+    """The unfinished run ``{id, state, run_of}`` of the occurrence job ``job_id`` serves, other than ``job_id``
+    itself (``run_of`` is that occurrence), or None: what a retry of ``job_id`` would run beside."""
+    rows = db.read("other_unfinished_run", id=job_id)
+    return rows[0] if rows else None
 
 
 def close_in_doubt(tx: Tx, job_id: int, *, now: datetime, entry: dict[str, Any]) -> bool:
@@ -195,6 +212,9 @@ class Queue:
             run_at: aware instant; default now. A future instant makes the job ``scheduled``.
             max_attempts: attempts before the job is ``discarded`` (>= 1).
             unique_key: at most one unfinished job per key (partial unique index).
+            occurrence_id: the occurrence this job comes from (provenance). Only the job the ledger links to
+                the occurrence (``oncebeat.ledger.set_occurrence_job``) is its run, of which at most one is
+                unfinished; jobs a task enqueues carrying the id are not limited.
 
         ``queue``, ``priority`` and ``max_attempts`` default to the task's own (``@app.task(...)``) when
         this queue knows the app, else to "default", 0 and 20.
@@ -474,6 +494,8 @@ class Queue:
         Returns:
             True if the job was put back; False if it is unknown, running or completed.
         Raises:
+            RunUnfinished: another run of the job's occurrence (a re-run, a copy) is unfinished; the message names
+                it (retrying would serve the occurrence twice).
             OncebeatError: another unfinished job holds the same unique key (retrying would run it twice).
         """
         now = self.clock.now()
@@ -483,10 +505,15 @@ class Queue:
                 if row is not None:
                     audit.record(tx, now=now, kind="job.retried", subject=f"job:{job_id}", source=self.source,
                                  detail={"by": "operator"})
-        except StoreError as exc:
-            if "unique" not in str(exc).lower():
-                raise
-            raise OncebeatError(f"job {job_id} was not retried: another unfinished job holds its unique key") from exc
+        except UniqueConflict as exc:
+            if exc.constraint != ONE_RUN_INDEX:
+                raise OncebeatError(f"job {job_id} was not retried: another unfinished job holds its unique key"
+                                    ) from exc
+            other = other_unfinished_run(self.store, job_id)
+            job = self.get(job_id)
+            served = int(other["run_of"]) if other else (job.occurrence_id or 0) if job else 0
+            raise RunUnfinished(served, None if other is None else int(other["id"]),
+                                None if other is None else str(other["state"]), action=f"retry job {job_id}") from exc
         return row is not None
 
     def list_jobs(self, *, state: str | None = None, task: str | None = None, queue: str | None = None,

@@ -37,10 +37,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from . import audit, ledger
+from . import audit, ledger, queue
 from .app import App, ScheduleDef
 from .clock import TZDATA_VERSION, ClockProcess, Fire, enqueue_run, overlap_keys
-from .errors import OncebeatError
+from .errors import OncebeatError, RunUnfinished, UniqueConflict
 from .provenance import Source, current_source
 from .queue import Queue
 from .store import Store, Tx
@@ -145,7 +145,10 @@ def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None 
 
     The new run is recorded at now with full precision (so it never takes the identity of a
     scheduled instant, past or future) and carries the original's **business date**, so the task
-    works on the same day. Refused while the occurrence's job is unfinished (no two runs at once), and
+    works on the same day. Its job serves the original occurrence (the first of a chain of re-runs): it is
+    refused while a run of that occurrence is unfinished — its own job, an earlier re-run, a retried one —
+    by the database (at most one unfinished run per occurrence, the partial unique index
+    ``jobs_one_run_per_occurrence``), however many operators re-run it at once; and
     when the schedule's overlap policy turns the run away (``skip`` while another run is unfinished,
     ``buffer_one`` while one also waits); under ``buffer_one`` it may be held behind the running one.
     With ``app``, the task's defaults (priority, attempts) apply to the new job.
@@ -154,12 +157,25 @@ def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None 
         The manual :class:`~oncebeat.clock.Fire`, with its job id.
 
     Raises:
-        OncebeatError: unknown occurrence, a retired schedule, a job of it still unfinished, or the overlap
-            policy refusing it.
+        RunUnfinished: a run of the occurrence is unfinished (the message names its job).
+        OncebeatError: unknown occurrence, a retired schedule, or the overlap policy refusing it.
     """
     source = source or current_source("api")
     clk = clock or SystemClock()
     now = clk.now()
+    served = [occurrence_id]
+    try:
+        return _rerun(store, occurrence_id, source, clk, app, now, served)
+    except UniqueConflict as exc:  # another re-run (or retry) of the occurrence committed first
+        if exc.constraint != queue.ONE_RUN_INDEX:
+            raise
+        holder = queue.unfinished_run(store, served[0]) or {}
+        raise RunUnfinished(served[0], holder.get("id"), holder.get("state"), action="re-run it") from exc
+
+
+def _rerun(store: Store, occurrence_id: int, source: Source, clk: Clock, app: App | None, now: datetime,
+           served_out: list[int]) -> Fire:
+    """:func:`rerun_occurrence`'s transaction; ``served_out[0]`` is set to the occurrence the run serves."""
     with store.transaction() as tx:
         occ = ledger.get_occurrence(tx, occurrence_id)
         if occ is None:
@@ -167,10 +183,7 @@ def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None 
         row = _schedule_row(tx, occ["schedule_key"])
         if row["state"] == "retired":
             raise OncebeatError(f"schedule {row['key']!r} is retired; its occurrences are not run again")
-        busy = tx.one("unfinished_job_of_occurrence", occurrence_id=occurrence_id)
-        if busy is not None:
-            raise OncebeatError(f"occurrence {occurrence_id} has job {busy['id']} still {busy['state']}; "
-                                "wait for it to finish or cancel it (`oncebeat jobs --cancel ID`), then re-run")
+        _refuse_if_running(tx, occurrence_id, served_out)
         definition = ScheduleDef.from_row(row)
         local = definition.schedule().local(now)
         reason = f"rerun of occurrence {occurrence_id} ({occ['outcome']}, {occ['local_fire_at']})"
@@ -179,21 +192,34 @@ def rerun_occurrence(store: Store, occurrence_id: int, *, source: Source | None 
                           tzdata_version=TZDATA_VERSION, rerun_of=occurrence_id, reason=reason, now=now,
                           **source.params())
         if inserted is None:  # another make-up run recorded at this very microsecond
+            _refuse_if_running(tx, occurrence_id, served_out)
             raise OncebeatError(f"occurrence {occurrence_id} was just re-run by another process; see the ledger")
         new_id = int(inserted["id"])
         job_id, turned_away = enqueue_run(tx, Queue(store, clock=clk, source=source, app=app), definition, new_id,
                                           source, None)
         if job_id is None:  # the overlap policy: refused, and the transaction (with its ledger row) rolls back
+            _refuse_if_running(tx, occurrence_id, served_out)  # a concurrent re-run of it holds the overlap key
             holder = tx.one("overlap_holder", key=overlap_keys(row["key"])[0]) or {}
             raise OncebeatError(f"occurrence {occurrence_id} not re-run: schedule {row['key']!r} has overlap "
                                 f"{definition.overlap} and {turned_away} (job {holder.get('id')} "
                                 f"{holder.get('state')}); re-run it when that run has finished")
-        ledger.set_occurrence_job(tx, new_id, job_id)
+        ledger.set_occurrence_job(tx, new_id, job_id)  # the database refuses a second unfinished run here
         audit.record(tx, now=now, kind="occurrence.rerun", subject=f"schedule:{row['key']}", source=source,
                      detail={"occurrence_id": new_id, "rerun_of": occurrence_id, "job_id": job_id,
                              "business_date": str(occ["business_date"])})
     return Fire(schedule_key=row["key"], fire_at=now, local=local, outcome="manual", inserted=True,
                 occurrence_id=new_id, job_id=job_id, reason=reason)
+
+
+def _refuse_if_running(tx: Tx, occurrence_id: int, served_out: list[int]) -> None:
+    """Raise :class:`RunUnfinished` if the occurrence ``occurrence_id`` serves has an unfinished run (read in
+    ``tx``: on PostgreSQL each statement sees what committed before it); ``served_out[0]`` becomes that
+    occurrence's id."""
+    busy = tx.one("unfinished_run_of_occurrence", occurrence_id=occurrence_id)
+    assert busy is not None  # one row, whether or not a run is unfinished
+    served_out[0] = int(busy["served"])
+    if busy["id"] is not None:
+        raise RunUnfinished(served_out[0], int(busy["id"]), str(busy["state"]), action="re-run it")
 
 
 def _clock(store: Store, app: App, source: Source | None, clock: Clock | None) -> ClockProcess:

@@ -94,7 +94,9 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
 def occurrence_timeline(store: Store, key: str, *, before: datetime | None = None,
                         limit: int = 50) -> list[dict[str, Any]]:
     """The ledger of schedule ``key``, newest fire first: each occurrence with its outcome, provenance
-    (``source_kind/host/pid/name/version``) and its job's state (``job_state``, None without a job).
+    (``source_kind/host/pid/name/version``) and its job's state (``job_state``, None without a job), and the
+    unfinished run of the occurrence it serves (``busy_job_id``, ``busy_job_state``; None when none is: only then
+    may it be re-run).
 
     Keyset pagination: pass the last row's ``fire_at`` as ``before`` for the next page.
     """

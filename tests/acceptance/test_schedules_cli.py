@@ -55,7 +55,7 @@ def test_operator_edits_retires_and_reruns_from_the_cli(tmp_path: Path, db_url: 
     with open_store(db_url) as store:
         [occurrence] = store.read("list_occurrences", schedule_key="report")
     refused = oncebeat("occurrences", "rerun", str(occurrence["id"]), cwd=tmp_path, db_url=db_url)
-    assert refused.returncode == 2 and f"has job {occurrence['job_id']} still available" in refused.stderr
+    assert refused.returncode == 2 and f"already has run {occurrence['job_id']} available" in refused.stderr
     assert oncebeat("jobs", "--cancel", str(occurrence["job_id"]), cwd=tmp_path, db_url=db_url).returncode == 0
     rerun = oncebeat("occurrences", "rerun", str(occurrence["id"]), cwd=tmp_path, db_url=db_url)
     assert rerun.returncode == 0, rerun.stderr
@@ -99,3 +99,39 @@ def test_describe_shows_one_schedule_with_its_next_fires_and_newest_occurrences(
     assert "manual, job 1 available by cli@" in lines[4]
     unknown = oncebeat("schedules", "describe", "reprot", cwd=tmp_path, db_url=db_url)
     assert unknown.returncode == 2 and "no schedule 'reprot' (known: report)" in unknown.stderr
+
+
+def test_a_second_run_of_an_occurrence_is_refused_naming_the_unfinished_one(tmp_path: Path, db_url: str) -> None:
+    """`occurrences rerun` twice, and `jobs --retry` of the cancelled original after a re-run (issue 21 item 5):
+    exit 2 with one line naming the run that is unfinished, no traceback, and still one unfinished run."""
+    (tmp_path / "jobs.py").write_text(JOBS, encoding="utf-8")
+    assert oncebeat("tick", cwd=tmp_path, db_url=db_url).returncode == 0
+    now = datetime.now(UTC)
+    start, end = (now - timedelta(hours=1, minutes=59)).isoformat(), (now - timedelta(hours=1)).isoformat()
+    assert oncebeat("backfill", "report", "--from", start, "--until", end, cwd=tmp_path, db_url=db_url).returncode == 0
+    with open_store(db_url) as store:
+        [occurrence] = store.read("list_occurrences", schedule_key="report")
+    original = str(occurrence["job_id"])
+    assert oncebeat("jobs", "--cancel", original, cwd=tmp_path, db_url=db_url).returncode == 0
+    first = oncebeat("occurrences", "rerun", str(occurrence["id"]), cwd=tmp_path, db_url=db_url)
+    assert first.returncode == 0, first.stderr
+    with open_store(db_url) as store:
+        [rerun_job] = [j["id"] for j in store.read("list_jobs", state="available", task=None, limit=10)]
+
+    again = oncebeat("occurrences", "rerun", str(occurrence["id"]), cwd=tmp_path, db_url=db_url)
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr == (f"error: occurrence {occurrence['id']} already has run {rerun_job} available; wait for it "
+                            f"or cancel it (`oncebeat jobs --cancel {rerun_job}`), then re-run it\n")
+    retried = oncebeat("jobs", "--retry", original, cwd=tmp_path, db_url=db_url)
+    assert retried.returncode == 2 and "Traceback" not in retried.stderr
+    assert retried.stderr == (f"error: occurrence {occurrence['id']} already has run {rerun_job} available; wait for "
+                              f"it or cancel it (`oncebeat jobs --cancel {rerun_job}`), then retry job {original}\n")
+    with open_store(db_url) as store:
+        assert [j["id"] for j in store.read("list_jobs", state="available", task=None, limit=10)] == [rerun_job]
+
+    # once the re-run is cancelled the original may run again, from the command line too
+    assert oncebeat("jobs", "--cancel", str(rerun_job), cwd=tmp_path, db_url=db_url).returncode == 0
+    ok = oncebeat("jobs", "--retry", original, cwd=tmp_path, db_url=db_url)
+    assert (ok.returncode, ok.stdout) == (0, f"job {original}: put back in the queue, runs now\n"), ok.stderr
+    waiting = oncebeat("jobs", "--retry", original, cwd=tmp_path, db_url=db_url)  # it waits: nothing to retry
+    assert waiting.returncode == 2 and f"job {original} is available and cannot be retried" in waiting.stderr

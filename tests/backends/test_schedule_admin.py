@@ -142,7 +142,7 @@ def test_rerun_makes_a_manual_run_for_the_original_business_date_linked_to_it(st
     run_until(sim_clock, at(23, 30), 600, clock)
     [original] = store.read("list_occurrences", schedule_key="report")
     queue = Queue(store, clock=sim_clock, source=operator())
-    with pytest.raises(OncebeatError, match=f"has job {original['job_id']} still available"):
+    with pytest.raises(OncebeatError, match=f"already has run {original['job_id']} available; wait for it or cancel"):
         rerun_occurrence(store, original["id"], clock=sim_clock)
     assert queue.cancel(original["job_id"]) is True
     sim_clock.set(at(9, day=2))

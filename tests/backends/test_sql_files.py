@@ -270,11 +270,12 @@ def test_a_database_of_oncebeat_0_1_at_any_version_upgrades_to_the_same_schema(
 def test_a_library_app_migrating_a_0_1_database_first_leaves_the_reminder_versions_for_the_app(
         make_db_url: Callable[[], str]) -> None:
     with open_store(make_db_url()) as old:
-        old.migrate(lines=(ENGINE,))
+        old.migrate(target=7, lines=(ENGINE,))  # the engine tables as 0.1 left them (line version 7)
         old.migrate(target=5, lines=(LINES[1],))  # the reminder tables as 0.1 left them (line version 5)
         _as_v01(old, [v for v, _ in V01_MIGRATIONS])
-        assert old.migrate(lines=(ENGINE,)) == []  # nothing re-applied: the engine claims 1, 3, 4, 5, 10, 11, 12
-        assert old.schema_versions() == {"": [2, 6, 7, 8, 9], "engine": [1, 2, 3, 4, 5, 6, 7]}
+        # nothing re-applied: the engine claims 1, 3, 4, 5, 10, 11, 12 and applies only what came after 0.1
+        assert old.migrate(lines=(ENGINE,)) == [("engine", 8)]
+        assert old.schema_versions() == {"": [2, 6, 7, 8, 9], "engine": [1, 2, 3, 4, 5, 6, 7, 8]}
         # the app claims the rest, applies what is new
         assert old.migrate() == [("reminders", 6), ("reminders", 7), ("reminders", 8)]
-        assert old.schema_versions() == {"engine": [1, 2, 3, 4, 5, 6, 7], "reminders": [1, 2, 3, 4, 5, 6, 7, 8]}
+        assert old.schema_versions() == {"engine": [1, 2, 3, 4, 5, 6, 7, 8], "reminders": [1, 2, 3, 4, 5, 6, 7, 8]}

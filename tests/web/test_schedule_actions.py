@@ -5,6 +5,7 @@ occurrence, each through oncebeat.schedule_admin, behind the operator token and 
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 
@@ -99,7 +100,7 @@ def test_a_failed_occurrence_is_re_run_from_the_timeline(runtime: Runtime,
     assert [(r["outcome"], r["rerun_of"], r["job_state"]) for r in rows] == [
         ("manual", fire.occurrence_id, "available"), ("manual", None, "discarded")]
     status, text = _form(client, f"/occurrences/{rows[0]['id']}/rerun")
-    assert status == 400 and "still available" in text  # its own run has not finished: refused, said why
+    assert status == 400 and "already has run" in text and "available" in text  # its own run is unfinished: refused
 
 
 def test_a_run_held_by_buffer_one_says_so_on_the_job_pages(runtime: Runtime,
@@ -117,3 +118,45 @@ def test_a_run_held_by_buffer_one_says_so_on_the_job_pages(runtime: Runtime,
     assert "held (overlap)" in client.get("/jobs?state=scheduled").text
     timeline = client.get(PAGE).text
     assert "overlap: previous run still running and one run already waiting" in timeline
+
+
+def test_rerun_and_retry_now_are_hidden_while_a_run_of_the_occurrence_is_unfinished_and_forged_posts_refused(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    """Issue 21 item 5: after a re-run, neither the occurrence's Re-run nor its original job's Retry now is offered
+    (the pages name the unfinished run instead), and a POST made anyway is refused naming it."""
+    clock = ClockProcess(runtime.app, runtime.store, clock=runtime.clock, source=current_source("cli"))
+    fire = clock.trigger("reminders")
+    queue = Queue(runtime.store, clock=runtime.clock, source=current_source("worker"))
+    [job] = queue.claim(1, queues=[runtime.app.tasks[runtime.app.schedules["reminders"].task].queue])
+    assert job.id == fire.job_id and queue.fail(job, 1, "SMTP down", permanent=True) == "discarded"
+    client = dashboard_client()
+    login(client)
+    rerun_url, retry_url = f"/occurrences/{fire.occurrence_id}/rerun", f"/jobs/{job.id}/retry"
+    assert f'action="{rerun_url}"' in client.get(PAGE).text and f'action="{retry_url}"' in client.get(
+        f"/jobs/{job.id}").text
+    assert _form(client, rerun_url)[0] == 303
+    [made_up] = [r for r in runtime.store.read("occurrence_timeline", schedule_key="reminders", before=None, limit=10)
+                 if r["rerun_of"] == fire.occurrence_id]
+    running = made_up["job_id"]
+
+    page = client.get(PAGE).text
+    assert f'action="{rerun_url}"' not in page and 'action="/occurrences/' not in page
+    assert f'run <a href="/jobs/{running}">job {running}</a>' in page and "no re-run while it is unfinished" in page
+    job_page = client.get(f"/jobs/{job.id}").text
+    assert f'action="{retry_url}"' not in job_page
+    assert f"Retry hidden: occurrence {fire.occurrence_id} already has run" in job_page
+    assert f'<a href="/jobs/{running}">job {running}</a>' in job_page
+
+    for url, then in ((retry_url, f"retry job {job.id}"), (rerun_url, "re-run it")):
+        status, text = _form(client, url)
+        assert status == 400 and "Traceback" not in text
+        assert (f"occurrence {fire.occurrence_id} already has run {running} available; wait for it or cancel it "
+                f"(`oncebeat jobs --cancel {running}`), then {then}") in html.unescape(text)
+    jobs = runtime.store.read("list_jobs", state=None, task=None, limit=10)
+    assert sorted((j["id"], j["state"]) for j in jobs) == [(job.id, "discarded"), (running, "available")]
+
+    assert queue.cancel(running) is True  # the make-up run is withdrawn: the original may run again
+    assert f'action="{retry_url}"' in client.get(f"/jobs/{job.id}").text
+    assert f'action="{rerun_url}"' in client.get(PAGE).text
+    assert _form(client, retry_url)[0] == 303
+    assert queue.get(job.id).state == "available"  # type: ignore[union-attr]

@@ -51,7 +51,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
 
-from ..errors import MigrationError, StoreError, TransientStoreError
+from ..errors import MigrationError, StoreError, TransientStoreError, UniqueConflict
 from ..redact import remember_secrets, unencoded_password
 from .base import Json, Store, Tx, redact_url
 from .migrations import apply_lines, now_utc, versions_by_line
@@ -152,6 +152,8 @@ def _translate(exc: psycopg.Error, what: str, url: str) -> StoreError:
     if isinstance(exc, (psycopg.OperationalError, psycopg.errors.SerializationFailure,
                         psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable)):
         return TransientStoreError(redact_url(f"{what} on {url}: {type(exc).__name__}: {exc}"))
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        return UniqueConflict(redact_url(f"{what}: {type(exc).__name__}: {exc}"), exc.diag.constraint_name or "")
     return StoreError(redact_url(f"{what}: {type(exc).__name__}: {exc}"))
 
 

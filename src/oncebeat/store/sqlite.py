@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import MigrationError, StoreError, TransientStoreError
+from ..errors import MigrationError, StoreError, TransientStoreError, UniqueConflict
 from .base import Json, Store, Tx, instant_text, redact_url
 from .migrations import apply_lines, now_utc, versions_by_line
 from .sqlfiles import SqlLine, registered_lines
@@ -85,10 +85,18 @@ def _params(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _adapt(v) for k, v in params.items()}
 
 
+#: The unique indexes as SQLite names them in a violation ("UNIQUE constraint failed: jobs.run_of"), by their
+#: names in the migrations (PostgreSQL reports those): UniqueConflict.constraint is the same on both backends.
+_UNIQUE_INDEXES = {"jobs.run_of": "jobs_one_run_per_occurrence", "jobs.unique_key": "jobs_unique_key"}
+
+
 def _translate(exc: sqlite3.Error, what: str) -> StoreError:
     text = str(exc)
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return TransientStoreError(f"{what}: database is locked (another process holds the write lock): {text}")
+    if isinstance(exc, sqlite3.IntegrityError) and text.startswith("UNIQUE constraint failed: "):
+        columns = text.removeprefix("UNIQUE constraint failed: ")
+        return UniqueConflict(f"{what}: {type(exc).__name__}: {text}", _UNIQUE_INDEXES.get(columns, columns))
     return StoreError(f"{what}: {type(exc).__name__}: {text}")
 
 

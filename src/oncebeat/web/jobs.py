@@ -12,7 +12,7 @@ from .. import audit
 from ..effects import EffectLedger
 from ..errors import OncebeatError
 from ..provenance import current_source
-from ..queue import JOB_STATES, Queue
+from ..queue import JOB_STATES, Queue, other_unfinished_run
 from .app import action_form, dashboard, parse_id, redirect_with, render, route
 from .schedules import operator_source, parse_instant
 
@@ -49,7 +49,9 @@ def job_page(request: Request) -> Response:
     if job is None:
         raise HTTPException(404, f"no job {job_id} (it may have been pruned)")
     effects = EffectLedger(rt.store, clock=rt.clock, source=current_source("api")).of_job(job_id)
-    return render(request, "job.html", {"title": f"Job {job_id}", "job": job, "effects": effects,
+    # Another unfinished run of the job's occurrence (a re-run, a retried copy): no "Retry now" beside it.
+    busy = other_unfinished_run(rt.store, job_id) if job.occurrence_id is not None else None
+    return render(request, "job.html", {"title": f"Job {job_id}", "job": job, "effects": effects, "busy": busy,
                                         "events": audit.events_of(rt.store, f"job:{job_id}")})
 
 

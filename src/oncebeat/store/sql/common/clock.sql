@@ -52,15 +52,16 @@ UPDATE jobs SET unique_key = :run_key, state = 'available', run_at = :now
 WHERE unique_key = :held_key AND state = 'scheduled'
   AND NOT EXISTS (SELECT 1 FROM jobs AS running WHERE running.unique_key = :run_key
                   AND running.state IN ('available', 'scheduled', 'running', 'retryable'))
-  AND NOT EXISTS (SELECT 1 FROM jobs AS j JOIN occurrences AS o ON o.id = j.occurrence_id
+  AND NOT EXISTS (SELECT 1 FROM jobs AS j JOIN occurrences AS o ON o.id = j.run_of
                   WHERE o.schedule_key = :schedule_key AND j.state IN ('available', 'scheduled', 'running', 'retryable')
                     AND (j.unique_key IS NULL OR j.unique_key NOT IN (:run_key, :held_key)))
 RETURNING id;
 
 -- name: unfinished_run_without_overlap_key
 -- An unfinished run of :schedule_key that holds no overlap key: enqueued while the schedule's overlap was `allow`
--- (or with a key of its own). After a switch to skip/buffer_one it is an unfinished run like any other.
-SELECT j.id FROM jobs AS j JOIN occurrences AS o ON o.id = j.occurrence_id
+-- (or with a key of its own). After a switch to skip/buffer_one it is an unfinished run like any other. Runs only
+-- (jobs.run_of, engine 0008): the jobs a run enqueues carry its occurrence id too, and are not runs.
+SELECT j.id FROM jobs AS j JOIN occurrences AS o ON o.id = j.run_of
 WHERE o.schedule_key = :schedule_key AND j.state IN ('available', 'scheduled', 'running', 'retryable')
   AND (j.unique_key IS NULL OR j.unique_key NOT IN (:run_key, :held_key))
 LIMIT 1;

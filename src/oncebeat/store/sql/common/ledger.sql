@@ -23,6 +23,17 @@ SELECT * FROM occurrences WHERE schedule_key = :schedule_key AND fire_at = :fire
 -- name: set_occurrence_job
 UPDATE occurrences SET job_id = :job_id WHERE id = :id;
 
+-- name: job_runs_occurrence
+-- Job :job_id is occurrence :id's run: it serves (run_of) the first occurrence of :id's rerun_of chain (the lowest
+-- id on it; :id itself unless it is a make-up run). The partial unique index jobs_one_run_per_occurrence refuses
+-- it while another run of that occurrence is unfinished.
+UPDATE jobs SET run_of = (
+    WITH RECURSIVE up(id, parent) AS (
+        SELECT id, rerun_of FROM occurrences WHERE id = :id
+        UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
+    SELECT COALESCE(MIN(COALESCE(parent, id)), :id) FROM up)
+WHERE id = :job_id;
+
 -- name: get_occurrence
 SELECT * FROM occurrences WHERE id = :id;
 

@@ -43,11 +43,34 @@ ON CONFLICT DO NOTHING
 RETURNING id, occurrence_id;
 
 -- name: job_copy
--- A fresh job with the same task and arguments as a finished one (its done effects come back from the ledger).
-INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id,
+-- A fresh job with the same task and arguments as a finished one (its done effects come back from the ledger);
+-- a copy of a run serves the same occurrence (run_of), so it is not made while another run of it is unfinished.
+INSERT INTO jobs (queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
-SELECT queue, task, args, 'available', priority, max_attempts, :now, unique_key, occurrence_id,
+SELECT queue, task, args, 'available', priority, max_attempts, :now, unique_key, occurrence_id, run_of,
        :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
 FROM jobs WHERE id = :id
 ON CONFLICT DO NOTHING
 RETURNING id;
+
+-- name: other_unfinished_run
+-- The unfinished run (other than job :id) of the occurrence job :id serves, and that occurrence (run_of; for a run
+-- engine migration 0008 left outside the rule, worked out from its occurrence's link as retry_job does). A job that
+-- is no occurrence's run (one a task enqueued carrying the occurrence id) serves none: no row.
+SELECT other.id, other.state, other.run_of
+FROM jobs other
+JOIN (SELECT id, COALESCE(run_of, CASE WHEN jobs.id = (SELECT l.job_id FROM occurrences l WHERE l.id = jobs.occurrence_id) THEN (
+                  WITH RECURSIVE up(id, parent) AS (
+                      SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
+                      UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
+                  SELECT MIN(COALESCE(parent, id)) FROM up) END) AS served FROM jobs WHERE id = :id) me
+  ON other.run_of = me.served AND other.id <> me.id
+WHERE other.state IN ('available', 'scheduled', 'running', 'retryable')
+LIMIT 1;
+
+-- name: unfinished_run_of
+-- The unfinished run of occurrence :run_of (jobs_one_run_per_occurrence admits at most one).
+SELECT id, state FROM jobs
+WHERE run_of = :run_of AND state IN ('available', 'scheduled', 'running', 'retryable')
+ORDER BY id LIMIT 1;
+

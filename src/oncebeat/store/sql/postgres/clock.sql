@@ -64,6 +64,12 @@ UPDATE occurrences o SET job_id = CAST(p ->> 1 AS bigint)
 FROM jsonb_array_elements(CAST(:pairs AS jsonb)) AS p
 WHERE o.id = CAST(p ->> 0 AS bigint);
 
+-- name: set_jobs_run_of
+-- :pairs is one JSON array of [occurrence id, job id]: each job is its (scheduled, just recorded) occurrence's run.
+UPDATE jobs SET run_of = CAST(p ->> 0 AS bigint)
+FROM jsonb_array_elements(CAST(:pairs AS jsonb)) AS p
+WHERE jobs.id = CAST(p ->> 1 AS bigint);
+
 -- name: insert_schedules
 -- The clock's start-up sync adds many schedules at once. :rows is one JSON array of [key, expression, tz,
 -- dst_gap, dst_fold, catchup, catchup_window, overlap, task, args, queue, definition_hash]. Returns the keys

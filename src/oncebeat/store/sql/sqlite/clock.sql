@@ -51,6 +51,12 @@ UPDATE occurrences SET job_id = p.job
 FROM (SELECT json_extract(value, '$[0]') AS occ, json_extract(value, '$[1]') AS job FROM json_each(:pairs)) AS p
 WHERE occurrences.id = p.occ;
 
+-- name: set_jobs_run_of
+-- :pairs is one JSON array of [occurrence id, job id]: each job is its (scheduled, just recorded) occurrence's run.
+UPDATE jobs SET run_of = p.occ
+FROM (SELECT json_extract(value, '$[0]') AS occ, json_extract(value, '$[1]') AS job FROM json_each(:pairs)) AS p
+WHERE jobs.id = p.job;
+
 -- name: insert_schedules
 -- The clock's start-up sync adds many schedules at once. :rows is one JSON array of [key, expression, tz,
 -- dst_gap, dst_fold, catchup, catchup_window, overlap, task, args, queue, definition_hash]. Returns the keys

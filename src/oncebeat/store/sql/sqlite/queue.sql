@@ -132,10 +132,17 @@ ORDER BY id DESC LIMIT :limit;
 -- name: retry_job
 -- An operator's retry: a discarded, cancelled or waiting job runs again now, with one more attempt allowed.
 -- A run held by overlap buffer_one ('overlap-held:<key>') takes its schedule's run key: the unique index then
--- refuses the retry while the previous run is unfinished (oncebeat.clock.enqueue_run).
+-- refuses the retry while the previous run is unfinished (oncebeat.clock.enqueue_run). A run of an occurrence keeps
+-- run_of (one engine migration 0008 left outside the rule, already running, takes it again from its occurrence's
+-- link): jobs_one_run_per_occurrence refuses the retry while another run of that occurrence is unfinished.
 UPDATE jobs SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
     unique_key = CASE WHEN unique_key LIKE 'overlap-held:%' THEN 'overlap:' || substr(unique_key, 14)
                       ELSE unique_key END,
+    run_of = COALESCE(run_of, CASE WHEN jobs.id = (SELECT l.job_id FROM occurrences l WHERE l.id = jobs.occurrence_id) THEN (
+                  WITH RECURSIVE up(id, parent) AS (
+                      SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
+                      UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
+                  SELECT MIN(COALESCE(parent, id)) FROM up) END),
     max_attempts = MAX(max_attempts, attempt + 1)
 WHERE id = :id AND state IN ('discarded', 'cancelled', 'retryable', 'scheduled')
 RETURNING id, state;
@@ -145,13 +152,21 @@ SELECT * FROM jobs INDEXED BY jobs_in_doubt WHERE state = 'in_doubt' ORDER BY id
 
 -- name: job_rerun
 -- An operator judged an in-doubt effect not done: the job runs again (one more attempt allowed), unless another
--- unfinished job holds its unique key (that one will run the effect).
+-- unfinished job holds its unique key or runs its occurrence (that one will run the effect).
 UPDATE jobs
 SET state = 'available', run_at = :now, finished_at = NULL, lease_expires_at = NULL, worker_id = NULL,
-    max_attempts = MAX(max_attempts, attempt + 1), errors = json_insert(errors, '$[#]', json(:entry))
+    max_attempts = MAX(max_attempts, attempt + 1), errors = json_insert(errors, '$[#]', json(:entry)),
+    run_of = COALESCE(run_of, CASE WHEN jobs.id = (SELECT l.job_id FROM occurrences l WHERE l.id = jobs.occurrence_id) THEN (
+                  WITH RECURSIVE up(id, parent) AS (
+                      SELECT id, rerun_of FROM occurrences WHERE id = jobs.occurrence_id
+                      UNION ALL SELECT o.id, o.rerun_of FROM occurrences o JOIN up ON o.id = up.parent)
+                  SELECT MIN(COALESCE(parent, id)) FROM up) END)
 WHERE id = :id AND state = :from_state
   AND (unique_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM jobs other WHERE other.unique_key = jobs.unique_key AND other.id <> jobs.id
+        AND other.state IN ('available', 'scheduled', 'running', 'retryable')))
+  AND (run_of IS NULL OR NOT EXISTS (
+      SELECT 1 FROM jobs other WHERE other.run_of = jobs.run_of AND other.id <> jobs.id
         AND other.state IN ('available', 'scheduled', 'running', 'retryable')))
 RETURNING id;
 
