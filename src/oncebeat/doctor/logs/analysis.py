@@ -396,20 +396,22 @@ def _check_fire_time(story: JobStory, ctx: Ctx, explained: set[date]) -> list[Lo
     return out
 
 
-def analyse(events: list[Event], *, tz: str, job: str | None = None) -> tuple[list[JobStory], list[LogFinding],
-                                                                                  list[DayRow], dict[str, str]]:
+def analyse(events: list[Event], *, tz: str, job: str | None = None, clocks: set[str] | None = None
+            ) -> tuple[list[JobStory], list[LogFinding], list[DayRow], dict[str, str]]:
     """Build the jobs' stories from ``events`` and run every check.
 
     Args:
         events: parsed events, any order (sorted here by instant, then file and line).
         tz: the schedule's IANA zone: days, fire times and evidence are shown in it.
         job: only this job (class, task, or the clock's name for it).
+        clocks: the clock processes when ``events`` leaves out lines that show them (noise; see
+            :class:`~.story.Ctx`); default: found in ``events``.
     Returns:
         ``(stories, findings, per-day rows, aliases)``.
     """
-    events = sorted(events, key=lambda e: (e.at, e.line.file, e.line.number))
+    events = sorted(events, key=lambda e: (e.at, e.line.file, e.line.number))  # a copy: the caller's list stays
     events = link_sidekiq(events)
-    ctx = Ctx(events, tz)
+    ctx = Ctx(events, tz, clocks)
     enqueues, runs, aliases = build(events, ctx)
     stories = stories_of(enqueues, runs, aliases, ctx, job)
     findings: list[LogFinding] = []

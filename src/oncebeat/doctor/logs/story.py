@@ -22,6 +22,7 @@ The checks on these stories are in :mod:`.analysis`.
 from __future__ import annotations
 
 import statistics
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,11 +33,13 @@ from zoneinfo import ZoneInfo
 from ...redact import redact_url
 from ..model import Evidence, Finding, Timeface
 from .heroku import dyno_type
+from .reader import line_text
 from .records import Event
 
 __all__ = ["LINK_WINDOW", "MATCH_WINDOW", "SIDEKIQ_AJ_WINDOW", "Enqueue", "Attempt", "Run", "JobStory", "DayRow",
            "LogFinding", "Ctx", "build", "stories_of", "day_rows", "known_jobs", "clock_key", "restarts_between",
-           "first_clock_per_day", "scheduled_fires", "unique_evidence", "link_sidekiq"]
+           "first_clock_per_day", "scheduled_fires", "unique_evidence", "link_sidekiq", "is_clock_event",
+           "stored_event"]
 
 LINK_WINDOW = timedelta(seconds=10)  # a trigger and the enqueue line it caused, on one process
 MATCH_WINDOW = timedelta(hours=6)  # a run starts at most this long after the enqueue it is matched to by time
@@ -163,7 +166,9 @@ def unique_evidence(evidence: Iterable[Evidence]) -> tuple[Evidence, ...]:
 class Ctx:
     """The zone and the whole event list, shared by the checks."""
 
-    def __init__(self, events: Sequence[Event], tz: str) -> None:
+    def __init__(self, events: Sequence[Event], tz: str, clocks: set[str] | None = None) -> None:
+        """``clocks``: the clock processes (:func:`is_clock_event` over every event read, noise included);
+        default: computed from ``events``."""
         self.events = events
         self.tz = tz
         self.zone = ZoneInfo(tz)
@@ -171,14 +176,14 @@ class Ctx:
         self.by_process: dict[str, list[Event]] = defaultdict(list)
         for e in events:
             self.by_process[e.process].append(e)
-        self.clocks = {e.process for e in events if _is_clock_event(e)}
+        self.clocks = clocks if clocks is not None else {e.process for e in events if is_clock_event(e)}
 
     def day(self, at: datetime) -> date:
         return at.astimezone(self.zone).date()
 
     def evidence(self, e: Event, note: str | None = None) -> Evidence:
         # a log line may carry a URL with a password (a command line, a connection message): never show it
-        raw = redact_url(e.line.text)
+        raw = redact_url(line_text(e.line))
         text = f"{e.line.where}  {self.face.text(e.at)}  {e.process}: {_trim(_message(raw))}"
         if note:
             text += f"\n({note})"
@@ -204,12 +209,24 @@ def _trim(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _is_clock_event(e: Event) -> bool:
+def is_clock_event(e: Event) -> bool:
+    """Whether ``e`` shows its process is a clock (a clock's trigger or boot, or a ``clock.N`` dyno)."""
     if e.kind == "trigger" and e.detail.get("origin") in CLOCK_ORIGINS:
         return True
     if e.kind == "boot" and e.detail.get("what") in ("clockwork", "beat"):
         return True
     return dyno_type(e.process) == "clock" and "[" not in e.process and " " not in e.process
+
+
+def stored_event(e: Event) -> Event:
+    """``e`` as the log doctor keeps it until the analysis: its line without the text when the file can give
+    it again (:meth:`~.records.Line.stored`; the line of a writer's local stamp keeps it, :func:`_host_offset`
+    reads it), its names interned (thousands of events share a few processes, jobs and threads)."""
+    line = e.line if "local" in e.detail else e.line.stored()
+    return Event(kind=e.kind, at=e.at, line=line, process=sys.intern(e.process),
+                 job=sys.intern(e.job) if e.job else e.job, job_id=e.job_id,
+                 thread=sys.intern(e.thread) if e.thread else e.thread,
+                 host=sys.intern(e.host) if e.host else e.host, pid=e.pid, detail=e.detail)
 
 
 def clock_key(process: str) -> str:
