@@ -40,7 +40,7 @@ from .analysis import analyse
 from .reader import MAX_LINE, ReadStats, iter_events, read_file_lines, read_lines
 from .records import Event, Line
 from .report import LOG_CHECK_CODES, SCHEMA, LogReport
-from .story import DayRow, JobStory, LogFinding, is_clock_event, stored_event
+from .story import DayRow, EventStore, JobStory, LogFinding
 
 __all__ = ["diagnose_logs", "LogReport", "LogFinding", "JobStory", "DayRow", "ReadStats", "Event", "Line",
            "SCHEMA", "LOG_CHECK_CODES", "MAX_LINE", "zone"]
@@ -79,22 +79,12 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
         if value is not None and value.tzinfo is None:
             raise ConfigError(f"{name} {value.isoformat()} has no UTC offset; give one (e.g. -06:00) or a date")
     stats = ReadStats()
-    # Streamed: lines are read one at a time and only the events the analysis uses are kept (stored_event:
-    # without their text when the file can give it again); noise lines only tell which processes are clocks.
-    events: list[Event] = []
-    clocks: set[str] = set()
-    names: set[str] = set()
+    # Streamed: lines are read one at a time and only what the analysis uses is kept (see EventStore)
+    store = EventStore()
 
     def keep(found: Iterator[Event]) -> None:
         for e in found:
-            if e.job:
-                names.add(e.job)
-            if e.detail.get("alias"):
-                names.add(str(e.detail["alias"]))
-            if is_clock_event(e):
-                clocks.add(e.process)
-            if e.kind != "noise":
-                events.append(stored_event(e))
+            store.add(e)
 
     year = (since or datetime.now(UTC)).year
     for source in sources:
@@ -110,9 +100,9 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
                                  until=until))
         except OSError as exc:
             raise ConfigError(f"cannot read log file {name}: {exc.strerror or exc}; check the path") from exc
-    stories, findings, rows, _aliases = analyse(events, tz=schedule_zone.key, job=job, clocks=clocks)
+    stories, findings, rows, _aliases = analyse(store.events, tz=schedule_zone.key, job=job, clocks=store.clocks)
     if job is not None and not stories:
-        known = ", ".join(sorted(names)) or "none"
+        known = ", ".join(sorted(store.names)) or "none"
         raise ConfigError(f"--job {job!r}: no line mentions that job; jobs in these logs: {known}")
     notes = []
     if stats.lines and stats.recognised == 0:

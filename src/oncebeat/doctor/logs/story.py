@@ -39,7 +39,7 @@ from .records import Event
 __all__ = ["LINK_WINDOW", "MATCH_WINDOW", "SIDEKIQ_AJ_WINDOW", "Enqueue", "Attempt", "Run", "JobStory", "DayRow",
            "LogFinding", "Ctx", "build", "stories_of", "day_rows", "known_jobs", "clock_key", "restarts_between",
            "first_clock_per_day", "scheduled_fires", "unique_evidence", "link_sidekiq", "is_clock_event",
-           "stored_event"]
+           "EventStore"]
 
 LINK_WINDOW = timedelta(seconds=10)  # a trigger and the enqueue line it caused, on one process
 MATCH_WINDOW = timedelta(hours=6)  # a run starts at most this long after the enqueue it is matched to by time
@@ -218,15 +218,62 @@ def is_clock_event(e: Event) -> bool:
     return dyno_type(e.process) == "clock" and "[" not in e.process and " " not in e.process
 
 
-def stored_event(e: Event) -> Event:
-    """``e`` as the log doctor keeps it until the analysis: its line without the text when the file can give
-    it again (:meth:`~.records.Line.stored`; the line of a writer's local stamp keeps it, :func:`_host_offset`
-    reads it), its names interned (thousands of events share a few processes, jobs and threads)."""
-    line = e.line if "local" in e.detail else e.line.stored()
-    return Event(kind=e.kind, at=e.at, line=line, process=sys.intern(e.process),
-                 job=sys.intern(e.job) if e.job else e.job, job_id=e.job_id,
-                 thread=sys.intern(e.thread) if e.thread else e.thread,
-                 host=sys.intern(e.host) if e.host else e.host, pid=e.pid, detail=e.detail)
+class EventStore:
+    """The events the analysis needs, kept as they stream in from the reader, in memory that grows with the
+    job lines (enqueues, attempts, mails, errors, restarts), not with the rest of the log.
+
+    - noise lines (web requests, router, SQL, lines of a known format that say nothing about jobs) are not kept:
+      they only tell which processes are clocks (:attr:`clocks`, :func:`is_clock_event`);
+    - a kept event's line loses its text when its file can give it again (:meth:`~.records.Line.stored`; the
+      line of a writer's local stamp keeps it, :func:`~.analysis._host_offset` reads it);
+    - names are interned, and equal job ids and details of nearby events share one object (bounded caches).
+
+    Attributes:
+        events: the kept events, in input order.
+        clocks: every process an event read (noise included) shows is a clock.
+        names: every job name and clock alias read (for the error of a ``--job`` that matches none).
+    """
+
+    CACHE = 20_000  # entries per sharing cache; it is emptied when full (the events keep what they share)
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.clocks: set[str] = set()
+        self.names: set[str] = set()
+        self._ids: dict[str, str] = {}
+        self._details: dict[tuple[tuple[str, type, Any], ...], dict[str, Any]] = {}
+
+    def add(self, e: Event) -> None:
+        if e.job:
+            self.names.add(e.job)
+        if e.detail.get("alias"):
+            self.names.add(str(e.detail["alias"]))
+        if is_clock_event(e):
+            self.clocks.add(e.process)
+        if e.kind == "noise":
+            return
+        line = e.line if "local" in e.detail else e.line.stored()
+        self.events.append(Event(kind=e.kind, at=e.at, line=line, process=sys.intern(e.process),
+                                 job=sys.intern(e.job) if e.job else e.job, job_id=self._id(e.job_id),
+                                 thread=sys.intern(e.thread) if e.thread else e.thread,
+                                 host=sys.intern(e.host) if e.host else e.host, pid=e.pid,
+                                 detail=self._detail(e.detail)))
+
+    def _id(self, job_id: str | None) -> str | None:
+        if job_id is None:
+            return None
+        if len(self._ids) >= self.CACHE:
+            self._ids.clear()
+        return self._ids.setdefault(job_id, job_id)
+
+    def _detail(self, detail: dict[str, Any]) -> dict[str, Any]:
+        """One shared dict for equal details of scalar values (``{"via": "sidekiq"}``); nobody mutates them."""
+        if not all(v is None or isinstance(v, str | int | float) for v in detail.values()):
+            return detail
+        key = tuple((k, type(v), v) for k, v in detail.items())  # the type: True == 1 == 1.0 must not merge
+        if len(self._details) >= self.CACHE:
+            self._details.clear()
+        return self._details.setdefault(key, detail)
 
 
 def clock_key(process: str) -> str:
