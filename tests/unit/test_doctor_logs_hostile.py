@@ -264,3 +264,14 @@ def test_a_file_of_1_mb_hostile_lines_is_counted_as_unknown_in_bounded_time(tmp_
     report = diagnose_logs([path])
     assert "6 lines: 1 recognised (clockwork 1), 5 unknown (5 longer than 64 KiB, not read)" in report.to_text()
     assert report.to_json()["read"]["too_long"] == 5
+
+
+def test_a_pipe_is_read_once_its_lines_keep_their_text() -> None:
+    # `doctor --logs <(zcat log.gz)`: a pipe cannot be read again for evidence, so its lines keep their text
+    code = f"import sys; sys.stdout.buffer.write(b'first\\r\\n' + b'x' * {MAX_LINE + 5} + b'\\nthird \\xff')"
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE) as child:
+        assert child.stdout is not None
+        lines = list(read_file_lines("pipe", child.stdout))
+    assert [(x.text, x.too_long, x.offset) for x in lines] == [("first", False, None), ("", True, None),
+                                                              ("third \ufffd", False, None)]
+    assert lines[0].stored() is lines[0]

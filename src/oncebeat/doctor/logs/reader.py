@@ -14,6 +14,7 @@ yields events as it reads, so a caller keeps only what it needs.
 
 from __future__ import annotations
 
+import io
 import re
 import zlib
 from collections import Counter
@@ -84,10 +85,18 @@ def read_lines(name: str, stream: IO[str]) -> Iterator[Line]:
 
 def read_file_lines(name: str, stream: IO[bytes]) -> Iterator[Line]:
     """Each line of the binary ``stream`` (a file opened ``rb``) as a :class:`Line`, UTF-8 with bad bytes
-    replaced, with its byte ``offset`` and ``crc`` so that :func:`line_text` can read it again.
+    replaced, with its byte ``offset`` and ``crc`` so that :func:`line_text` can read it again — only when the
+    stream is seekable (a regular file; a pipe such as ``<(zcat log.gz)`` cannot be read twice).
 
     A line longer than :data:`MAX_LINE` bytes comes as ``too_long`` with empty text (read in chunks, dropped).
     """
+    if not stream.seekable():
+        text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
+        try:
+            yield from read_lines(name, text)
+        finally:
+            text.detach()  # the caller closes its stream
+        return
     number = offset = 0
     while raw := stream.readline(MAX_LINE + 1):
         number += 1
