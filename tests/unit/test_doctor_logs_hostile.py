@@ -204,14 +204,21 @@ def run_child(group: str, sizes: str) -> dict[str, list[float]]:
 @pytest.mark.parametrize("group", GROUPS)
 def test_every_parser_reads_1_mb_hostile_lines_in_time_that_grows_linearly(group: str) -> None:
     # evidence is only ever a line the reader kept: at most the cap
-    times = run_child(group, f"{MAX_LINE // 10},{MAX_LINE}" if group == "evidence" else f"{MB // 10},{MB}")
-    assert times
-    for label, (small, big) in times.items():
+    sizes = f"{MAX_LINE // 10},{MAX_LINE}" if group == "evidence" else f"{MB // 10},{MB}"
+
+    def steep(times: dict[str, list[float]]) -> dict[str, str]:
         # linear: 10x the line, 10x the time, up to ~4x more once a line no longer fits the CPU's caches (measured:
         # 30 ns per character at 100 kB, 48-94 at 1-4 MB); quadratic is 100x, and the patterns that were took
         # minutes. Times under 50 ms are noise.
-        if big > 0.05:
-            assert big / small < 70, f"{label}: 100 kB in {small:.3f} s, 1 MB in {big:.3f} s: not linear"
+        return {label: f"100 kB in {small:.3f} s, 1 MB in {big:.3f} s" for label, (small, big) in times.items()
+                if big > 0.05 and big / small >= 70}
+
+    times = run_child(group, sizes)
+    assert times
+    if failed := steep(times):  # a busy machine can stall one run: a line must be steep twice to fail
+        again = steep(run_child(group, sizes))
+        failed = {label: f"{why}; again {again[label]}" for label, why in failed.items() if label in again}
+    assert not failed, f"not linear: {failed}"
 
 
 def _lines(text: str, tmp_path: Path) -> tuple[list[tuple[int, str, bool]], list[tuple[int, str, bool]]]:
