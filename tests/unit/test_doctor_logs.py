@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from datetime import date
+from zoneinfo import ZoneInfo
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,23 @@ def test_a_deploy_at_the_fire_time_that_skipped_the_day_is_lost_and_a_restart_wi
     lost = found[("lost", "error", date(2026, 3, 4))]
     assert "a deploy at the fire time (08:00)" in lost.finding.summary and "not enqueued" in lost.finding.summary
     assert f"{log.name}:5" in where(lost)  # the Deploy line
+
+
+def test_the_doctor_keeps_job_lines_without_their_text_and_shows_evidence_read_again_from_the_file() -> None:
+    # streaming: noise is not kept, a kept line holds its offset, not its text; evidence is the file's line
+    from oncebeat.doctor.logs.reader import ReadStats, iter_events, read_file_lines
+    from oncebeat.doctor.logs.story import EventStore
+
+    store = EventStore()
+    with open(HEROKU, "rb") as fh:
+        for e in iter_events(read_file_lines(str(HEROKU), fh), log_tz=ZoneInfo("UTC"), year=2026, stats=ReadStats()):
+            store.add(e)
+    assert store.events and all(e.kind != "noise" for e in store.events)
+    assert all(e.line.text == "" and e.line.offset is not None for e in store.events if "local" not in e.detail)
+    assert {"clock.1", "clock.2"} <= store.clocks
+    from_file = diagnose_logs([HEROKU], tz=CHICAGO).to_json()
+    from_stdin = diagnose_logs(["-"], tz=CHICAGO, stdin=io.StringIO(HEROKU.read_text(encoding="utf-8"))).to_json()
+    raw = HEROKU.read_text(encoding="utf-8").splitlines()
+    for report in (from_file, from_stdin):
+        shown = [e for f in report["findings"] for e in f["evidence"]]
+        assert shown and all(e["raw"] == raw[e["line"] - 1] for e in shown)

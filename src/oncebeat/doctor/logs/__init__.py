@@ -28,7 +28,7 @@ Example::
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import IO
@@ -36,14 +36,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ...errors import ConfigError
 from ..model import CheckRun, DoctorReport
-from .analysis import analyse, known_jobs
-from .reader import ReadStats, parse_lines, read_lines
+from .analysis import analyse
+from .reader import MAX_LINE, ReadStats, iter_events, read_file_lines, read_lines
 from .records import Event, Line
 from .report import LOG_CHECK_CODES, SCHEMA, LogReport
-from .story import DayRow, JobStory, LogFinding
+from .story import DayRow, EventStore, JobStory, LogFinding
 
 __all__ = ["diagnose_logs", "LogReport", "LogFinding", "JobStory", "DayRow", "ReadStats", "Event", "Line",
-           "SCHEMA", "LOG_CHECK_CODES", "zone"]
+           "SCHEMA", "LOG_CHECK_CODES", "MAX_LINE", "zone"]
 
 
 def zone(name: str, option: str) -> ZoneInfo:
@@ -79,25 +79,31 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
         if value is not None and value.tzinfo is None:
             raise ConfigError(f"{name} {value.isoformat()} has no UTC offset; give one (e.g. -06:00) or a date")
     stats = ReadStats()
-    events: list[Event] = []
+    # Streamed: lines are read one at a time and only what the analysis uses is kept (see EventStore)
+    store = EventStore()
+
+    def keep(found: Iterator[Event]) -> None:
+        for e in found:
+            store.add(e)
+
     year = (since or datetime.now(UTC)).year
     for source in sources:
         name = str(source)
         stats.files.append(name)
         if name == "-":
-            events += parse_lines(read_lines("<stdin>", stdin or sys.stdin), log_tz=line_zone, year=year, stats=stats,
-                                  since=since, until=until)
+            keep(iter_events(read_lines("<stdin>", stdin or sys.stdin), log_tz=line_zone, year=year, stats=stats,
+                             since=since, until=until))
             continue
         try:
-            with open(source, encoding="utf-8", errors="replace") as fh:
-                events += parse_lines(read_lines(name, fh), log_tz=line_zone, year=year, stats=stats, since=since,
-                                      until=until)
+            with open(source, "rb") as fh:
+                keep(iter_events(read_file_lines(name, fh), log_tz=line_zone, year=year, stats=stats, since=since,
+                                 until=until))
         except OSError as exc:
             raise ConfigError(f"cannot read log file {name}: {exc.strerror or exc}; check the path") from exc
-    stories, findings, rows, _aliases = analyse(events, tz=schedule_zone.key, job=job)
+    stories, findings, rows, _aliases = analyse(store.events, tz=schedule_zone.key, job=job, clocks=store.clocks)
     if job is not None and not stories:
-        names = ", ".join(known_jobs(events)) or "none"
-        raise ConfigError(f"--job {job!r}: no line mentions that job; jobs in these logs: {names}")
+        known = ", ".join(sorted(store.names)) or "none"
+        raise ConfigError(f"--job {job!r}: no line mentions that job; jobs in these logs: {known}")
     notes = []
     if stats.lines and stats.recognised == 0:
         notes.append("no line of a known format was found: see docs/doctor-logs.md for the formats read")

@@ -17,12 +17,16 @@ delivery too.
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 from .records import Context, Event
 
 __all__ = ["parse"]
 
-_TAGS = re.compile(r"^((?:\[[^\]]*\] ?)*)(.*)$")
+# Possessive: the tags never give back (what follows them always matches), so a run of thousands of tags keeps
+# no backtracking state; only the first three are read.
+_TAGS = re.compile(r"^((?:\[[^\]]*+\] ?+)*+)(.*)$")
+_TAG = re.compile(r"\[([^\]]*+)\]")
 _ID = r"\(Job ID: (?P<id>[\w-]+)\)"
 _ENQUEUED = re.compile(rf"^Enqueued (?P<job>[\w:]+) {_ID} to (?P<adapter>\w+)\((?P<queue>[^)]*)\)(?: at (?P<at>\S+))?")
 _PERFORMING = re.compile(rf"^Performing (?P<job>[\w:]+) {_ID} from (?P<adapter>\w+)\((?P<queue>[^)]*)\)")
@@ -36,9 +40,10 @@ _SENT = re.compile(r"^Sent mail to (?P<to>\S+)")
 
 
 def _tags(message: str) -> tuple[list[str], str]:
+    """``(the first three tags, the message after all of them)``."""
     m = _TAGS.match(message)
     assert m is not None  # the pattern matches any text
-    return re.findall(r"\[([^\]]*)\]", m[1]), m[2]
+    return [t[1] for t in islice(_TAG.finditer(m[1]), 3)], m[2]
 
 
 def parse(ctx: Context, message: str) -> list[Event] | None:

@@ -396,20 +396,26 @@ def _check_fire_time(story: JobStory, ctx: Ctx, explained: set[date]) -> list[Lo
     return out
 
 
-def analyse(events: list[Event], *, tz: str, job: str | None = None) -> tuple[list[JobStory], list[LogFinding],
-                                                                                  list[DayRow], dict[str, str]]:
+def analyse(events: list[Event], *, tz: str, job: str | None = None, clocks: set[str] | None = None
+            ) -> tuple[list[JobStory], list[LogFinding], list[DayRow], dict[str, str]]:
     """Build the jobs' stories from ``events`` and run every check.
 
     Args:
-        events: parsed events, any order (sorted here by instant, then file and line).
+        events: parsed events, any order (sorted here, in place, by instant, then file and line).
         tz: the schedule's IANA zone: days, fire times and evidence are shown in it.
         job: only this job (class, task, or the clock's name for it).
+        clocks: the clock processes when ``events`` leaves out lines that show them (noise; see
+            :class:`~.story.Ctx`); default: found in ``events``.
     Returns:
         ``(stories, findings, per-day rows, aliases)``.
     """
-    events = sorted(events, key=lambda e: (e.at, e.line.file, e.line.number))
-    events = link_sidekiq(events)
-    ctx = Ctx(events, tz)
+    # by (instant, file, line): three stable sorts on one key each, in place, so that no key tuple per event and
+    # no second list is made (the events of a large log are most of the doctor's memory)
+    events.sort(key=lambda e: e.line.number)
+    events.sort(key=lambda e: e.line.file)
+    events.sort(key=lambda e: e.at)
+    events[:] = link_sidekiq(events)  # in place too: the Sidekiq lines it drops are freed, not kept by the caller
+    ctx = Ctx(events, tz, clocks)
     enqueues, runs, aliases = build(events, ctx)
     stories = stories_of(enqueues, runs, aliases, ctx, job)
     findings: list[LogFinding] = []

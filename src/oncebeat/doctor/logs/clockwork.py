@@ -18,8 +18,11 @@ from .records import Context, Event
 
 __all__ = ["parse"]
 
+# Every pattern here and in the other parsers runs in time linear in the line: anchored, each variable part a
+# class that cannot overlap what follows it (the names run to the first "]", split afterwards), so a failed
+# match never retries a run of characters (the old `\[\s*(.*?)\s*\]` took 35 s on 3,000 spaces).
 _TRIGGER = re.compile(r"^Triggering '(?P<name>[^']+)'")
-_START = re.compile(r"^Starting clock for (?P<n>\d+) events?: \[\s*(?P<names>.*?)\s*\]")
+_START = re.compile(r"^Starting clock for (?P<n>\d+) events?: \[(?P<names>[^\]]*)\]")
 
 
 def parse(ctx: Context, message: str) -> list[Event] | None:

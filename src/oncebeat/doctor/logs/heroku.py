@@ -29,10 +29,13 @@ _STATE = re.compile(r"^State changed from (?P<old>\w+) to (?P<new>\w+)")
 _STOPPING = re.compile(r"^(Restarting|Cycling|Stopping all processes with SIGTERM|Stopping process with SIGKILL|"
                        r"Idling|Stopping remaining processes with SIGKILL)\b")
 _STARTING = re.compile(r"^Starting process with command [`'\"](?P<command>.*?)[`'\"]?(?: by user (?P<user>\S+))?$")
-_EXITED = re.compile(r"^Process exited with status (?P<status>-?\d+)")
+_EXITED = re.compile(r"^Process exited with status (?P<status>-?\d{1,10})(?!\d)")  # int() of 4,300+ digits raises
 _RCODE = re.compile(r"^Error (?P<code>R\d+) \((?P<text>[^)]*)\)")
 _RELEASE = re.compile(r"^(?P<what>Release v\d+ created by|Deploy \w+ by|Rollback to v\d+ by) (?:user )?(?P<user>\S+)")
 _SCALED = re.compile(r"^Scaled to (?P<formation>.+?)(?: by user (?P<user>\S+))?$")
+# "clock@2:Standard-1X web@1": each word once, possessively, with its "@N" when it has one. The findall of
+# `(\w+)@(\d+)` it replaces retried a long word without "@" from each of its positions (quadratic).
+_FORMATION = re.compile(r"(\w++)(?:@(\d++))?")
 
 
 def dyno_type(process: str) -> str:
@@ -81,8 +84,8 @@ def parse_system(ctx: Context) -> list[Event] | None:
         if m := _RELEASE.match(msg):
             return [ctx.event("deploy", detail={"what": m["what"], "user": m["user"]})]
         if m := _SCALED.match(msg):
-            formation = dict(re.findall(r"(\w+)@(\d+)", m["formation"]))
-            return [ctx.event("scale", detail={"formation": {k: int(v) for k, v in formation.items()}})]
+            formation = {f[1]: int(f[2]) for f in _FORMATION.finditer(m["formation"]) if f[2] is not None}
+            return [ctx.event("scale", detail={"formation": formation})]
         if m := _STARTING.match(msg):
             return [ctx.event("noise", detail={"what": "one-off", "command": m["command"]})]
         return [ctx.event("noise", detail={"what": "api"})]

@@ -21,14 +21,14 @@ from .records import Context, Envelope, Event
 
 __all__ = ["envelope", "parse_system"]
 
-_ISO = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)) (?P<host>\S+) "
-                  r"(?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?(?P<msg>.*)$")
-_SHORT = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) (?P<host>\S+) "
-                    r"(?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?(?P<msg>.*)$")
+_ISO = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)) (?P<host>\S++) "
+                  r"(?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d{1,10})\])?: ?(?P<msg>.*)$")
+_SHORT = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) (?P<host>\S++) "
+                    r"(?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d{1,10})\])?: ?(?P<msg>.*)$")
 _MONTHS = {m: i + 1 for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                                            "Dec"])}
 _UNIT = re.compile(r"^(?P<verb>Started|Starting|Stopping|Stopped|Restarting) (?P<unit>[^\s]+?)(?:\.\.\.| - |\.$|$)")
-_CRON = re.compile(r"^\((?P<user>[^)]+)\) CMD \((?P<command>.*)\)\s*$")
+_CRON = re.compile(r"^\((?P<user>[^)]++)\) CMD \((?P<command>.*)\)\s*+$")
 
 
 def _process(host: str, ident: str, pid: str | None) -> str:

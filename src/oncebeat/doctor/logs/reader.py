@@ -4,11 +4,19 @@ Unknown lines are counted, never an error: a log export is full of web
 requests, SQL, backtraces and lines of other programs. :class:`ReadStats`
 says how many lines each format recognised, so a report can tell when it
 understood (almost) nothing.
+
+Bounded, whatever the input: a line longer than :data:`MAX_LINE` is counted as
+unknown (and ``too_long``) without being held whole — it is read in chunks of at
+most the cap and skipped — and every pattern of the parsers runs in time linear
+in the line (``tests/unit/test_doctor_logs_hostile.py``). :func:`iter_events`
+yields events as it reads, so a caller keeps only what it needs.
 """
 
 from __future__ import annotations
 
+import io
 import re
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -18,7 +26,11 @@ from typing import IO, Any
 from . import activejob, celery, clockwork, heroku, journald, rubylogger, sidekiq
 from .records import Context, Envelope, Event, Line
 
-__all__ = ["ReadStats", "read_lines", "parse_lines"]
+__all__ = ["MAX_LINE", "ReadStats", "read_lines", "read_file_lines", "parse_lines", "iter_events", "line_text"]
+
+#: The longest line read (bytes of a file; characters of a text stream such as standard input). A longer line
+#: is counted as unknown and ``too_long``: no log line the doctor reads comes near it.
+MAX_LINE = 64 * 1024
 
 _MESSAGE_PARSERS: tuple[tuple[str, Callable[[Context, str], list[Event] | None]], ...] = (
     ("sidekiq", sidekiq.parse),
@@ -31,12 +43,16 @@ _YEAR = re.compile(r"\b(20\d\d)-\d\d-\d\d")
 
 @dataclass(kw_only=True)
 class ReadStats:
-    """How many lines were read, recognised (by format) and left unknown; the span of their instants."""
+    """How many lines were read, recognised (by format) and left unknown; the span of their instants.
+
+    ``too_long`` lines (longer than :data:`MAX_LINE`) are counted in ``unknown`` too.
+    """
 
     lines: int = 0
     recognised: int = 0
     unknown: int = 0
     outside: int = 0  # lines outside --since/--until
+    too_long: int = 0
     by_format: Counter[str] = field(default_factory=Counter)
     first: datetime | None = None
     last: datetime | None = None
@@ -44,15 +60,75 @@ class ReadStats:
 
     def to_json(self) -> dict[str, Any]:
         return {"files": self.files, "lines": self.lines, "recognised": self.recognised, "unknown": self.unknown,
-                "outside_range": self.outside, "by_format": dict(sorted(self.by_format.items())),
+                "outside_range": self.outside, "too_long": self.too_long,
+                "by_format": dict(sorted(self.by_format.items())),
                 "first": self.first.astimezone(UTC).isoformat() if self.first else None,
                 "last": self.last.astimezone(UTC).isoformat() if self.last else None}
 
 
 def read_lines(name: str, stream: IO[str]) -> Iterator[Line]:
-    """Each line of ``stream`` as a :class:`Line` named ``name``:number (1-based), newline removed."""
-    for number, text in enumerate(stream, start=1):
+    """Each line of the text ``stream`` as a :class:`Line` named ``name``:number (1-based), newline removed.
+
+    A line longer than :data:`MAX_LINE` characters comes as ``too_long`` with empty text; it is read in chunks
+    of at most the cap and dropped, never held whole.
+    """
+    number = 0
+    while text := stream.readline(MAX_LINE + 1):
+        number += 1
+        if len(text) > MAX_LINE and not text.endswith("\n"):
+            while (rest := stream.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+            yield Line(file=name, number=number, text="", too_long=True)
+            continue
         yield Line(file=name, number=number, text=text.rstrip("\r\n"))
+
+
+def read_file_lines(name: str, stream: IO[bytes]) -> Iterator[Line]:
+    """Each line of the binary ``stream`` (a file opened ``rb``) as a :class:`Line`, UTF-8 with bad bytes
+    replaced, with its byte ``offset`` and ``crc`` so that :func:`line_text` can read it again — only when the
+    stream is seekable (a regular file; a pipe such as ``<(zcat log.gz)`` cannot be read twice).
+
+    A line longer than :data:`MAX_LINE` bytes comes as ``too_long`` with empty text (read in chunks, dropped).
+    """
+    if not stream.seekable():
+        text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
+        try:
+            yield from read_lines(name, text)
+        finally:
+            text.detach()  # the caller closes its stream
+        return
+    number = offset = 0
+    while raw := stream.readline(MAX_LINE + 1):
+        number += 1
+        at = offset
+        offset += len(raw)
+        if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
+            while (rest := stream.readline(MAX_LINE)) and not rest.endswith(b"\n"):
+                offset += len(rest)
+            offset += len(rest)
+            yield Line(file=name, number=number, text="", offset=at, too_long=True)
+            continue
+        body = raw.rstrip(b"\r\n")
+        yield Line(file=name, number=number, text=body.decode("utf-8", errors="replace"), offset=at,
+                   crc=zlib.crc32(body))
+
+
+def line_text(line: Line) -> str:
+    """The text of ``line``: its own, or read again from its file when it was stored without (:meth:`Line.stored`).
+
+    Returns a note in place of the text when the file cannot be read or its line changed since (rotated, edited).
+    """
+    if line.text or line.offset is None or line.too_long:
+        return line.text
+    try:
+        with open(line.file, "rb") as fh:
+            fh.seek(line.offset)
+            raw = fh.readline(MAX_LINE + 1).rstrip(b"\r\n")
+    except OSError as exc:
+        return f"(line not shown: {line.file} cannot be read again: {exc.strerror or exc})"
+    if zlib.crc32(raw) != line.crc:
+        return f"(line not shown: {line.file} changed since it was read)"
+    return raw.decode("utf-8", errors="replace")
 
 
 def _envelope(line: Line, year: int, log_tz: Any) -> Envelope:
@@ -98,15 +174,24 @@ def _with_local(event: Event, local: datetime) -> Event:
 
 def parse_lines(lines: Iterable[Line], *, log_tz: Any, year: int, stats: ReadStats,
                 since: datetime | None = None, until: datetime | None = None) -> list[Event]:
-    """The events of ``lines`` in ``[since, until)``, in input order; ``stats`` is updated.
+    """The events of ``lines`` in ``[since, until)``, in input order; ``stats`` is updated (see :func:`iter_events`)."""
+    return list(iter_events(lines, log_tz=log_tz, year=year, stats=stats, since=since, until=until))
+
+
+def iter_events(lines: Iterable[Line], *, log_tz: Any, year: int, stats: ReadStats,
+                since: datetime | None = None, until: datetime | None = None) -> Iterator[Event]:
+    """Yield the events of ``lines`` in ``[since, until)`` as they are read, in input order; ``stats`` is updated.
 
     Args:
         log_tz: the zone of stamps that carry no offset (journalctl ``-o short``, plain Celery files).
         year: the year of journalctl ``-o short`` stamps until a full date is seen.
     """
-    events: list[Event] = []
     for line in lines:
         stats.lines += 1
+        if line.too_long:
+            stats.unknown += 1
+            stats.too_long += 1
+            continue
         if m := _YEAR.search(line.text[:40]):
             year = int(m[1])
         env = _envelope(line, year, log_tz)
@@ -125,5 +210,4 @@ def parse_lines(lines: Iterable[Line], *, log_tz: Any, year: int, stats: ReadSta
         for e in kept:
             stats.first = e.at if stats.first is None or e.at < stats.first else stats.first
             stats.last = e.at if stats.last is None or e.at > stats.last else stats.last
-        events.extend(kept)
-    return events
+        yield from kept

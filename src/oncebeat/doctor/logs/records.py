@@ -35,15 +35,34 @@ EVENT_KINDS = (
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Line:
-    """One line of input: where it is (``file``:``number``, 1-based) and its text without the newline."""
+    """One line of input: where it is (``file``:``number``, 1-based) and its text without the newline.
+
+    Attributes:
+        offset: the byte offset of the line in ``file`` when it was read from a file, else None.
+        crc: the CRC-32 of its bytes (with ``offset``: to re-read the text of evidence, see :meth:`stored`).
+        too_long: the line was longer than the reader's cap; ``text`` is empty and nothing parsed it.
+    """
 
     file: str
     number: int
     text: str
+    offset: int | None = None
+    crc: int | None = None
+    too_long: bool = False
 
     @property
     def where(self) -> str:
         return f"{self.file}:{self.number}"
+
+    def stored(self) -> Line:
+        """This line without its text when it can be read again from its file (``offset`` known), else itself.
+
+        What the log doctor keeps of the lines of its events, so that memory does not grow with the lines'
+        text; the few lines shown as evidence are read again (:func:`oncebeat.doctor.logs.reader.line_text`).
+        """
+        if self.offset is None or not self.text:
+            return self
+        return Line(file=self.file, number=self.number, text="", offset=self.offset, crc=self.crc)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

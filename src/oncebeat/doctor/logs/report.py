@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..model import CheckRun, DoctorReport, Timeface, jsonable
-from .reader import ReadStats
+from .reader import MAX_LINE, ReadStats
 from .story import DayRow, JobStory, LogFinding
 
 __all__ = ["SCHEMA", "LOG_CHECK_CODES", "LogReport"]
@@ -66,7 +66,9 @@ class LogReport:
         s = self.stats
         formats = ", ".join(f"{k} {v}" for k, v in sorted(s.by_format.items())) or "none"
         lines = [f"oncebeat doctor --logs: {len(s.files)} file(s), {s.lines} lines: {s.recognised} recognised "
-                 f"({formats}), {s.unknown} unknown" + (f", {s.outside} outside the range" if s.outside else ""),
+                 f"({formats}), {s.unknown} unknown" + (f" ({s.too_long} longer than {MAX_LINE // 1024} KiB, not read)"
+                                                       if s.too_long else "")
+                 + (f", {s.outside} outside the range" if s.outside else ""),
                  f"times in {self.tz}" + (" and UTC" if self.tz != "UTC" else "")
                  + (f"; logs span {face.text(s.first)} .. {face.text(s.last)}" if s.first and s.last else "")]
         scope = [f"{k} {face.text(v) if isinstance(v, datetime) else v}" for k, v in self.scope.items()

@@ -17,8 +17,8 @@ from datetime import datetime
 
 __all__ = ["strip"]
 
-_PREFIX = re.compile(r"^[DIWEFA], \[(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?) #(?P<pid>\d+)\]\s+\w+ -- "
-                     r"[^:]*: (?P<msg>.*)$")
+_PREFIX = re.compile(r"^[DIWEFA], \[(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?) #(?P<pid>\d{1,10})\]\s++\w++ -- "
+                     r"[^:]*+: (?P<msg>.*)$")
 
 
 def strip(message: str) -> tuple[str, datetime | None, int | None]:

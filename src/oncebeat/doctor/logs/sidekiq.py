@@ -23,14 +23,18 @@ from .records import Context, Event
 
 __all__ = ["parse"]
 
-_NEW = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) pid=(?P<pid>\d+) "
-                  r"tid=(?P<tid>\S+)(?P<fields>.*?) "
-                  r"(?P<level>DEBUG|INFO|WARN|ERROR|FATAL): (?P<msg>.*)$")
-_OLD = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) (?P<pid>\d+) TID-(?P<tid>\S+)"
-                  r"(?: (?P<cls>[\w:]+) JID-(?P<jid>\w+))? (?P<level>DEBUG|INFO|WARN|ERROR|FATAL): (?P<msg>.*)$")
-_FIELD = re.compile(r"(\w+)=(\S+)")
-_EXC = re.compile(r"^(?P<cls>[A-Z][\w:]*(?:Error|Exception|Bad|Timeout|Invalid|Shutdown|NotFound|Refused|Failure)"
-                  r"[\w:]*)(?:: (?P<text>.*))?$")
+# Linear in the line: the tid is a possessive run (`\S++`: backtracking into it cannot find the space that must
+# follow), the fields a lazy run that stops at the first " LEVEL: ", a field name is matched only where a word
+# starts (`(?<!\w)`, so a run of word characters is scanned once, not once per position), and the exception
+# class is checked by hand (see :func:`_is_exception`).
+_LEVEL = r"(?P<level>DEBUG|INFO|WARN|ERROR|FATAL)"
+_NEW = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d++)?Z) pid=(?P<pid>\d++) "
+                  rf"tid=(?P<tid>\S++)(?P<fields>.*?) {_LEVEL}: (?P<msg>.*)$")
+_OLD = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d++)?Z) (?P<pid>\d++) TID-(?P<tid>\S++)"
+                  rf"(?: (?P<cls>[\w:]++) JID-(?P<jid>\w++))? {_LEVEL}: (?P<msg>.*)$")
+_FIELD = re.compile(r"(?<!\w)(\w++)=(\S++)")
+_EXC_CLASS = re.compile(r"[A-Z][\w:]*+")
+_EXC_WORDS = ("Error", "Exception", "Bad", "Timeout", "Invalid", "Shutdown", "NotFound", "Refused", "Failure")
 _WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
 
 
@@ -67,15 +71,33 @@ def parse(ctx: Context, message: str) -> list[Event] | None:
         return [ctx.event("boot", at, detail={"what": "sidekiq"})]
     if msg.startswith(("Shutting down", "Terminating", "Bye!")):
         return [ctx.event("restart", at, detail={"what": msg})]
-    if m["level"] in ("WARN", "ERROR") and _EXC.match(msg):
+    if m["level"] in ("WARN", "ERROR") and _is_exception(msg):
         return [ctx.event("error", at, thread=tid, detail={"via": "sidekiq", "error": msg})]
     return [ctx.event("noise", at, detail={"what": "sidekiq"})]
+
+
+def _is_exception(msg: str) -> bool:
+    """Whether ``msg`` is ``ExceptionClass`` or ``ExceptionClass: text``, the class a ``[A-Z][\\w:]*`` name holding
+    one of :data:`_EXC_WORDS` after its first letter (``PG::ConnectionBad``, ``Net::ReadTimeout``).
+
+    The same language as ``^[A-Z][\\w:]*(?:Error|…)[\\w:]*(?:: .*)?$`` without its backtracking, which was
+    quadratic on a name such as ``AErrorErrorError…`` followed by a space.
+    """
+    m = _EXC_CLASS.match(msg)
+    if m is None:
+        return False
+    cls, rest = m[0], msg[m.end():]
+    if rest:  # the class must end the message or be followed by ": "; its run then ends with that ":"
+        if not (rest.startswith(" ") and cls.endswith(":")):
+            return False
+        cls = cls[:-1]
+    return any(w in cls[1:] for w in _EXC_WORDS)
 
 
 def _json_event(ctx: Context, at: datetime, tid: str, text: str) -> Event:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the interpreter's stack
         return ctx.event("noise", at, detail={"what": "sidekiq"})
     job = data.get("job") if isinstance(data, dict) else None
     if not isinstance(job, dict):

@@ -22,21 +22,26 @@ The checks on these stories are in :mod:`.analysis`.
 from __future__ import annotations
 
 import statistics
+import sys
+from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from itertools import islice
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from ...redact import redact_url
 from ..model import Evidence, Finding, Timeface
 from .heroku import dyno_type
+from .reader import line_text
 from .records import Event
 
 __all__ = ["LINK_WINDOW", "MATCH_WINDOW", "SIDEKIQ_AJ_WINDOW", "Enqueue", "Attempt", "Run", "JobStory", "DayRow",
            "LogFinding", "Ctx", "build", "stories_of", "day_rows", "known_jobs", "clock_key", "restarts_between",
-           "first_clock_per_day", "scheduled_fires", "unique_evidence", "link_sidekiq"]
+           "first_clock_per_day", "scheduled_fires", "unique_evidence", "link_sidekiq", "is_clock_event",
+           "EventStore"]
 
 LINK_WINDOW = timedelta(seconds=10)  # a trigger and the enqueue line it caused, on one process
 MATCH_WINDOW = timedelta(hours=6)  # a run starts at most this long after the enqueue it is matched to by time
@@ -163,7 +168,9 @@ def unique_evidence(evidence: Iterable[Evidence]) -> tuple[Evidence, ...]:
 class Ctx:
     """The zone and the whole event list, shared by the checks."""
 
-    def __init__(self, events: Sequence[Event], tz: str) -> None:
+    def __init__(self, events: Sequence[Event], tz: str, clocks: set[str] | None = None) -> None:
+        """``clocks``: the clock processes (:func:`is_clock_event` over every event read, noise included);
+        default: computed from ``events``."""
         self.events = events
         self.tz = tz
         self.zone = ZoneInfo(tz)
@@ -171,14 +178,14 @@ class Ctx:
         self.by_process: dict[str, list[Event]] = defaultdict(list)
         for e in events:
             self.by_process[e.process].append(e)
-        self.clocks = {e.process for e in events if _is_clock_event(e)}
+        self.clocks = clocks if clocks is not None else {e.process for e in events if is_clock_event(e)}
 
     def day(self, at: datetime) -> date:
         return at.astimezone(self.zone).date()
 
     def evidence(self, e: Event, note: str | None = None) -> Evidence:
         # a log line may carry a URL with a password (a command line, a connection message): never show it
-        raw = redact_url(e.line.text)
+        raw = redact_url(line_text(e.line))
         text = f"{e.line.where}  {self.face.text(e.at)}  {e.process}: {_trim(_message(raw))}"
         if note:
             text += f"\n({note})"
@@ -204,12 +211,71 @@ def _trim(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _is_clock_event(e: Event) -> bool:
+def is_clock_event(e: Event) -> bool:
+    """Whether ``e`` shows its process is a clock (a clock's trigger or boot, or a ``clock.N`` dyno)."""
     if e.kind == "trigger" and e.detail.get("origin") in CLOCK_ORIGINS:
         return True
     if e.kind == "boot" and e.detail.get("what") in ("clockwork", "beat"):
         return True
     return dyno_type(e.process) == "clock" and "[" not in e.process and " " not in e.process
+
+
+class EventStore:
+    """The events the analysis needs, kept as they stream in from the reader, in memory that grows with the
+    job lines (enqueues, attempts, mails, errors, restarts), not with the rest of the log.
+
+    - noise lines (web requests, router, SQL, lines of a known format that say nothing about jobs) are not kept:
+      they only tell which processes are clocks (:attr:`clocks`, :func:`is_clock_event`);
+    - a kept event's line loses its text when its file can give it again (:meth:`~.records.Line.stored`; the
+      line of a writer's local stamp keeps it, :func:`~.analysis._host_offset` reads it);
+    - names are interned, and equal job ids and details of nearby events share one object (bounded caches).
+
+    Attributes:
+        events: the kept events, in input order.
+        clocks: every process an event read (noise included) shows is a clock.
+        names: every job name and clock alias read (for the error of a ``--job`` that matches none).
+    """
+
+    CACHE = 20_000  # entries per sharing cache; it is emptied when full (the events keep what they share)
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.clocks: set[str] = set()
+        self.names: set[str] = set()
+        self._ids: dict[str, str] = {}
+        self._details: dict[tuple[tuple[str, type, Any], ...], dict[str, Any]] = {}
+
+    def add(self, e: Event) -> None:
+        if e.job:
+            self.names.add(e.job)
+        if e.detail.get("alias"):
+            self.names.add(str(e.detail["alias"]))
+        if is_clock_event(e):
+            self.clocks.add(e.process)
+        if e.kind == "noise":
+            return
+        line = e.line if "local" in e.detail else e.line.stored()
+        self.events.append(Event(kind=e.kind, at=e.at, line=line, process=sys.intern(e.process),
+                                 job=sys.intern(e.job) if e.job else e.job, job_id=self._id(e.job_id),
+                                 thread=sys.intern(e.thread) if e.thread else e.thread,
+                                 host=sys.intern(e.host) if e.host else e.host, pid=e.pid,
+                                 detail=self._detail(e.detail)))
+
+    def _id(self, job_id: str | None) -> str | None:
+        if job_id is None:
+            return None
+        if len(self._ids) >= self.CACHE:
+            self._ids.clear()
+        return self._ids.setdefault(job_id, job_id)
+
+    def _detail(self, detail: dict[str, Any]) -> dict[str, Any]:
+        """One shared dict for equal details of scalar values (``{"via": "sidekiq"}``); nobody mutates them."""
+        if not all(v is None or isinstance(v, str | int | float) for v in detail.values()):
+            return detail
+        key = tuple((k, type(v), v) for k, v in detail.items())  # the type: True == 1 == 1.0 must not merge
+        if len(self._details) >= self.CACHE:
+            self._details.clear()
+        return self._details.setdefault(key, detail)
 
 
 def clock_key(process: str) -> str:
@@ -220,7 +286,11 @@ def clock_key(process: str) -> str:
 # --- building enqueues, runs and attempts ---------------------------------------------------------------------
 
 def link_sidekiq(events: list[Event]) -> list[Event]:
-    """Drop Sidekiq start/done/fail lines that repeat Active Job's lines of one attempt, mapping jid → job id."""
+    """Drop Sidekiq start/done/fail lines that repeat Active Job's lines of one attempt, mapping jid → job id.
+
+    ``events`` sorted by instant: the Active Job starts near a Sidekiq start are found by bisection (a scan of
+    every start of the job on the process made this quadratic: hours for a month of a busy worker's log).
+    """
     aj_jobs = {e.job for e in events if e.kind == "start" and e.detail.get("via") == "activejob"}
     aj_starts = defaultdict(list)
     for e in events:
@@ -229,7 +299,12 @@ def link_sidekiq(events: list[Event]) -> list[Event]:
     jid_map: dict[str, str] = {}
     for e in events:
         if e.kind == "start" and e.detail.get("via") == "sidekiq" and e.job in aj_jobs and e.job_id:
-            near = [a for a in aj_starts[(e.process, e.job)] if abs(a.at - e.at) <= SIDEKIQ_AJ_WINDOW]
+            starts = aj_starts[(e.process, e.job)]
+            near = []
+            for a in islice(starts, bisect_left(starts, e.at - SIDEKIQ_AJ_WINDOW, key=_at), None):
+                if a.at - e.at > SIDEKIQ_AJ_WINDOW:
+                    break
+                near.append(a)
             if near:
                 jid_map[e.job_id] = min(near, key=lambda a: abs(a.at - e.at)).job_id or e.job_id
     out = []
@@ -241,6 +316,10 @@ def link_sidekiq(events: list[Event]) -> list[Event]:
                       thread=e.thread, host=e.host, pid=e.pid, detail=e.detail)
         out.append(e)
     return out
+
+
+def _at(e: Event) -> datetime:
+    return e.at
 
 
 def build(events: list[Event], ctx: Ctx) -> tuple[list[Enqueue], list[Run], dict[str, str]]:
