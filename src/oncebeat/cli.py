@@ -17,7 +17,10 @@ from typing import Any
 import click
 
 from .errors import ImportRejected, OncebeatError
-from .redact import RedactingFilter, redact_url, remember_secrets
+from .logconfig import FORMATS as LOG_FORMATS
+from .logconfig import LEVELS as LOG_LEVELS
+from .logconfig import configure as configure_logging
+from .redact import redact_url, remember_secrets
 
 # oncebeat.queue.JOB_STATES, written out so that parsing the command line imports no database driver
 # (tests/acceptance/test_cli.py checks that the two agree)
@@ -36,12 +39,37 @@ TIME_SOURCE_OPTION = click.option(
          "(one clock for every host; env ONCEBEAT_TIME_SOURCE).")
 
 
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:  # no password in any log line, whoever wrote it (drivers too)
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter())
+# Long-running processes log at INFO by default: their start and stop lines, one line per job and per fire.
+LONG_RUNNING = ("clock", "worker", "run", "web")
+
+
+def _logging_option(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Store a logging option given before or after the subcommand and (re)configure logging from all of them.
+
+    Options are parsed before the command runs, so the command logs as its options say from its first line.
+    """
+    meta = ctx.find_root().meta
+    if value not in (None, False):
+        meta[param.name] = value
+    command = ctx.info_name if ctx.parent is not None else None
+    level = meta.get("log_level") or ("info" if meta.get("verbose") or command in LONG_RUNNING else "warning")
+    configure_logging(level, meta.get("log_format") or "text")
+    return value
+
+
+_VERBOSE = click.option("-v", "--verbose", is_flag=True, expose_value=False, callback=_logging_option,
+                        help="Log at INFO level (the default of clock, worker, run and web).")
+_LOG_LEVEL = click.option("--log-level", type=click.Choice(LOG_LEVELS), default=None, expose_value=False,
+                          envvar="ONCEBEAT_LOG_LEVEL", callback=_logging_option,
+                          help="Log level (env ONCEBEAT_LOG_LEVEL; default warning, info for long-running processes).")
+_LOG_FORMAT = click.option("--log-format", type=click.Choice(LOG_FORMATS), default=None, expose_value=False,
+                           envvar="ONCEBEAT_LOG_FORMAT", callback=_logging_option,
+                           help="text lines, or one JSON object per line for log drains (env ONCEBEAT_LOG_FORMAT).")
+
+
+def _logging_options(fn: Any) -> Any:
+    """-v, --log-level, --log-format: accepted before the subcommand and after it (on every subcommand)."""
+    return _VERBOSE(_LOG_LEVEL(_LOG_FORMAT(fn)))
 
 
 def _print_json(data: Any) -> None:
@@ -93,15 +121,14 @@ def _parse_date(text: str | None, what: str) -> date | None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level to stderr.")
+@_logging_options
 @click.version_option(package_name="oncebeat")
-def cli(verbose: bool) -> None:
+def cli() -> None:
     """oncebeat: scheduled jobs that run exactly once, and overdue-invoice reminders built on them."""
     import os
 
     for name in ("DATABASE_URL", "SMTP_URL"):
         remember_secrets(os.environ.get(name))
-    _setup_logging(verbose)
 
 
 # --- the main job --------------------------------------------------------------------------------
@@ -442,8 +469,10 @@ def worker(database_url: str | None, config: Path | None, app: str | None, concu
            metrics_host: str, time_source: str, burst: bool, wait_for_leases: float) -> None:
     """Run a worker: claims jobs with a lease and runs them; SIGTERM drains gracefully."""
     from .dbtime import time_source_clock
+    from .logconfig import attach_job_lines
     from .worker import Worker
 
+    attach_job_lines()  # one INFO line per job start and finish
     if wait_for_leases and not burst:
         raise click.UsageError("--wait-for-leases goes with --burst (a running worker rescues and takes those jobs "
                                "by itself)")
@@ -513,6 +542,9 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
     """Run the clock and a worker in one process (small deployments)."""
     from .dbtime import time_source_clock
     from .deploy import run_together
+    from .logconfig import attach_job_lines
+
+    attach_job_lines()  # one INFO line per job start and finish
 
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None,
                   smtp_connections=concurrency)  # one SMTP connection per handler slot
@@ -1258,6 +1290,19 @@ def _doctor_logs(logs: bool, files: tuple[str, ...], since: str | None, until: s
                            until=day_bound(until, tz, "--until", end=True) if until else None)
     _print_json(report.to_json()) if as_json else click.echo(report.to_text(), nl=False)
     sys.exit(report.exit_code)
+
+
+def _add_logging_options(group: click.Group) -> None:
+    """Give every subcommand (and theirs) the logging options, so `oncebeat worker -v` works as `oncebeat -v worker`."""
+    for command in group.commands.values():
+        if not any(p.name == "log_level" for p in command.params):
+            for option in (_VERBOSE, _LOG_LEVEL, _LOG_FORMAT):  # appended in this order after the command's own
+                option(command)
+        if isinstance(command, click.Group):
+            _add_logging_options(command)
+
+
+_add_logging_options(cli)
 
 
 def main() -> None:

@@ -55,6 +55,7 @@ import collections
 import hashlib
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -392,6 +393,7 @@ class ClockProcess:
         self._last_now: datetime | None = None
         self.time_source = ""  # filled at start(): where this clock's time comes from
         self.stop_requested = threading.Event()
+        self.stop_reason = "stopped"  # why run() ended, for its stop line
         self.fires = 0
 
     # --- definitions ---------------------------------------------------------------------------
@@ -515,6 +517,9 @@ class ClockProcess:
                 self._seen[r["key"]] = (r["version"], r["state"])
                 continue
             if r["key"] not in self._parsed or self._rows.get(r["key"], {}).get("version") != r["version"]:
+                if r["key"] in self._parsed:
+                    log.info("schedule %s changed (version %s): %s", r["key"], r["version"], d.schedule().describe(),
+                             extra={"event": "clock.schedule_changed", "schedule": r["key"]})
                 self._parsed[r["key"]] = d.schedule()
                 self._next.pop(r["key"], None)
                 self._floor.pop(r["key"], None)
@@ -1067,7 +1072,11 @@ class ClockProcess:
         return changed
 
     # --- real process --------------------------------------------------------------------------
-    def request_stop(self, *_: Any) -> None:
+    def request_stop(self, signum: int | None = None, *_: Any) -> None:
+        """Stop after the current tick; ``signum`` (a signal handler's argument) names why in the stop line."""
+        if not self.stop_requested.is_set():
+            self.stop_reason = signal.Signals(signum).name if signum else "stop requested"
+            log.info("clock stopping: %s", self.stop_reason, extra={"event": "clock.stopping"})
         self.stop_requested.set()
 
     def run(self, *, install_signals: bool = True, stop_after: float | None = None) -> None:
@@ -1076,11 +1085,15 @@ class ClockProcess:
             signal.signal(signal.SIGTERM, self.request_stop)
             signal.signal(signal.SIGINT, self.request_stop)
         started = time.monotonic()
+        log.info("clock starting: %d schedule(s), database %s, oncebeat %s, pid %d", len(self.definitions),
+                 self.store.url, self.source.version, os.getpid(), extra={"event": "clock.starting"})
         if not self._start_retrying(started, stop_after):
             self._stop_process()
             return
+        log.info("clock started: time source %s", self.time_source, extra={"event": "clock.started"})
         while not self.stop_requested.is_set():
             if stop_after is not None and time.monotonic() - started >= stop_after:
+                self.stop_reason = f"ran its {stop_after:g} s"
                 break
             try:
                 self.tick()
@@ -1121,6 +1134,7 @@ class ClockProcess:
         return False
 
     def _stop_process(self) -> None:
+        log.info("clock stopped (%s): %d fire(s)", self.stop_reason, self.fires, extra={"event": "clock.stopped"})
         if self.process_id is not None:
             now = self.clock.now()
             processes.stop(self.store, self.process_id, source=self.source, now=now, detail={"fires": self.fires})

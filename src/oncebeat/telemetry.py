@@ -18,12 +18,11 @@ Events (``data`` keys; seconds are floats, instants aware UTC):
   batch up and claims nothing until a heartbeat gets through: ``worker_id``, ``jobs`` (held).
 - ``job.rescued`` — jobs whose lease expired were put back or discarded: ``count``, ``jobs``
   (``[{"id", "task", "state"}]``).
-- ``job.started`` — a worker starts a claimed job: ``task``, ``queue``, ``attempt``,
+- ``job.started`` — a worker starts a claimed job: ``job_id``, ``task``, ``queue``, ``attempt``,
   ``latency_seconds`` (from the job's ``run_at`` to the start: claim-to-start latency).
-- ``job.finished`` — its handler returned or raised: ``task``, ``queue``, ``outcome`` (``completed``,
-  ``retry``, ``discard``, ``in_doubt``, ``effect_conflict``, ``busy``, ``error``, ``unknown_task``,
-  ``lease_lost``), ``seconds``
-  (run time).
+- ``job.finished`` — its handler returned or raised: ``job_id``, ``task``, ``queue``, ``attempt``,
+  ``outcome`` (``completed``, ``retry``, ``discard``, ``in_doubt``, ``effect_conflict``, ``busy``, ``error``,
+  ``unknown_task``, ``lease_lost``), ``seconds`` (run time).
 - ``occurrence.recorded`` — the clock (or an operator) recorded an occurrence: ``schedule``, ``outcome``
   (enqueued, missed, coalesced, paused, manual, backfilled), ``lag_seconds`` (recording instant minus
   fire instant).

@@ -39,6 +39,7 @@ processes call :meth:`Worker.run`.
 from __future__ import annotations
 
 import logging
+import os
 import queue as _queue
 import random
 import signal
@@ -54,6 +55,7 @@ from typing import Any, TypeVar
 from . import ledger, processes, telemetry
 from .app import App, TaskDef
 from .crashpoints import SimulatedCrash  # importing it also arms ONCEBEAT_CRASH_AT (the kill tests)
+from .dbtime import describe_time_source
 from .effects import EffectLedger, Holder, OnDone, Reconcile
 from .errors import (
     Discard,
@@ -283,6 +285,7 @@ class Worker:
         self.effects = EffectLedger(store, clock=self.clock, source=self.source)
         self.process_id: int | None = None
         self.stop_requested = threading.Event()
+        self.stop_reason = "stopped"  # why run() ended, for its stop line
         self.processed = 0
         self._leases: dict[int, datetime] = {}  # job id -> end of its lease as known here (claim, heartbeat, renewal)
         self._lost: set[int] = set()  # held jobs whose lease the heartbeat could not renew: expired or taken over
@@ -394,10 +397,11 @@ class Worker:
         :class:`StoreError` that outlasted the retries (nothing is recorded either: the lease runs out).
         """
         started = time.monotonic()
-        telemetry.emit("job.started", {"task": job.task, "queue": job.queue, "attempt": job.attempt,
+        telemetry.emit("job.started", {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempt,
                                        "latency_seconds": max(0.0, (self.clock.now() - job.run_at).total_seconds())})
         outcome = self._execute(job)
-        telemetry.emit("job.finished", {"task": job.task, "queue": job.queue, "outcome": outcome,
+        telemetry.emit("job.finished", {"job_id": job.id, "task": job.task, "queue": job.queue,
+                                        "attempt": job.attempt, "outcome": outcome,
                                         "seconds": time.monotonic() - started})
         return outcome == "completed"
 
@@ -644,10 +648,12 @@ class Worker:
         telemetry.emit("worker.fenced", {"worker_id": self.process_id, "jobs": len(ends)})
 
     # --- real process -------------------------------------------------------------------------
-    def request_stop(self, *_: Any) -> None:
+    def request_stop(self, signum: int | None = None, *_: Any) -> None:
+        """Claim nothing more; running jobs get ``grace_seconds``. ``signum`` names why in the stop line."""
         if not self.stop_requested.is_set():
-            log.info("stop requested: no new claims; running jobs get %.0f s to finish", self.grace_seconds,
-                     extra={"event": "worker.stopping"})
+            self.stop_reason = signal.Signals(signum).name if signum else "stop requested"
+            log.info("stop requested (%s): no new claims; running jobs get %.0f s to finish", self.stop_reason,
+                     self.grace_seconds, extra={"event": "worker.stopping"})
         self.stop_requested.set()
 
     def _run_one(self, job: Job) -> bool | BaseException:
@@ -737,8 +743,10 @@ class Worker:
         if install_signals:
             signal.signal(signal.SIGTERM, self.request_stop)
             signal.signal(signal.SIGINT, self.request_stop)
-        log.info("worker %s started: queues %s, %d slots, batch %d", wid, ",".join(self.queues), self.concurrency,
-                 self.batch_size, extra={"event": "worker.started"})
+        log.info("worker %s started: queues %s, %d slots, batch %d, lease %g s, database %s, time source %s, "
+                 "oncebeat %s, pid %d", wid, ",".join(self.queues), self.concurrency, self.batch_size,
+                 self.lease_seconds, self.store.url, describe_time_source(self.clock), self.source.version,
+                 os.getpid(), extra={"event": "worker.started"})
         outcomes = _Outcomes()
         inbox: _queue.SimpleQueue[Job | None] = _queue.SimpleQueue()
 
@@ -762,6 +770,7 @@ class Worker:
         try:
             while not self.stop_requested.is_set():
                 if stop_after is not None and time.monotonic() - started >= stop_after:
+                    self.stop_reason = f"ran its {stop_after:g} s"
                     break
                 if self._fenced.is_set():  # self-fenced: claim nothing until a heartbeat gets through
                     self.stop_requested.wait(self.poll_interval)
@@ -805,6 +814,6 @@ class Worker:
                 inbox.put(None)
         self._flush(wid, done)
         self.stop_process()
-        log.info("worker %s stopped: %d jobs processed, %d returned", wid, self.processed, returned,
-                 extra={"event": "worker.stopped"})
+        log.info("worker %s stopped (%s): %d jobs processed, %d returned", wid, self.stop_reason, self.processed,
+                 returned, extra={"event": "worker.stopped"})
         return {"processed": self.processed, "returned": returned}
