@@ -312,3 +312,29 @@ def test_runs_started_under_allow_count_once_the_schedule_is_switched_at_run_tim
     sim_clock.set(at(5))
     [fire] = clock.tick()
     assert fire.outcome == "enqueued" and fire.job_id is not None  # nothing unfinished: it runs
+
+
+def test_the_jobs_a_run_fans_out_do_not_hold_a_skip_schedules_next_fire(store: Store,
+                                                                         sim_clock: SimulatedClock) -> None:
+    """The reminder scan's send jobs carry its occurrence id: they are not runs of the schedule (jobs.run_of)."""
+    app = App()
+
+    @app.task(name="scan")
+    def scan(ctx: Any) -> None:
+        Queue(store, clock=sim_clock, source=current_source("worker")).enqueue(
+            "send", {}, occurrence_id=ctx.job.occurrence_id)
+
+    app.task(name="send")(lambda ctx: None)
+    app.schedule(KEY, "every 1m", tz="UTC", task="scan", overlap="skip")
+    sim_clock.set(at(0, 30))
+    clock = ClockProcess(app, store, clock=sim_clock)
+    clock.start()
+    sim_clock.set(at(1))
+    clock.tick()
+    worker = Worker(app, store, clock=sim_clock, queues=("default",))
+    worker.run_batch()  # the scan runs and fans out one send job, left unfinished
+    queue = Queue(store, clock=sim_clock, source=current_source("api"))
+    assert queue.counts().get("available") == 1
+    sim_clock.set(at(2))
+    [fire] = clock.tick()
+    assert fire.outcome == "enqueued", fire  # the send job is not a run of the schedule
