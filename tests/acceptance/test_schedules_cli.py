@@ -106,8 +106,8 @@ def test_a_second_run_of_an_occurrence_is_refused_naming_the_unfinished_one(tmp_
     exit 2 with one line naming the run that is unfinished, no traceback, and still one unfinished run."""
     (tmp_path / "jobs.py").write_text(JOBS, encoding="utf-8")
     assert oncebeat("tick", cwd=tmp_path, db_url=db_url).returncode == 0
-    now = datetime.now(UTC)
-    start, end = (now - timedelta(hours=1, minutes=59)).isoformat(), (now - timedelta(hours=1)).isoformat()
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)  # one instant, always
+    start, end = (hour - timedelta(minutes=1)).isoformat(), (hour + timedelta(minutes=1)).isoformat()
     assert oncebeat("backfill", "report", "--from", start, "--until", end, cwd=tmp_path, db_url=db_url).returncode == 0
     with open_store(db_url) as store:
         [occurrence] = store.read("list_occurrences", schedule_key="report")
