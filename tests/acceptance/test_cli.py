@@ -124,7 +124,8 @@ def test_payments_for_unknown_invoices_are_rejected_and_nothing_is_applied(tmp_p
                                            encoding="utf-8")
     assert oncebeat("import", "invoices.csv", "--db", db_url, cwd=tmp_path).returncode == 0
     paid = oncebeat("import", "--payments", "payments.csv", "--db", db_url, cwd=tmp_path)
-    assert paid.returncode == 2 and "INV-999" in paid.stderr and "nothing applied" in paid.stderr
+    assert paid.returncode == 2 and "nothing was imported" in paid.stderr
+    assert "payments.csv:3: column invoice_number: 'INV-999' is not a known invoice" in paid.stderr
     with open_store(db_url) as store:
         (row,) = store.read("list_invoices")
     assert row["status"] == "open"

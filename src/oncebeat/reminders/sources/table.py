@@ -122,7 +122,7 @@ class CsvTable:
                 self._error = self._problem(f"is gzip-compressed but cannot be decompressed ({exc})",
                                             previous_end + 1)
                 yield previous_end + 1, None
-            if progress is not None:
+            if progress is not None and previous_end > 10_000:  # only a file that showed progress ends it
                 progress(self.size, self.size)
 
     def rows(self, progress: Progress | None = None) -> Iterator[tuple[int, list[str]]]:
