@@ -178,3 +178,17 @@ def test_schedules_set_refuses_a_catchup_window_that_is_not_finite_seconds(tmp_p
                       "--db", f"sqlite:///{tmp_path / 'w.db'}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "Invalid value for '--catchup-window'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_database_url_with_a_trailing_newline_works_and_a_fragment_is_refused(tmp_path: Path, db_url: str) -> None:
+    """Issue 21 item 10: '…db\\n' made a SQLite file named 'x.db\\n' (and printed an empty line for the URL);
+    '#frag' was appended to the last PostgreSQL connection option."""
+    done = oncebeat("migrate", cwd=tmp_path, env={"DATABASE_URL": db_url + "\n"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(db_url.split("?")[0]) and "\n:" not in done.stdout
+    assert not [p for p in tmp_path.rglob("*") if "\n" in p.name]
+    with_password = db_url.replace("postgresql://postgres@", "postgresql://postgres:S3cretPw@")
+    refused = oncebeat("jobs", cwd=tmp_path, env={"DATABASE_URL": with_password + "#frag"})
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "has a '#fragment', which means nothing to a database" in refused.stderr
+    assert "S3cretPw" not in refused.stderr + refused.stdout

@@ -73,9 +73,11 @@ class _Staging:
         self._rows: list[dict[str, Any]] = []
         self._problems: list[dict[str, Any]] = []
         self._bad: list[dict[str, Any]] = []
-        for name in ("bulk_drop_rows", "bulk_drop_problems", "bulk_create_rows", "bulk_create_problems",
-                     "bulk_index_problems"):
-            tx.run(name)
+        tx.run("bulk_drop_rows")  # left by an earlier import on this connection that did not finish
+        tx.run("bulk_drop_problems")
+        tx.run("bulk_create_rows")
+        tx.run("bulk_create_problems")
+        tx.run("bulk_index_problems")
 
     def row(self, params: Mapping[str, Any]) -> None:
         self._rows.append(_EMPTY_ROW | dict(params))
@@ -103,12 +105,14 @@ class _Staging:
             self.tx.many("bulk_mark_bad", self._bad)
             self._bad.clear()
 
-    def pages(self, query: str, keys: tuple[str, ...], start: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
-        """Every row of the keyset-paged ``query``, in its order (``keys``: the columns it pages after)."""
+    def pages(self, query: Callable[..., list[dict[str, Any]]], keys: tuple[str, ...], start: tuple[Any, ...]
+              ) -> Iterator[dict[str, Any]]:
+        """Every row of a keyset-paged query, in its order: ``query(page=, after_<key>=…)`` runs it (``keys``: the
+        columns it pages after, ``start``: their values before the first row)."""
         after = dict(zip((f"after_{k}" for k in keys), start, strict=True))
         while True:
             self.flush()  # a page sees every mark made so far
-            rows = self.tx.run(query, page=PAGE, **after)
+            rows = query(page=PAGE, **after)
             yield from rows
             if len(rows) < PAGE:
                 return
@@ -116,7 +120,7 @@ class _Staging:
 
     def problem_texts(self, limit: int | None = None) -> Iterator[str]:
         """``file:line: …`` for every recorded problem (the first ``limit``), by line, in the order found."""
-        for n, r in enumerate(self.pages("bulk_problems", ("line", "seq"), (0, 0))):
+        for n, r in enumerate(self.pages(lambda **k: self.tx.run("bulk_problems", **k), ("line", "seq"), (0, 0))):
             if limit is not None and n >= limit:
                 return
             yield f"{self.source}:{r['line']}: {r['text']}"
@@ -134,7 +138,7 @@ class _Staging:
 def _write_rejects(staging: _Staging, table: CsvTable, path: Path) -> int:
     """The rows of every line with a problem, from the file (read again, in step with the problems by line)."""
     with RejectsWriter(path, table.header) as out:
-        problems = staging.pages("bulk_problems", ("line", "seq"), (0, 0))
+        problems = staging.pages(lambda **k: staging.tx.run("bulk_problems", **k), ("line", "seq"), (0, 0))
         pending = next(problems, None)
         for line, fields in table.rows():
             if pending is None:
@@ -228,13 +232,12 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
         staging.flush()
         tx.run("bulk_index_numbers")
         tx.run("bulk_index_emails")
-        numbers = ((r["number"], r["line"]) for r in staging.pages("bulk_shared_numbers", ("number", "line"),
-                                                                     ("", 0)))
-        for p in duplicate_problems(numbers, source):
+        for p in duplicate_problems(_shared_numbers(staging), source):
             staging.problem(p, mark=True)
         customer_rows = (CustomerRow(email=r["email"], line=r["line"], name=r["name"], x_locale=r["x_locale"],
                                      x_tz=r["x_tz"], bad=bool(r["bad"]))
-                         for r in staging.pages("bulk_customer_rows", ("email", "line"), ("", 0)))
+                         for r in staging.pages(lambda **k: tx.run("bulk_customer_rows", **k), ("email", "line"),
+                                                ("", 0)))
         customers: list[Customer] = []
         for item in customer_rule(customer_rows, source):
             if isinstance(item, RowProblem):
@@ -249,7 +252,7 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
             valid = tx.one("bulk_valid_count")
             if options.on_apply is not None:
                 options.on_apply(int(valid["n"]) if valid else 0, table.rows_read)
-            rows = staging.pages("bulk_valid_rows", ("line",), (0,))
+            rows = staging.pages(lambda **k: tx.run("bulk_valid_rows", **k), ("line",), (0,))
             while page := [r for _, r in zip(range(PAGE), rows, strict=False)]:
                 invoices = [Invoice(number=r["number"], customer_email=r["email"], currency=r["currency"],
                                     amount_due=int(r["amount_due"]), issued_on=r["issued_on"], due_on=r["due_on"],
@@ -308,9 +311,7 @@ def import_payments(store: Store, path: Path, options: BulkOptions, *, now: date
             staging.problem(table.read_error)
         staging.flush()
         tx.run("bulk_index_numbers")
-        numbers = ((r["number"], r["line"]) for r in staging.pages("bulk_shared_numbers", ("number", "line"),
-                                                                     ("", 0)))
-        for p in duplicate_problems(numbers, source):
+        for p in duplicate_problems(_shared_numbers(staging), source):
             staging.problem(p, mark=True)
         for p in _unpayable(staging):
             staging.problem(p, mark=True)
@@ -331,9 +332,15 @@ def import_payments(store: Store, path: Path, options: BulkOptions, *, now: date
             "rejected": rejected}
 
 
+def _shared_numbers(staging: _Staging) -> Iterator[tuple[str, int]]:
+    """(number, line) of every row whose invoice number another row has too, by number then line."""
+    for r in staging.pages(lambda **k: staging.tx.run("bulk_shared_numbers", **k), ("number", "line"), ("", 0)):
+        yield r["number"], r["line"]
+
+
 def _unpayable(staging: _Staging) -> Iterator[RowProblem]:
     """A problem for each valid payment naming an unknown invoice or dated before its invoice was issued."""
-    for r in staging.pages("bulk_unpayable", ("line",), (0,)):
+    for r in staging.pages(lambda **k: staging.tx.run("bulk_unpayable", **k), ("line",), (0,)):
         if r["invoice_id"] is None:
             yield RowProblem(line=r["line"], column="invoice_number", value=r["number"], source=staging.source,
                              reason="is not a known invoice; import the invoices first, or fix the number")
