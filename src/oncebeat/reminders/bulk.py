@@ -19,6 +19,7 @@ be written rolls the import back.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -135,6 +136,17 @@ class _Staging:
         self.tx.run("bulk_drop_problems")
 
 
+@contextmanager
+def _errors_written(options: BulkOptions) -> Iterator[None]:
+    """A file that cannot be read at all: its one problem goes to the errors file too."""
+    try:
+        yield
+    except ImportRejected as exc:
+        if options.errors_file is not None:
+            write_problems(options.errors_file, exc.problems)
+        raise
+
+
 def _write_rejects(staging: _Staging, table: CsvTable, path: Path) -> int:
     """The rows of every line with a problem, from the file (read again, in step with the problems by line)."""
     with RejectsWriter(path, table.header) as out:
@@ -210,9 +222,10 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
 
     path = Path(path)
     source = options.source_name if options.source_name is not None else path.name
-    table, checker, file_problems = open_invoice_table(
-        path, column_map=options.column_map, source=source, date_format=options.date_format,
-        default_currency=options.default_currency, due_days=options.due_days, today=options.today)
+    with _errors_written(options):
+        table, checker, file_problems = open_invoice_table(
+            path, column_map=options.column_map, source=source, date_format=options.date_format,
+            default_currency=options.default_currency, due_days=options.due_days, today=options.today)
     if checker is None:
         return {"customers": 0, "invoices": 0, "new": 0, "updated": 0, "kept paid": 0}  \
             | _reject_everything(table, file_problems, options, source)
@@ -294,8 +307,9 @@ def import_payments(store: Store, path: Path, options: BulkOptions, *, now: date
     """
     path = Path(path)
     source = options.source_name if options.source_name is not None else path.name
-    table, checker, file_problems = open_payment_table(path, column_map=options.column_map, source=source,
-                                                       date_format=options.date_format, today=options.today)
+    with _errors_written(options):
+        table, checker, file_problems = open_payment_table(path, column_map=options.column_map, source=source,
+                                                           date_format=options.date_format, today=options.today)
     if checker is None:
         return {"payments": 0, "marked_paid": 0, "unchanged (already closed)": 0} \
             | _reject_everything(table, file_problems, options, source)
