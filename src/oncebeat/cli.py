@@ -271,6 +271,7 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
         --map "customer_email=template:{CustomerId}@billing.example.test" \\
         --map "customer_name=template:Customer {CustomerId}"
     """
+    from .reminders.bulk import BulkOptions
     from .reminders.conversions import DateFormat
     from .reminders.importing import (
         INVOICE_CSV_HELP,
@@ -278,8 +279,6 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
         PAYMENT_OPTIONAL_COLUMNS,
         check_output_path,
         parse_column_map,
-        read_invoices_csv,
-        read_payments_csv,
         write_problems,
         write_rejects,
     )
@@ -297,50 +296,67 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
     rt = _runtime(config=config, database_url=database_url)
     bar: Any = None
 
-    def progress(done: int, total: int) -> None:  # only called for files of more than 1,000 rows
+    def progress(done: int, total: int) -> None:  # bytes of the file read; called every 10,000 rows
         nonlocal bar
         if bar is None:
             bar = click.progressbar(length=total, label=f"checking {path.name}", file=sys.stderr)
             bar.__enter__()
         bar.update(done - bar.pos)
 
+    def on_apply(valid: int, rows: int) -> None:
+        nonlocal bar
+        if bar is not None:
+            bar.__exit__(None, None, None)
+            bar = None
+        if valid:
+            what = "payments" if is_payments else "invoices"
+            click.echo(f"applying {valid:,} {what} of {rows:,} rows in one transaction", err=True)
+
+    errors_written = False
     try:
         today = rt.clock.now().astimezone(rt.policy.zone).date()
-        if is_payments:
-            payments, problems = read_payments_csv(path, column_map=mapping, date_format=fmt, today=today)
-            result = rt.service.apply_payments(payments, problems)
-        else:
-            if is_stripe:
-                found = read_stripe_invoices(path, tz=rt.policy.tz, due_days=due_days)
-                data = found.data
-                click.echo(f"{path.name}: {data.rows_read} Stripe invoice(s); left out: {found.drafts} draft(s), "
-                           f"{found.nothing_due} with nothing due", err=True)
-            else:
-                data = read_invoices_csv(path, column_map=mapping, date_format=fmt,
-                                         default_currency=default_currency, due_days=due_days, today=today,
-                                         progress=progress)
-            if bar is not None:
-                bar.__exit__(None, None, None)
+        if is_stripe:
+            found = read_stripe_invoices(path, tz=rt.policy.tz, due_days=due_days)
+            data = found.data
+            click.echo(f"{path.name}: {data.rows_read} Stripe invoice(s); left out: {found.drafts} draft(s), "
+                       f"{found.nothing_due} with nothing due", err=True)
             if errors_file is not None and data.problems:
                 write_problems(errors_file, [str(p) for p in data.problems])
+                errors_written = True
             if data.problems and skip_invalid is None:
                 raise ImportRejected(f"{len(data.problems)} problem(s) in {path}; nothing imported. Fix them, or use "
-                                     "--skip-invalid REJECTS.csv to import the valid rows."
-                                     + ("" if is_stripe else "\n" + INVOICE_CSV_HELP),
+                                     "--skip-invalid REJECTS.csv to import the valid rows.",
                                      [str(p) for p in data.problems])
-            if data.invoices:
-                click.echo(f"applying {len(data.invoices):,} invoices of {data.rows_read:,} rows in one transaction",
-                           err=True)
             result = rt.service.apply_import(data, skip_invalid=True, reopen=reopen)
             if data.problems and skip_invalid is not None:
                 n = write_rejects(skip_invalid, data.header, data.rejected_lines, data.problems)
                 _echo_problems([str(p) for p in data.problems], errors_file)
                 click.echo(f"{n} invalid row(s) written to {skip_invalid}", err=True)
+        else:
+            # Streamed: every row checked, then applied in one transaction (or nothing), in bounded memory.
+            options = BulkOptions(column_map=mapping, date_format=fmt, default_currency=default_currency,
+                                  due_days=due_days, today=today, skip_invalid=skip_invalid is not None,
+                                  rejects=skip_invalid, errors_file=errors_file, reopen=reopen, progress=progress,
+                                  on_apply=on_apply,
+                                  on_problems=lambda first, total: _echo_problems(first, errors_file, total=total))
+            errors_written = True  # the import writes the errors file itself (every problem)
+            if is_payments:
+                result = rt.service.import_payments_csv(path, options)
+            else:
+                result = rt.service.import_invoices_csv(path, options)
+            if bar is not None:
+                bar.__exit__(None, None, None)
+            if result.get("rejected") and skip_invalid is not None:
+                where = f"; every problem is in {errors_file}" if errors_file else ""
+                click.echo(f"{result['rejected']:,} invalid row(s) written to {skip_invalid}{where}", err=True)
     except ImportRejected as exc:
-        if errors_file is not None:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+        if errors_file is not None and not errors_written:
             write_problems(errors_file, exc.problems)
-        click.echo(redact_url(f"error: {exc}"), err=True)
-        _echo_problems([redact_url(str(p)) for p in exc.problems], errors_file)
+        help_text = "" if is_stripe or is_payments else "\n" + INVOICE_CSV_HELP
+        click.echo(redact_url(f"error: {exc}") + help_text, err=True)
+        _echo_problems([redact_url(str(p)) for p in exc.problems], errors_file, total=exc.total)
         sys.exit(2)
     finally:
         rt.close()
@@ -350,14 +366,14 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
 MAX_PROBLEMS_SHOWN = 50
 
 
-def _echo_problems(problems: list[str], errors_file: Path | None) -> None:
-    """Print the first problems and how many more there are (all of them are in ``errors_file``)."""
+def _echo_problems(problems: list[str], errors_file: Path | None, *, total: int | None = None) -> None:
+    """Print the first problems and how many more there are (``total`` found; all of them are in ``errors_file``)."""
+    total = len(problems) if total is None else total
     for problem in problems[:MAX_PROBLEMS_SHOWN]:
         click.echo(f"  {problem}", err=True)
-    if len(problems) > MAX_PROBLEMS_SHOWN:
-        where = f"all {len(problems):,} are in {errors_file}" if errors_file else \
-            "--errors-file FILE writes them all"
-        click.echo(f"  … and {len(problems) - MAX_PROBLEMS_SHOWN:,} more problem(s) ({where})", err=True)
+    if total > MAX_PROBLEMS_SHOWN:
+        where = f"all {total:,} are in {errors_file}" if errors_file else "--errors-file FILE writes them all"
+        click.echo(f"  … and {total - MAX_PROBLEMS_SHOWN:,} more problem(s) ({where})", err=True)
 
 
 # --- processes -----------------------------------------------------------------------------------

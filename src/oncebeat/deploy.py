@@ -33,8 +33,9 @@ DEFAULT_DATABASE_URL = "sqlite:///oncebeat.db"
 
 
 def database_url(explicit: str | None = None) -> str:
-    """``explicit`` (``--db``), else ``$DATABASE_URL``, else :data:`DEFAULT_DATABASE_URL`."""
-    return explicit or os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
+    """``explicit`` (``--db``), else ``$DATABASE_URL``, else :data:`DEFAULT_DATABASE_URL`; surrounding whitespace
+    (a trailing newline) stripped, an empty or blank value counting as not given."""
+    return (explicit or "").strip() or (os.environ.get("DATABASE_URL") or "").strip() or DEFAULT_DATABASE_URL
 
 
 @dataclass(kw_only=True, slots=True)

@@ -149,12 +149,14 @@ class ImportRejected(OncebeatError):
     """An import file has invalid rows; nothing was applied.
 
     ``problems`` is a list of human-readable lines, each naming the file line,
-    the column and the reason.
+    the column and the reason: all of them, or the first ones when ``total``
+    (the number found) is larger.
     """
 
-    def __init__(self, message: str, problems: list[str]) -> None:
+    def __init__(self, message: str, problems: list[str], *, total: int | None = None) -> None:
         super().__init__(message)
         self.problems = problems
+        self.total = len(problems) if total is None else total
 
 
 class JobSignal(Exception):

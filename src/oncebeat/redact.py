@@ -155,15 +155,18 @@ def redact_url(text: str) -> str:
 
     Returns:
         str: The text with the userinfo password, secret parameter values and every secret recorded by
-        :func:`remember_secrets` masked (see the module docstring for the rules).
+        :func:`remember_secrets` masked (see the module docstring for the rules); never blank for a text that
+        is not (``***`` then).
     """
-    text = str(text)
+    original = text = str(text)
     pattern = _pattern
     if pattern is not None:
         text = pattern.sub(MASK, text)
     text = _mask_userinfo(text)
     for param in _PARAMS:
         text = param.sub(lambda m: f"{m.group('head')}{MASK}" if m.group("value") else m.group(0), text)
+    if original.strip() and not text.strip():  # never an empty URL on screen for a non-empty one
+        return MASK
     return text
 
 

@@ -124,7 +124,8 @@ def test_payments_for_unknown_invoices_are_rejected_and_nothing_is_applied(tmp_p
                                            encoding="utf-8")
     assert oncebeat("import", "invoices.csv", "--db", db_url, cwd=tmp_path).returncode == 0
     paid = oncebeat("import", "--payments", "payments.csv", "--db", db_url, cwd=tmp_path)
-    assert paid.returncode == 2 and "INV-999" in paid.stderr and "nothing applied" in paid.stderr
+    assert paid.returncode == 2 and "nothing was imported" in paid.stderr
+    assert "payments.csv:3: column invoice_number: 'INV-999' is not a known invoice" in paid.stderr
     with open_store(db_url) as store:
         (row,) = store.read("list_invoices")
     assert row["status"] == "open"
@@ -194,3 +195,17 @@ def test_the_sample_book_module_runs_without_a_runtime_warning(tmp_path: Path) -
     result = subprocess.run([sys.executable, "-W", "error", "-m", "oncebeat.sample.book", "generate", "--help"],
                             cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
     assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def test_a_database_url_with_a_trailing_newline_works_and_a_fragment_is_refused(tmp_path: Path, db_url: str) -> None:
+    """Issue 21 item 10: '…db\\n' made a SQLite file named 'x.db\\n' (and printed an empty line for the URL);
+    '#frag' was appended to the last PostgreSQL connection option."""
+    done = oncebeat("migrate", cwd=tmp_path, env={"DATABASE_URL": db_url + "\n"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(db_url.split("?")[0]) and "\n:" not in done.stdout
+    assert not [p for p in tmp_path.rglob("*") if "\n" in p.name]
+    with_password = db_url.replace("postgresql://postgres@", "postgresql://postgres:S3cretPw@")
+    refused = oncebeat("jobs", cwd=tmp_path, env={"DATABASE_URL": with_password + "#frag"})
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "has a '#fragment', which means nothing to a database" in refused.stderr
+    assert "S3cretPw" not in refused.stderr + refused.stdout

@@ -202,3 +202,60 @@ def test_an_internal_error_in_doctor_or_check_exits_2_never_1(monkeypatch: pytes
     with pytest.raises(SystemExit) as info:
         cli.main()
     assert info.value.code == 2
+
+
+# --- invisible format characters and length limits (issue 21, item 10) ----------------------------------
+
+
+@pytest.mark.parametrize(("column", "row", "shown"), [
+    ("customer_name", "INV-1,zoe@example.com,Zoë \u202egnp.exe,USD,5,2026-01-01,2026-01-31",
+     "a bidirectional control (U+202E RIGHT-TO-LEFT OVERRIDE) at character 5"),
+    ("customer_name", "INV-1,zoe@example.com,\u2067Zoë\u2069,USD,5,2026-01-01,2026-01-31",
+     "a bidirectional control (U+2067 RIGHT-TO-LEFT ISOLATE) at character 1"),
+    ("invoice_number", "INV-\u200b1,zoe@example.com,Zoë,USD,5,2026-01-01,2026-01-31",
+     "an invisible format character (U+200B ZERO WIDTH SPACE) at character 5"),
+    ("invoice_number", "INV-\u200d1,zoe@example.com,Zoë,USD,5,2026-01-01,2026-01-31",
+     "an invisible format character (U+200D ZERO WIDTH JOINER) at character 5"),
+    ("currency", "INV-1,zoe@example.com,Zoë,US\u200eD,5,2026-01-01,2026-01-31",
+     "a bidirectional control (U+200E LEFT-TO-RIGHT MARK) at character 3"),
+])
+def test_bidi_controls_and_format_characters_are_refused_naming_line_column_and_character(
+        tmp_path: Path, column: str, row: str, shown: str) -> None:
+    (problem,) = reasons(tmp_path, row)
+    assert problem.startswith(f"invoices.csv:2: column {column}: contains {shown}"), problem
+    assert "\u202e" not in problem and "\u200b" not in problem  # the message never carries the character itself
+
+
+def test_joiners_of_ordinary_writing_are_kept_in_names(tmp_path: Path) -> None:
+    rows = ("INV-1,a@example.com,Mohammad\u200cReza,USD,5,2026-01-01,2026-01-31\n"
+            "INV-2,b@example.com,Family \U0001f468\u200d\U0001f469,USD,5,2026-01-01,2026-01-31\n")
+    result = read_invoices_csv(write(tmp_path, HEADER + "\n" + rows))
+    assert result.problems == []
+    assert [c.name for c in result.customers] == ["Mohammad\u200cReza", "Family \U0001f468\u200d\U0001f469"]
+
+
+@pytest.mark.parametrize(("column", "value", "limit"), [
+    ("invoice_number", "A" * 100_000, 64),
+    ("customer_name", "N" * 201, 200),
+    ("customer_email", "a" * 60 + "@" + ".".join(["d" * 60] * 4) + ".test", 254),
+])
+def test_a_value_over_its_limit_is_refused_by_length_without_being_repeated(
+        tmp_path: Path, column: str, value: str, limit: int) -> None:
+    fields = {"invoice_number": "INV-1", "customer_email": "zoe@example.com", "customer_name": "Zoë"} | {column: value}
+    row = f"{fields['invoice_number']},{fields['customer_email']},{fields['customer_name']},USD,5,2026-01-01,2026-01-31"
+    (problem,) = reasons(tmp_path, row)
+    assert problem.startswith(f"invoices.csv:2: column {column}: is {len(value):,} characters long")
+    assert f"at most {limit} are allowed" in problem and len(problem) < 300
+
+
+def test_values_at_their_limits_are_accepted(tmp_path: Path) -> None:
+    row = f"{'N' * 64},zoe@example.com,{'Z' * 200},USD,5,2026-01-01,2026-01-31"
+    assert reasons(tmp_path, row) == []
+
+
+def test_payments_refuse_format_characters_and_overlong_numbers(tmp_path: Path) -> None:
+    path = write(tmp_path, f"invoice_number,paid_on\nINV-\u202e1,2026-01-05\n{'P' * 65},2026-01-05\n", "pay.csv")
+    payments, problems = read_payments_csv(path)
+    assert payments == []
+    assert [str(p)[:44] for p in problems] == ["pay.csv:2: column invoice_number: contains a",
+                                               "pay.csv:3: column invoice_number: is 65 char"]

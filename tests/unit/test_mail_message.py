@@ -289,3 +289,15 @@ def test_a_non_ascii_local_part_to_a_server_without_smtputf8_is_a_permanent_erro
         # An ASCII message still goes through that server.
         deliver(sink, message())
         assert sink.accepted == 1
+
+
+def test_bidi_controls_and_invisible_format_characters_never_reach_a_header() -> None:
+    """Issue 21 item 10: 'Zoë \\u202egnp.exe' would show as 'Zoë exe.png' in a mail client."""
+    assert sanitize_header_text("Zoë \u202egnp.exe") == "Zoë gnp.exe"
+    assert sanitize_header_text("\u2066INV-7\u2069 is over\u200bdue\u00ad") == "INV-7 is overdue"
+    assert sanitize_header_text("Family \U0001f468\u200d\U0001f469") == "Family \U0001f468\u200d\U0001f469"
+    msg = message(to=parse_address('"Zoë \u202egnp.exe" <zoe@example.com>', field="to"),
+                  subject="Invoice \u202eINV-7 is overdue")
+    parsed = message_from_bytes(bytes(msg), policy=email.policy.default)
+    assert parsed["To"].addresses[0].display_name == "Zoë gnp.exe" and "\u202e" not in str(parsed["To"])
+    assert str(parsed["Subject"]) == "Invoice INV-7 is overdue"

@@ -89,3 +89,43 @@ def test_the_userinfo_mask_is_the_pattern_s_substitution_tried_only_where_it_can
         text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14)))
         expected = redact._USERINFO.sub(lambda m: f"{m.group('head')}{redact.MASK}@", text)
         assert redact._mask_userinfo(text) == expected, text
+
+
+def test_a_non_blank_text_never_redacts_to_a_blank_one() -> None:
+    remember_secrets("postgresql://app:S3cretPw@db.example.test/app")
+    assert redact_url("S3cretPw") == "***"
+    assert redact_url("postgresql://app:S3cretPw@db.example.test/app\n") == "postgresql://app:***@db.example.test/app\n"
+    assert redact_url("") == ""
+
+
+@pytest.mark.parametrize(("url", "clean"), [
+    ("sqlite:///oncebeat.db\n", "sqlite:///oncebeat.db"),
+    ("  postgresql://app:S3cret@db.example.test/app?schema=x\r\n", "postgresql://app:S3cret@db.example.test/app?schema=x"),
+    ("sqlite:///my folder/oncebeat.db", "sqlite:///my folder/oncebeat.db"),
+])
+def test_database_urls_lose_surrounding_whitespace(url: str, clean: str) -> None:
+    from oncebeat.store import clean_database_url
+
+    assert clean_database_url(url) == clean
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("postgresql://app:S3cret@db.example.test/app?schema=x#frag", "has a '#fragment'"),
+    ("sqlite:///oncebeat.db#x", "has a '#fragment'"),
+    ("postgresql://app:S3cret@db.example.test/app\nhost=evil", "control character U+000A inside it"),
+    ("   \n", "DATABASE_URL is empty"),
+])
+def test_a_fragment_or_a_second_line_in_a_database_url_is_refused_clearly(url: str, message: str) -> None:
+    from oncebeat.errors import StoreError
+    from oncebeat.store import clean_database_url
+
+    with pytest.raises(StoreError, match=message.replace("'", ".").replace("+", ".")) as caught:
+        clean_database_url(url)
+    assert "S3cret" not in str(caught.value)
+
+
+def test_a_hash_in_a_password_gets_the_encoding_advice_not_the_fragment_one() -> None:
+    from oncebeat.store import clean_database_url
+
+    url = "postgresql://app:pa#ss@db.example.test/app"
+    assert clean_database_url(url) == url  # the store's own check then names '#' as %23

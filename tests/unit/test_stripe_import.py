@@ -99,3 +99,18 @@ def test_each_unusable_invoice_is_reported_with_its_position_and_field(tmp_path:
     assert [i.number for i in data.invoices] == ["E-1"]  # line 5 reuses E-1 after line 1 was refused
     with_terms = read_stripe_invoices(tmp_path / "i.jsonl", tz="UTC", due_days=30).data
     assert "E-3" in {i.number for i in with_terms.invoices}
+
+
+def test_stripe_texts_follow_the_csv_limits_and_refuse_format_characters(tmp_path: Path) -> None:
+    """Issue 21 item 10: the same rules at every source (the webhook converts with the same function)."""
+    from oncebeat.reminders.stripe import invoice_from_stripe
+
+    _, invoice, problems = invoice_from_stripe(stripe_invoice("N" * 100_000), tz="UTC")
+    assert invoice is None
+    (field, value, reason) = problems[0]
+    assert (field, value) == ("number", None) and reason.startswith("is 100,000 characters long")
+    _, invoice, problems = invoice_from_stripe(stripe_invoice("S-1", customer_name="Ana \u202egnp.exe"), tz="UTC")
+    assert invoice is None and problems[0][0] == "customer_name" and "U+202E" in problems[0][2]
+    customer, invoice, problems = invoice_from_stripe(stripe_invoice("S-2", customer_name="Mohammad\u200cReza"),
+                                                      tz="UTC")
+    assert problems == [] and customer is not None and customer.name == "Mohammad\u200cReza"

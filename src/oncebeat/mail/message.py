@@ -62,6 +62,7 @@ from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
 
+from oncebeat.textsafe import strip_format_characters
 from oncebeat.timebase import SystemClock, require_aware
 
 __all__ = [
@@ -132,8 +133,10 @@ def sanitize_header_text(value: str) -> str:
     Runs of line-break and control characters (CR, LF, ``\\v``, ``\\f``, NUL,
     U+2028, ...) become one space; every ``=?`` (the start of an RFC 2047
     encoded-word, which vulnerable interpreters decode into raw CR/LF) becomes
-    ``= ?``; surrounding whitespace is stripped. Other text, including any
-    non-ASCII, is kept.
+    ``= ?``; invisible format characters (bidirectional overrides such as
+    U+202E, zero-width spaces; :mod:`oncebeat.textsafe`) are removed, the
+    joiners U+200C/U+200D kept; surrounding whitespace is stripped. Other
+    text, including any non-ASCII, is kept.
 
     Args:
         value: Arbitrary text, e.g. a customer name or a subject.
@@ -141,7 +144,7 @@ def sanitize_header_text(value: str) -> str:
     Returns:
         str: The sanitised single-line text.
     """
-    return _ENCODED_WORD_START.sub("= ", _UNSAFE_HEADER_CHARS.sub(" ", value)).strip()
+    return _ENCODED_WORD_START.sub("= ", _UNSAFE_HEADER_CHARS.sub(" ", strip_format_characters(value))).strip()
 
 
 def address_problem(addr_spec: str) -> str | None:

@@ -11,7 +11,9 @@ Everything here is a pure function of its arguments (no database, no clock):
 - :func:`currency_reason` accepts only ISO 4217 codes that are legal tender
   somewhere today (CLDR data through Babel): ``XXX``/``XAU``/``XTS`` (no
   currency, gold, testing) and withdrawn codes such as ``DEM`` are refused.
-- :func:`text_reason` refuses NUL bytes and other control characters, and
+- :func:`text_reason` refuses NUL bytes, other control characters and invisible
+  format characters (bidirectional overrides, zero-width spaces); :func:`length_reason`
+  bounds every field (:data:`MAX_LENGTHS`); and
   :func:`foreign_digits` finds digits of other scripts (``١٠``), which
   Python's ``Decimal`` and ``strptime`` would otherwise accept silently.
 - Dates must lie in :data:`DATE_MIN` … :data:`DATE_MAX`: placeholders such as
@@ -34,6 +36,7 @@ from babel.core import get_global
 from babel.numbers import list_currencies
 
 from ..errors import ConfigError
+from ..textsafe import BIDI_CONTROLS, format_character
 
 __all__ = [
     "DATE_MAX",
@@ -45,6 +48,9 @@ __all__ = [
     "date_range_reason",
     "foreign_digits",
     "iana_zones",
+    "length_reason",
+    "MAX_LENGTHS",
+    "MAX_OTHER_LENGTH",
     "split_column_map",
     "text_reason",
     "zone_reason",
@@ -238,14 +244,46 @@ def foreign_digits(value: str) -> str:
     return "".join(ch for ch in value if not ch.isascii() and unicodedata.category(ch) == "Nd")
 
 
-def text_reason(value: str) -> str | None:
-    """Why ``value`` cannot be stored as text: a NUL byte or another control character (position given)."""
+def text_reason(value: str, *, allow_joiners: bool = False) -> str | None:
+    """Why ``value`` cannot be stored as text, or None: a NUL byte, another control character, or an invisible
+    format character such as a bidirectional override U+202E (:mod:`oncebeat.textsafe`; position given).
+
+    ``allow_joiners``: U+200C and U+200D are allowed (names: Persian, Indic scripts, emoji); never in identifiers.
+    """
     for i, ch in enumerate(value, start=1):
         if ch == "\x00":
             return f"contains a NUL byte at character {i}; remove it (the export may be UTF-16 or binary)"
         if unicodedata.category(ch) == "Cc" and ch not in "\t":
             return f"contains the control character U+{ord(ch):04X} at character {i}; remove it"
+    found = None if value.isascii() else format_character(value, allow_joiners=allow_joiners)
+    if found:
+        position, name = found
+        kind = "a bidirectional control" if value[position - 1] in BIDI_CONTROLS else "an invisible format character"
+        return (f"contains {kind} ({name}) at character {position}, which changes how the text is shown or "
+                "compared; remove it")
     return None
+
+
+#: The longest value of each field, in characters (README, "Limits"); :data:`MAX_OTHER_LENGTH` for the others.
+MAX_LENGTHS: dict[str, int] = {
+    "invoice_number": 64,
+    "customer_email": 254,  # RFC 5321: a path holds at most 256 octets including the angle brackets
+    "customer_name": 200,
+    "currency": 16,  # ISO 4217 codes have 3 letters; a longer value gets the currency rule's own message below this
+    "customer_locale": 32,
+    "customer_tz": 64,
+}
+#: The longest value of any other column (dates, amounts, status, paid_at), in characters.
+MAX_OTHER_LENGTH = 64
+
+
+def length_reason(column: str, value: str) -> str | None:
+    """Why ``value`` is too long for ``column`` (:data:`MAX_LENGTHS`), or None. The value is not repeated."""
+    limit = MAX_LENGTHS.get(column, MAX_OTHER_LENGTH)
+    if len(value) <= limit:
+        return None
+    return (f"is {len(value):,} characters long (starts {value[:20]!r}); at most {limit} are allowed "
+            f"(README, Limits)")
 
 
 def date_range_reason(day: date) -> str | None:

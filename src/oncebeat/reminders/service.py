@@ -20,10 +20,11 @@ recipient fails it at once. ``retry_failed`` puts failed reminders back (never a
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from email.headerregistry import Address
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfoNotFoundError
 
@@ -55,6 +56,7 @@ from ..provenance import Source, current_source
 from ..queue import Queue
 from ..store import Json, Store, Tx
 from ..timebase import Clock
+from .bulk import BulkOptions, import_invoices, import_payments
 from .importing import InvoiceImport, RowProblem
 from .model import Customer, Invoice, Payment, reminder_id_of_key, reminder_key, with_superseded
 from .policy import Policy, format_duration
@@ -63,7 +65,7 @@ from .render import RenderedEmail, Renderer
 if TYPE_CHECKING:
     from ..worker import JobContext
 
-__all__ = ["ReminderService", "ScanResult", "SEND_TASK", "SCAN_TASK", "stage_cutoffs"]
+__all__ = ["ReminderService", "ScanResult", "SEND_TASK", "SCAN_TASK", "keeps_paid", "stage_cutoffs"]
 
 log = logging.getLogger("oncebeat.reminders")
 
@@ -135,6 +137,24 @@ class ReminderService:
                                  [str(p) for p in data.problems])
         return self.upsert(data.customers, data.invoices, reopen=reopen) | {"rejected": len(data.rejected_lines)}
 
+    def import_invoices_csv(self, path: Path, options: BulkOptions) -> dict[str, int]:
+        """Stream the invoice CSV at ``path`` into the database in one transaction, in bounded memory
+        (:func:`oncebeat.reminders.bulk.import_invoices`: all or nothing, or ``options.skip_invalid``).
+
+        Raises:
+            ImportRejected: problems without ``skip_invalid`` (nothing applied), or the file cannot be read.
+        """
+        return import_invoices(self.store, path, options, now=self.clock.now())
+
+    def import_payments_csv(self, path: Path, options: BulkOptions) -> dict[str, int]:
+        """Stream the payments CSV at ``path`` into the database in one transaction, in bounded memory
+        (:func:`oncebeat.reminders.bulk.import_payments`): every problem named by file, line and column.
+
+        Raises:
+            ImportRejected: problems without ``skip_invalid`` (nothing applied), or the file cannot be read.
+        """
+        return import_payments(self.store, path, options, now=self.clock.now())
+
     def upsert(self, customers: Sequence[Customer], invoices: Sequence[Invoice], *,
                reopen: bool = False) -> dict[str, int]:
         """Insert or update customers and invoices in one transaction; returns counts.
@@ -160,7 +180,7 @@ class ReminderService:
                                         "issued_on": i.issued_on, "due_on": i.due_on, "status": i.status,
                                         "paid_on": i.paid_on, "status_on": i.status_on, "reopen": reopen,
                                         "now": now} for i in invoices])
-        kept = sum(1 for i in invoices if _keeps_paid(states.get(i.number), i, reopen))
+        kept = sum(1 for i in invoices if keeps_paid(states.get(i.number), i, reopen))
         return {"customers": len(customers), "invoices": len(invoices),
                 "new": sum(1 for i in invoices if i.number not in states), "updated": len(states),
                 "kept paid": kept}
@@ -496,7 +516,7 @@ class ReminderService:
         return out
 
 
-def _keeps_paid(state: dict[str, Any] | None, row: Invoice, reopen: bool) -> bool:
+def keeps_paid(state: Mapping[str, Any] | None, row: Invoice, reopen: bool) -> bool:
     """Whether ``row`` leaves the stored paid invoice ``state`` paid (the rule of ``upsert_invoice``)."""
     if state is None or state["status"] != "paid" or row.status == "paid" or reopen:
         return False

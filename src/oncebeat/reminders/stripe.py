@@ -52,9 +52,11 @@ from babel.numbers import get_currency_precision
 from ..errors import ConfigError, ImportRejected, OncebeatError
 from ..store import Store, Tx
 from ..timebase import Clock
-from .conversions import currency_reason, date_range_reason, text_reason
-from .importing import DEFAULT_LOCALE, DEFAULT_TZ, InvoiceImport, RowProblem, _check_email
+from .conversions import currency_reason, date_range_reason, length_reason, text_reason
 from .model import INVOICE_STATUSES, Customer, Invoice
+from .sources.invoices import DEFAULT_LOCALE, DEFAULT_TZ, InvoiceImport
+from .sources.problems import RowProblem
+from .sources.values import email_reason as _check_email
 
 __all__ = [
     "HANDLED_EVENTS",
@@ -165,13 +167,16 @@ def invoice_from_stripe(obj: Mapping[str, Any], *, tz: str, due_days: int | None
     if status not in INVOICE_STATUSES:
         problems.append(("status", status, "is not a Stripe invoice status (open, paid, void, uncollectible)"))
     texts: dict[str, str] = {}
-    for name in ("number", "customer_email", "customer_name"):
+    for name, ours in (("number", "invoice_number"), ("customer_email", "customer_email"),
+                       ("customer_name", "customer_name")):
         value = obj.get(name)
         if value is None or (isinstance(value, str) and not value.strip()):
             continue
-        bad = "is not text" if not isinstance(value, str) else text_reason(value)
-        if bad:
-            problems.append((name, value, bad))
+        bad = "is not text" if not isinstance(value, str) else (
+            text_reason(value.strip(), allow_joiners=ours == "customer_name") or length_reason(ours, value.strip()))
+        if bad:  # a value too long to show is named by its length only
+            problems.append((name, None if isinstance(value, str) and length_reason(ours, value.strip()) else value,
+                             bad))
             continue
         texts[name] = " ".join(value.split())
     if "number" not in texts:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from ..redact import remember_secrets
-from .base import Json, Store, Tx, redact_url
+from .base import Json, Store, Tx, clean_database_url, redact_url
 
-__all__ = ["Json", "Store", "Tx", "open_store", "redact_url"]
+__all__ = ["Json", "Store", "Tx", "clean_database_url", "open_store", "redact_url"]
 
 
 def open_store(url: str, *, create: bool = True) -> Store:
@@ -22,11 +22,15 @@ def open_store(url: str, *, create: bool = True) -> Store:
         create: when False, a SQLite file that does not exist is an error (read-only commands must
             not create an empty database because of a typo in the path).
 
+    Surrounding whitespace (a trailing newline) is stripped; a ``#fragment`` or whitespace inside is refused
+    (:func:`~oncebeat.store.base.clean_database_url`).
+
     Raises:
         ConfigError: unknown scheme.
         StoreError: the database cannot be opened or reached (message names the URL, password masked).
     """
     remember_secrets(url)
+    url = clean_database_url(url)
     if url.startswith("sqlite:"):
         from .sqlite import SqliteStore
 

@@ -22,10 +22,38 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import StoreError
-from ..redact import redact_url
+from ..redact import redact_url, unencoded_password
 from .sqlfiles import SqlLine, load_queries, registered_lines
 
-__all__ = ["Json", "Store", "Tx", "redact_url", "instant_text"]
+__all__ = ["Json", "Store", "Tx", "redact_url", "instant_text", "clean_database_url"]
+
+
+def clean_database_url(url: str) -> str:
+    """``url`` without surrounding whitespace, checked for what a database URL never holds.
+
+    A trailing newline (``DATABASE_URL`` read from a file with ``$(cat …)`` keeps none, an ``.env`` line or a
+    secret store may keep one) is stripped, so it never becomes part of a file name or a connection option.
+
+    Raises:
+        StoreError: the URL is empty, holds a control character inside (e.g. a second line), or has
+            a ``#fragment`` (which a URL parser would cut off, or libpq append to the last option); the message
+            masks the password and says what to change.
+    """
+    text = str(url).strip()
+    if not text:
+        raise StoreError("DATABASE_URL is empty; use e.g. sqlite:///oncebeat.db or postgresql://user@host/db")
+    if unencoded_password(text):  # the store's own check names the characters to encode
+        return text
+    shown = redact_url(text)
+    bad = next((ch for ch in text if not ch.isprintable()), None)
+    if bad is not None:
+        raise StoreError(f"DATABASE_URL {shown!r} holds the control character U+{ord(bad):04X} inside it; a database "
+                         "URL is one line of printable characters (check how the variable was set)")
+    if "#" in text:
+        raise StoreError(f"DATABASE_URL {shown!r} has a '#fragment', which means nothing to a database (and would "
+                         "otherwise end up in a connection option); remove it, or percent-encode a '#' that is part "
+                         "of a name or password as %23")
+    return text
 
 _INSTANT_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 

@@ -53,7 +53,7 @@ from psycopg_pool.base import AttemptWithBackoff
 
 from ..errors import MigrationError, StoreError, TransientStoreError, UniqueConflict
 from ..redact import remember_secrets, unencoded_password
-from .base import Json, Store, Tx, redact_url
+from .base import Json, Store, Tx, clean_database_url, redact_url
 from .migrations import apply_lines, now_utc, versions_by_line
 from .sqlfiles import SqlLine, registered_lines
 
@@ -206,6 +206,7 @@ class PostgresStore(Store):
 
     def __init__(self, url: str) -> None:
         remember_secrets(url)  # every later message (driver errors too) masks this URL's password
+        url = clean_database_url(url)
         problem = unencoded_password(url)
         if problem:
             raise StoreError(f"DATABASE_URL {redact_url(url)!r}: {problem}")

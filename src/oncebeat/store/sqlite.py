@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import MigrationError, StoreError, TransientStoreError, UniqueConflict
-from .base import Json, Store, Tx, instant_text, redact_url
+from .base import Json, Store, Tx, clean_database_url, instant_text, redact_url
 from .migrations import apply_lines, now_utc, versions_by_line
 from .sqlfiles import SqlLine, registered_lines
 from .writelock import WriteLock
@@ -177,6 +177,7 @@ class SqliteStore(Store):
     backend = "sqlite"
 
     def __init__(self, url: str, *, create: bool = True) -> None:
+        url = clean_database_url(url)
         self.url = redact_url(url)  # a ?key= or ?token= option never reaches a message
         parts = urlsplit(url)
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
