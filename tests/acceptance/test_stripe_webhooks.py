@@ -7,6 +7,7 @@ import copy
 import hashlib
 import hmac
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -141,6 +142,21 @@ def test_the_web_endpoint_applies_signed_events_and_answers_400_to_forged_ones(c
     with open_store(db_url) as store:
         assert status(store, "S-1") == ("open", None)
         assert [e["id"] for e in store.read("list_stripe_events")] == ["evt_1"]
+
+
+def test_the_webhooks_log_lines_carry_no_customer_data(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    """The web process logs at INFO by default: a webhook's line names the event and its outcome, never a customer's
+    values (an address the import refused is quoted in the outcome's detail, which goes to Stripe and the table)."""
+    caplog.set_level(logging.INFO)
+    refused = stripe_invoice("S-9")
+    refused.update({"customer_email": "not-an-address@", "customer_name": "Zoë Private"})
+    body = event("evt_9", "invoice.finalized", refused)
+    answer = client.post("/webhooks/stripe", content=body, headers={"Stripe-Signature": sign(body)})
+    assert answer.status_code == 200 and answer.json()["outcome"] == "invalid"
+    logged = "\n".join(r.getMessage() + repr(r.__dict__) for r in caplog.records if r.name.startswith("oncebeat"))
+    assert "evt_9" in logged and "invalid" in logged
+    for value in ("not-an-address", "Zoë", "S-9", "12345", "123.45"):
+        assert value not in logged, value
 
 
 def test_the_web_endpoint_answers_503_without_a_secret(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
