@@ -149,12 +149,12 @@ def schedule_cursor(last_fire: datetime | None, active_since: datetime | None, n
     """The instant after which a schedule's instants are due: its newest recorded instant at or before ``now``,
     or the moment it became active if later (a new, resumed or edited schedule never fires an instant before it).
 
-    A moment in the future is a clock that ran fast when it synced, stepped back since: the schedule was active
-    no later than ``now``, so the instants after ``now`` are due as any other (fired, or missed with a reason),
-    never skipped until the fast clock's time comes round again.
+    ``active_since`` may lie after ``now``: an edit takes effect after the newest recorded instant, which a fast
+    clock may have recorded early. One set by a clock that ran fast when it synced, and was stepped back since, is
+    brought back to ``now`` (not below the newest recorded instant) by the clock's re-read (``clamp_active_since``),
+    so the instants after ``now`` are due as any other instead of being skipped until the fast time comes round.
     """
-    since = min(active_since, now) if active_since is not None else None
-    found = [x for x in (last_fire, since) if x is not None]
+    found = [x for x in (last_fire, active_since) if x is not None]
     return max(found) if found else now
 
 
@@ -530,9 +530,10 @@ class ClockProcess:
                                                                           now=now)}
             if any(self._rows[key]["active_since"] > now for key in unknown):
                 with self.store.transaction() as tx:  # persisted, so that the fire paths' own reads agree
-                    tx.run("clamp_active_since", now=now)
-                for key in unknown:
-                    self._rows[key]["active_since"] = min(self._rows[key]["active_since"], now)
+                    clamped = tx.run("clamp_active_since", now=now)
+                for r in clamped:
+                    if r["key"] in self._rows:
+                        self._rows[r["key"]]["active_since"] = r["active_since"]
             for key in unknown:
                 cursor = schedule_cursor(last.get(key), self._rows[key]["active_since"], now)
                 self._next[key] = self._parsed[key].next_after(cursor)

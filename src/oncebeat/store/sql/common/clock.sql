@@ -40,8 +40,15 @@ RETURNING id;
 
 -- name: clamp_active_since
 -- Schedules made active "in the future" by a clock that ran fast and was stepped back since: they were active by
--- :now at the latest, so their instants after :now are due as any other (oncebeat.clock.schedule_cursor).
-UPDATE schedules SET active_since = :now WHERE active_since > :now;
+-- :now at the latest, so their instants after :now are due as any other (oncebeat.clock). Never below the newest
+-- scheduled instant recorded, though: a definition change takes effect after it (active_since is set to it).
+UPDATE schedules
+SET active_since = COALESCE((SELECT CASE WHEN MAX(o.fire_at) > :now THEN MAX(o.fire_at) END FROM occurrences o
+                             WHERE o.schedule_key = schedules.key AND o.outcome <> 'manual'), :now)
+WHERE active_since > :now
+  AND active_since > COALESCE((SELECT MAX(o.fire_at) FROM occurrences o
+                               WHERE o.schedule_key = schedules.key AND o.outcome <> 'manual'), :now)
+RETURNING key, active_since;
 
 -- name: release_buffered_job
 -- overlap = buffer_one: the run held under :held_key starts (holds :run_key, due now) once no unfinished job
