@@ -151,3 +151,33 @@ class App:
                                  overlap=overlap)
         self.schedules[key] = definition
         return definition
+
+    def retention(self, older_than: float, *, cron: str = "30 3 * * *", tz: str = "UTC",
+                  queue: str = "default") -> ScheduleDef:
+        """Prune the engine's history on a schedule: the ``oncebeat.retention`` schedule runs ``oncebeat.prune``.
+
+        What ``oncebeat prune --older-than … --apply`` does (:func:`oncebeat.retention.prune`: finished jobs, old
+        occurrences, effects, audit events and stopped processes, keeping what the guarantees need), daily at
+        03:30 UTC by default; ``overlap="skip"`` so two prunes never run side by side.
+
+        Args:
+            older_than: seconds (at least a day, :data:`oncebeat.retention.MIN_OLDER_THAN`).
+        Raises:
+            ConfigError: ``older_than`` below a day.
+        """
+        from .retention import MIN_OLDER_THAN, PRUNE_TASK
+
+        if not older_than >= MIN_OLDER_THAN.total_seconds():
+            raise ConfigError(f"retention older_than = {older_than:g} s: keep at least a day ("
+                              f"{MIN_OLDER_THAN.total_seconds():.0f} s), e.g. older_than = \"30d\"")
+
+        @self.task(PRUNE_TASK, queue=queue, max_attempts=5)
+        def prune_history(ctx: Any, older_than: float) -> None:
+            from datetime import timedelta
+
+            from .retention import prune
+
+            prune(ctx.store, timedelta(seconds=older_than), apply=True, now=ctx.clock.now(), source=ctx.source)
+
+        return self.schedule("oncebeat.retention", cron, tz=tz, task=PRUNE_TASK, args={"older_than": older_than},
+                             queue=queue, overlap="skip")

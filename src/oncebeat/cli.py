@@ -1108,6 +1108,57 @@ def effects_resolve(key: str, outcome: str, database_url: str | None) -> None:
         rt.close()
 
 
+@cli.command()
+@click.option("--older-than", "older_than", default="30d", show_default=True, metavar="DURATION",
+              help='Age from which history may go: "30d", "12h", seconds (at least a day).')
+@click.option("--apply", is_flag=True, help="Delete. Without it, count what would go (a dry run).")
+@click.option("--batch", default=2000, show_default=True, type=click.IntRange(1, 100_000),
+              help="Rows per transaction.")
+@click.option("--table", "tables", multiple=True,
+              type=click.Choice(["jobs", "occurrences", "effects", "events", "processes"]),
+              help="Only these tables (repeatable; default all).")
+@DB_OPTION
+@APP_OPTION
+@click.option("--json", "as_json", is_flag=True)
+def prune(older_than: str, apply: bool, batch: int, tables: tuple[str, ...], database_url: str | None,
+          app: str | None, as_json: bool) -> None:
+    """Delete engine history (finished jobs, old occurrences, effects, audit events, stopped processes) older
+    than --older-than, keeping every row a guarantee still needs (README, "Retention"). Dry run unless --apply."""
+    from datetime import timedelta
+
+    from .reminders.policy import parse_duration
+    from .retention import prune as prune_history
+
+    try:
+        age = timedelta(seconds=parse_duration(older_than))
+    except ValueError as exc:
+        raise click.BadParameter(f"{exc}; write a duration such as 30d, 72h or 604800",
+                                 param_hint="--older-than") from None
+    rt = _runtime(database_url=database_url, app=app, migrate=False)
+    progress = (lambda part: click.echo(f"  {part.table}: {part.examined} examined, {part.pruned} "
+                                        f"{'deleted' if apply else 'would go'}", err=True)) if not as_json else None
+    try:
+        report = prune_history(rt.store, age, apply=apply, batch=batch, tables=tables or ("jobs", "occurrences",
+                               "effects", "events", "processes"), source=_operator(), on_progress=progress)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    finally:
+        rt.close()
+    if as_json:
+        _print_json(report.as_dict())
+        return
+    verb = "deleted" if apply else "would delete"
+    click.echo(f"prune: {verb} {report.total} rows older than {_utc(report.before)} "
+               f"(occurrences older than {_utc(report.occurrences_before)})")
+    for t in report.tables:
+        click.echo(f"  {t.table:<12} {t.pruned:>10}   of {t.examined} examined")
+    click.echo("kept, whatever their age:")
+    for line in report.kept:
+        click.echo(f"  - {line}")
+    if not apply:
+        click.echo("dry run: nothing deleted. Run again with --apply to delete.")
+
+
 @cli.group()
 def reminders() -> None:
     """Operate on reminders (retry the failed ones)."""

@@ -174,7 +174,7 @@ def test_a_misspelled_key_gets_a_did_you_mean():
 def test_an_unknown_section_is_named_with_the_allowed_sections():
     msg = error_of({"schedul": {}})
     assert "[schedul] is not a known section. Did you mean [schedule]?" in msg
-    assert "Allowed sections: [schedule], [reminders], [sender], [delivery]." in msg
+    assert "Allowed sections: [schedule], [reminders], [sender], [delivery], [retention]." in msg
 
 
 def test_a_key_outside_its_section_says_where_it_belongs():
@@ -389,3 +389,12 @@ def test_the_overlap_policy_is_read_and_a_misspelling_gets_a_did_you_mean(tmp_pa
     msg = error_of({"schedule": {"overlap": "Skipp"}})
     assert '[schedule] overlap = "Skipp" must be one of "allow", "skip", "buffer_one".' in msg
     assert 'Did you mean "skip"?' in msg
+
+
+def test_retention_is_off_by_default_and_reads_a_duration_of_at_least_a_day():
+    assert Policy().retention is None
+    p = policy_from_dict({"retention": {"older_than": "90d", "cron": "15 2 * * *"}})
+    assert p.retention == 90 * 86400 and p.retention_cron == "15 2 * * *"
+    msg = error_of({"retention": {"older_than": "12h"}})
+    assert "[retention] older_than" in msg and "shorter than a day" in msg and "30d" in msg
+    assert "[retention] cron" in error_of({"retention": {"cron": "not cron"}})

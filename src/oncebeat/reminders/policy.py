@@ -134,6 +134,8 @@ class Policy:
     fallback_locale: str = DEFAULT_FALLBACK_LOCALE  # locale of emails whose customer's language has no catalog
     company: str = "Example Co"  # shown in emails
     outage_retry: float = 86400.0  # seconds a mail outage (connect, TLS, auth, 4xx) is waited out per reminder
+    retention: float | None = None  # seconds of engine history kept by the daily prune; None: never pruned
+    retention_cron: str = "30 3 * * *"  # when the prune runs, in the [schedule] zone
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -264,6 +266,22 @@ def _type_name(value: Any) -> str:
 
 def _has_control(text: str) -> bool:
     return any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)
+
+
+def _check_retention(value: Any) -> float | None:
+    fix = 'Write a duration of at least a day, e.g. "30d" or "90d" (README, "Retention").'
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _Invalid(f"must be a duration, got {_type_name(value)}", fix, value=value)
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise _Invalid("is not a duration", fix, value=value) from None
+    if seconds < 86400:
+        raise _Invalid("is shorter than a day: effect keys and the evidence of yesterday's incident would be "
+                       "forgotten", fix, value=value)
+    return seconds
 
 
 def _check_schedule(value: Any) -> str:
@@ -574,6 +592,8 @@ _CHECKS = {
     "fallback_locale": _check_fallback_locale,
     "company": _check_company,
     "outage_retry": _check_outage_retry,
+    "retention": _check_retention,
+    "retention_cron": _check_schedule,
 }
 
 
@@ -587,6 +607,7 @@ _LAYOUT: dict[str, dict[str, str]] = {
                   "templates": "templates", "fallback_locale": "fallback_locale"},
     "sender": {"from": "sender", "reply_to": "reply_to", "company": "company"},
     "delivery": {"outage_retry": "outage_retry"},
+    "retention": {"older_than": "retention", "cron": "retention_cron"},
 }
 
 
@@ -827,6 +848,13 @@ company = {json.dumps(p.company)}
 # delay, not a failure: each reminder due then is retried with backoff, without
 # using up its attempts, for this long before it is marked failed. At least "1h".
 outage_retry = {json.dumps(format_duration(p.outage_retry))}
+
+# [retention]
+# Prune the engine's history (finished jobs, old occurrences, effects, audit
+# events) once a day, keeping what the guarantees need (README, "Retention").
+# Off unless set; at least a day. Same as `oncebeat prune --older-than 90d --apply`.
+# older_than = "90d"
+# cron = "30 3 * * *"    # in the [schedule] zone
 """
 
 

@@ -40,4 +40,6 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
 
     app.schedule(SCHEDULE_KEY, policy.scan_schedule, tz=policy.tz, task=SCAN_TASK, catchup=policy.catchup,
                  catchup_window=policy.catchup_window, overlap=policy.overlap)
+    if policy.retention is not None:
+        app.retention(policy.retention, cron=policy.retention_cron, tz=policy.tz)
     return app
