@@ -53,6 +53,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["check"], ["doctor"], ["doctor", "--json"], ["simulate", "--days", "1", "--dir", "sim"],
     ["tick"], ["occurrences", "rerun", "1"], ["schedules", "set", "reminders", "--cron", "0 9 * * *", "--tz", "UTC"],
     ["schedules", "retire", "reminders"], ["schedules", "describe", "reminders"], ["reminders", "retry", "--failed"],
+    ["prune"], ["prune", "--older-than", "1d", "--apply"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")
 
