@@ -95,6 +95,15 @@ def _runtime(**kwargs: Any) -> Any:
     return load_runtime(**kwargs)
 
 
+def _traces(role: str, store: Any) -> None:
+    """OpenTelemetry spans when the standard OTEL_* variables ask for them (oncebeat.tracing); one trace per
+    occurrence across the clock and the workers of one database."""
+    from .store import redact_url
+    from .tracing import configure_from_env
+
+    configure_from_env(role, namespace=redact_url(store.url))
+
+
 def _printable(text: str) -> str:
     """``text`` for a one-line report: line breaks and other unprintable characters shown escaped (``\\n``)."""
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(text))
@@ -421,6 +430,7 @@ def clock(database_url: str | None, config: Path | None, app: str | None, time_s
 
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
+        _traces("clock", rt.store)
         with _serving_metrics(metrics_port, metrics_host):
             ClockProcess(rt.app, rt.store, clock=time_source_clock(rt.store, time_source),
                          misfire_grace=misfire_grace, echo=click.echo).run()
@@ -495,6 +505,7 @@ def worker(database_url: str | None, config: Path | None, app: str | None, concu
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None,
                   smtp_connections=concurrency)  # one SMTP connection per handler slot
     try:
+        _traces("worker", rt.store)
         clock = time_source_clock(rt.store, time_source)
         _warn_about_skew(rt.store, time_source)
         with _serving_metrics(metrics_port, metrics_host):
@@ -565,6 +576,7 @@ def run(database_url: str | None, config: Path | None, app: str | None, concurre
     rt = _runtime(config=config, database_url=database_url, app=app, need_smtp=app is None,
                   smtp_connections=concurrency)  # one SMTP connection per handler slot
     try:
+        _traces("run", rt.store)
         _warn_about_skew(rt.store, time_source)
         with _serving_metrics(metrics_port, metrics_host):
             run_together(rt.app, rt.store, clock=time_source_clock(rt.store, time_source), concurrency=concurrency,

@@ -245,7 +245,8 @@ def fire_occurrence(tx: Tx, *, queue: Queue, definition: ScheduleDef, schedule: 
                     reason=reason)
     occ_id = int(row["id"])
     telemetry.emit("occurrence.recorded", {"schedule": definition.key, "outcome": outcome,
-                                           "lag_seconds": (now - instant).total_seconds()})
+                                           "lag_seconds": (now - instant).total_seconds(), "occurrence_id": occ_id,
+                                           "fire_at": instant, "recorded_at": now})
     job_id = None
     if outcome in ("enqueued", "manual", "backfilled"):
         job_id, turned_away = enqueue_run(tx, queue, definition, occ_id, source, task_options)
@@ -785,7 +786,9 @@ class ClockProcess:
                 c = batch.pop(f.schedule_key)
                 if f.inserted:
                     telemetry.emit("occurrence.recorded", {"schedule": c.key, "outcome": "enqueued",
-                                                           "lag_seconds": (now - c.fire_at).total_seconds()})
+                                                           "lag_seconds": (now - c.fire_at).total_seconds(),
+                                                           "occurrence_id": f.occurrence_id, "job_id": f.job_id,
+                                                           "fire_at": c.fire_at, "recorded_at": now})
                 # c.after is the instant next_after(horizon) gives (none lies in (fire_at, horizon]), already known
                 self._after_commit(c.key, ([f], None), horizon, next_fire=c.after)
             fires.extend(batch_fires)

@@ -4,6 +4,9 @@ Engine code calls :func:`emit` at the moments an operator measures; subscribers 
 :func:`attach` and never wired into engine code by hand. A subscriber that raises is logged and
 detached from nothing: the event is dropped for it, the engine goes on (telemetry must never fail a job).
 
+Subscribers shipped: :mod:`oncebeat.metrics` (Prometheus), :mod:`oncebeat.logconfig` (a line per job) and
+:mod:`oncebeat.tracing` (OpenTelemetry spans).
+
 Events (``data`` keys; seconds are floats, instants aware UTC):
 
 - ``job.claimed`` — a worker claimed a batch: ``worker_id``, ``count``, ``queues``, ``seconds`` (the claim).
@@ -19,13 +22,14 @@ Events (``data`` keys; seconds are floats, instants aware UTC):
 - ``job.rescued`` — jobs whose lease expired were put back or discarded: ``count``, ``jobs``
   (``[{"id", "task", "state"}]``).
 - ``job.started`` — a worker starts a claimed job: ``job_id``, ``task``, ``queue``, ``attempt``,
-  ``latency_seconds`` (from the job's ``run_at`` to the start: claim-to-start latency).
+  ``occurrence_id`` (None for a job no schedule fired), ``latency_seconds`` (from the job's ``run_at`` to the
+  start: claim-to-start latency).
 - ``job.finished`` — its handler returned or raised: ``job_id``, ``task``, ``queue``, ``attempt``,
   ``outcome`` (``completed``, ``retry``, ``discard``, ``in_doubt``, ``effect_conflict``, ``busy``, ``error``,
   ``unknown_task``, ``lease_lost``), ``seconds`` (run time).
 - ``occurrence.recorded`` — the clock (or an operator) recorded an occurrence: ``schedule``, ``outcome``
   (enqueued, missed, coalesced, paused, manual, backfilled), ``lag_seconds`` (recording instant minus
-  fire instant).
+  fire instant), ``occurrence_id``, ``fire_at`` and ``recorded_at`` (aware UTC), ``job_id`` when known.
 - ``occurrence.duplicate`` — the ledger turned away a second record of one occurrence: ``schedule``.
 - ``effect.requested`` — a handler asks for an effect, before its key is claimed: ``key``.
 - ``effect.no_return`` — the effect recorded its point of no return (nothing has left yet): ``key``.

@@ -398,6 +398,7 @@ class Worker:
         """
         started = time.monotonic()
         telemetry.emit("job.started", {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempt,
+                                       "occurrence_id": job.occurrence_id,
                                        "latency_seconds": max(0.0, (self.clock.now() - job.run_at).total_seconds())})
         outcome = self._execute(job)
         telemetry.emit("job.finished", {"job_id": job.id, "task": job.task, "queue": job.queue,

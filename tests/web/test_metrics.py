@@ -201,3 +201,32 @@ def test_the_alert_rules_and_the_grafana_dashboard_use_only_metrics_that_exist(
         used = set(re.findall(r"\boncebeat_[a-z_]+", (DOCS / name).read_text()))
         assert used, name
         assert used <= known, f"{name} uses metrics oncebeat does not export: {sorted(used - known)}"
+
+
+def test_a_mail_outage_shows_as_reminders_waiting_and_its_age(runtime: Runtime,
+                                                              dashboard_client: Callable[..., TestClient]) -> None:
+    from oncebeat.reminders.model import Customer, Invoice
+    from oncebeat.reminders.policy import Policy
+    from oncebeat.reminders.service import ReminderService
+    from oncebeat.reminders.tasks import build_app
+    from oncebeat.worker import Worker
+
+    with socket.socket() as s:  # a port nothing listens on: the mail server is down (connection refused)
+        s.bind(("127.0.0.1", 0))
+        down = s.getsockname()[1]
+    clock = SystemClock()
+    mailer = Mailer(f"smtp://127.0.0.1:{down}")
+    try:
+        service = ReminderService(runtime.store, Policy(), clock=clock, mailer=mailer)
+        app = build_app(service)
+        today = clock.now().date()
+        service.upsert([Customer(email="ana@example.com", name="Ana")],
+                       [Invoice(number="INV-9", customer_email="ana@example.com", currency="USD", amount_due=100,
+                                issued_on=today - timedelta(days=40), due_on=today - timedelta(days=3))])
+        ClockProcess(app, runtime.store, clock=clock).trigger("reminders")
+        Worker(app, runtime.store, clock=clock).drain()
+    finally:
+        mailer.close()
+    text = dashboard_client().get("/metrics").text
+    assert _value(text, "oncebeat_reminders_waiting_on_outage") == 1
+    assert 0 <= _value(text, "oncebeat_reminders_outage_seconds") < 120

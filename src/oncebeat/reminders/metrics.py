@@ -33,6 +33,16 @@ def reminder_gauges(store: Store, clock: Clock) -> Iterator[Metric]:
         for state in STATES:
             gauge.add_metric([stage, state], counts.get((stage, state), 0.0))
     yield gauge
+    # A mail outage is a delay, not a failure: these two say how many reminders wait it out and for how long.
+    waiting = store.read("reminders_waiting_on_outage")
+    oldest = store.read("oldest_outage_refusal")
+    yield GaugeMetricFamily("oncebeat_reminders_waiting_on_outage",
+                            "Pending reminders waiting out a mail outage (the server refused their session).",
+                            value=float(waiting[0]["n"]) if waiting else 0.0)
+    age = (clock.now() - oldest[0]["deferred_since"]).total_seconds() if oldest else 0.0
+    yield GaugeMetricFamily("oncebeat_reminders_outage_seconds",
+                            "Seconds since the oldest refusal of a reminder still waiting out a mail outage (0: none).",
+                            value=max(0.0, age))
 
 
 def install() -> None:

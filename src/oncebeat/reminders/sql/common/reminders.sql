@@ -106,6 +106,15 @@ SELECT * FROM reminders WHERE invoice_id = :invoice_id ORDER BY stage;
 SELECT stage, state, COUNT(*) AS n FROM reminders WHERE state IN ('pending', 'in_doubt')
 GROUP BY stage, state ORDER BY stage, state;
 
+-- name: reminders_waiting_on_outage
+-- Pending reminders waiting out a mail outage (their first refusal kept in deferred_since): how many, and the
+-- oldest refusal, for the /metrics gauges an outage alert reads (the partial index reminders_unfinished).
+SELECT COUNT(*) AS n FROM reminders WHERE state = 'pending' AND deferred_since IS NOT NULL;
+
+-- name: oldest_outage_refusal
+SELECT deferred_since FROM reminders WHERE state = 'pending' AND deferred_since IS NOT NULL
+ORDER BY deferred_since LIMIT 1;
+
 -- name: stripe_event_claim
 -- The idempotency claim of one webhook event (G4's pattern): a replayed event id inserts nothing.
 INSERT INTO stripe_events (id, type, invoice_number, created, received_at, outcome)
