@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import sqlite3
 import threading
 import time
@@ -152,6 +153,21 @@ def _close_all(connections: list[sqlite3.Connection], lock: threading.Lock) -> N
         connections.clear()
 
 
+_WRITE_WORD = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|PRAGMA|ATTACH|VACUUM)\b", re.IGNORECASE)
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_read_only(sql: str) -> bool:
+    """True for a statement that only reads: it starts with SELECT (or WITH … SELECT) and names no writing verb.
+
+    Conservative: a column or string containing such a word makes it a write, which only costs the lock.
+    """
+    text = _COMMENT.sub(" ", sql).strip()
+    first = text.split(None, 1)[0].upper() if text else ""
+    return first in ("SELECT", "WITH") and not _WRITE_WORD.search(text)
+
+
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {col[0]: value for col, value in zip(cursor.description, row, strict=True)}
 
@@ -266,6 +282,21 @@ class SqliteStore(Store):
         finally:
             if held is not None:
                 held.release()
+
+    def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        """Run one named query and return its rows; a read-only query takes no write lock.
+
+        In WAL mode a lone SELECT reads a consistent snapshot in autocommit (its own implicit read transaction)
+        and neither waits for nor blocks a writer, so dashboards, the doctor and idle workers polling for due
+        jobs never queue behind the writer lock. A query that writes (a ``read`` verb used for an UPDATE …
+        RETURNING) still runs in a write transaction.
+        """
+        if not _is_read_only(self.query_sql(name)):
+            return super().read(name, **params)
+        conn = self._connect()
+        if conn.in_transaction:  # inside this thread's own transaction: SQLite would refuse a nested BEGIN anyway
+            return super().read(name, **params)
+        return _SqliteTx(self, conn).run(name, **params)
 
     def _take_writer_lock(self) -> WriteLock | None:
         """Queue on ``<db>-lock`` within ``busy_timeout``; the lock taken, or None (in memory, unwritable dir, nested).
