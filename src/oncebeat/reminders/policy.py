@@ -54,10 +54,12 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from oncebeat.app import ScheduleDef
 from oncebeat.errors import ConfigError, ScheduleError
 from oncebeat.reminders.conversions import zone_reason
 from oncebeat.reminders.translations import DEFAULT_FALLBACK_LOCALE, fallback_locale
 from oncebeat.schedules import Schedule
+from oncebeat.targets.config import target_schedules
 
 __all__ = [
     "CATCHUP_POLICIES",
@@ -134,6 +136,8 @@ class Policy:
     fallback_locale: str = DEFAULT_FALLBACK_LOCALE  # locale of emails whose customer's language has no catalog
     company: str = "Example Co"  # shown in emails
     outage_retry: float = 86400.0  # seconds a mail outage (connect, TLS, auth, 4xx) is waited out per reminder
+    # [[schedules]]: schedules pushed to the team's own workers (oncebeat.targets), validated by that module
+    schedules: tuple[ScheduleDef, ...] = ()
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -558,6 +562,13 @@ def _check_company(value: Any) -> str:
     return text
 
 
+def _check_target_schedules(value: Any) -> tuple[ScheduleDef, ...]:
+    if not all(isinstance(d, ScheduleDef) for d in value):
+        raise _Invalid("must be schedule definitions", "Build them with oncebeat.targets.config.target_schedules.",
+                       value=value)
+    return tuple(value)
+
+
 _CHECKS = {
     "schedule": _check_schedule,
     "tz": _check_tz,
@@ -574,6 +585,7 @@ _CHECKS = {
     "fallback_locale": _check_fallback_locale,
     "company": _check_company,
     "outage_retry": _check_outage_retry,
+    "schedules": _check_target_schedules,
 }
 
 
@@ -631,6 +643,12 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
     values: dict[str, Any] = {}
     sections = list(_LAYOUT)
     for section, content in data.items():
+        if section == "schedules":  # [[schedules]]: the engine's target schedules, checked by their own module
+            try:
+                values["schedules"] = target_schedules(content, source=source)
+            except ConfigError as exc:
+                problems.append(str(exc).removeprefix(f"{source}: "))
+            continue
         if section not in _LAYOUT:
             if section in {k for keys in _LAYOUT.values() for k in keys}:
                 owner = next(s for s, keys in _LAYOUT.items() if section in keys)
