@@ -252,6 +252,11 @@ def test_sidekiq_kill9_around_the_push_never_runs_a_job_twice(db_url: str, redis
         listing = subprocess.run([sys.executable, "-m", "oncebeat.cli", "effects", "list", "--db", db_url],
                                  env=_env(), capture_output=True, text=True, timeout=60)
         assert crashed in listing.stdout, listing.stdout + listing.stderr
+        doctor = subprocess.run([sys.executable, "-m", "oncebeat.cli", "doctor", "--db", db_url, "--app",
+                                 "oncebeat.targets:app"], env=_env(ONCEBEAT_CONFIG=str(config)),
+                                capture_output=True, text=True, timeout=120)
+        assert f"effect {crashed} is in doubt" in doctor.stdout, doctor.stdout + doctor.stderr
+        assert f"jid {derived_jid(crashed)}" in doctor.stdout and "Sidekiq Web" in doctor.stdout
 
 
 # ------------------------------------------------------------------------------------------------------ Celery
