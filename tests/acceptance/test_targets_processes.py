@@ -100,7 +100,8 @@ def _wait_for_line(path: Path, text: str, proc: subprocess.Popen[bytes], timeout
     raise AssertionError(f"{path.name} never said {text!r}:\n{path.read_text(errors='replace')[-3000:]}")
 
 
-def start_sidekiq(children: list[subprocess.Popen[bytes]], tmp_path: Path, url: str, queue: str) -> Path:
+def start_sidekiq(children: list[subprocess.Popen[bytes]], tmp_path: Path, url: str, queue: str,
+                  job_file: str = "overdue_job.rb") -> Path:
     """A real Sidekiq 6 running the unchanged worker on ``queue``; returns the file its jobs write."""
     sidekiq = shutil.which("sidekiq")
     if sidekiq is None:
@@ -110,7 +111,7 @@ def start_sidekiq(children: list[subprocess.Popen[bytes]], tmp_path: Path, url: 
     out = tmp_path / "sidekiq-runs.txt"
     log = tmp_path / "sidekiq.log"
     with log.open("wb") as sink:
-        proc = subprocess.Popen([sidekiq, "-r", str(FIXTURES / "overdue_job.rb"), "-q", queue, "-c", "2",
+        proc = subprocess.Popen([sidekiq, "-r", str(FIXTURES / job_file), "-q", queue, "-c", "2",
                                  "-t", "1"], env=_env(REDIS_URL=url, ONCEBEAT_TEST_OUT=str(out), RUBYOPT="-W0"),
                                 stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path)
     children.append(proc)
@@ -136,6 +137,8 @@ def start_celery(children: list[subprocess.Popen[bytes]], tmp_path: Path, url: s
 def _toml(value: Any) -> str:
     if isinstance(value, dict):  # an inline table; JSON writes scalars and arrays as TOML does
         return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
     return json.dumps(value)
 
 
@@ -225,6 +228,23 @@ def test_sidekiq_runs_each_occurrence_once_with_its_derived_jid(db_url: str, red
         assert row["result"]["jid"] == derived_jid(key) and row["result"]["queue"] == queue
     first = out.read_text().splitlines()[0].split("\t")
     assert json.loads(first[1]) == ["overdue", 7]  # the worker got the configured arguments, unchanged
+
+
+def test_an_unchanged_active_job_runs_once_per_occurrence_through_the_sidekiq_adapter(
+        db_url: str, redis_db: tuple[str, str], tmp_path: Path, children: list[subprocess.Popen[bytes]]) -> None:
+    url, queue = redis_db
+    out = start_sidekiq(children, tmp_path, url, queue, job_file="overdue_active_job.rb")
+    config = write_config(tmp_path, "sidekiq:OverdueNoticeJob", redis="$TEST_REDIS_URL", queue=queue,
+                          activejob=True, args=[7, {"ladder": "b2b"}])
+    assert run_clock(children, tmp_path, db_url, config, done=3, TEST_REDIS_URL=url) == 0
+    done = [k for k, r in pushes(db_url).items() if r["state"] == "done"]
+    ran = settle(out, len(done))
+    assert ran == collections.Counter({derived_uuid(k): 1 for k in done})  # Active Job's job_id, once each
+    lines = [line.split("\t") for line in out.read_text().splitlines()]
+    by_job = {job_id: (provider, json.loads(args)) for job_id, provider, args in lines}
+    for key in done:
+        provider, args = by_job[derived_uuid(key)]
+        assert provider == derived_jid(key) and args == [7, {"ladder": "b2b"}]
 
 
 @pytest.mark.parametrize(("crash_at", "crashed_state"), [("target_ready", "done"),

@@ -3,7 +3,8 @@
 A target is written ``KIND:NAME`` with options beside it::
 
     celery:billing.tasks.send_overdue_reminders   broker = "$CELERY_BROKER_URL", queue = "celery", args, kwargs
-    sidekiq:OverdueReminderJob                    redis = "$REDIS_URL", queue = "default", args, retry, namespace
+    sidekiq:OverdueReminderJob                    redis = "$REDIS_URL", queue = "default", args, retry, namespace,
+                                                  activejob = true (an Active Job class on the Sidekiq adapter)
     http:https://billing.example.com/hooks/tick   secret_env = "ONCEBEAT_HOOK_SECRET", args, attempts, timeout
 
 A broker or Redis URL is written either literally without a password (``redis://127.0.0.1:6379/0``) or as
@@ -39,7 +40,7 @@ _NAMESPACE = uuid.UUID("5b0a4d57-8a47-4c6e-9d56-6f6e63656265")  # oncebeat's own
 
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "celery": ("broker", "queue", "args", "kwargs"),
-    "sidekiq": ("redis", "queue", "args", "retry", "namespace"),
+    "sidekiq": ("redis", "queue", "args", "retry", "namespace", "activejob"),
     "http": ("secret_env", "args", "attempts", "timeout"),
 }
 _REQUIRED = {"celery": ("broker",), "sidekiq": ("redis",), "http": ("secret_env",)}
@@ -215,6 +216,11 @@ def parse_target(spec: Any, options: Mapping[str, Any], *, where: str) -> Target
         if not isinstance(values["retry"], (bool, int)) or (not isinstance(values["retry"], bool)
                                                            and values["retry"] < 0):
             raise _problem(where, f"retry = {values['retry']!r} must be true, false or a number of retries >= 0")
+        if not isinstance(values.setdefault("activejob", False), bool):
+            raise _problem(where, f"activejob = {values['activejob']!r} must be true (the class is an Active Job "
+                           "enqueued through Sidekiq) or false (a Sidekiq::Worker)")
+        if values["activejob"]:
+            _check_activejob_args(values["args"], where)
         if "namespace" in values and not (isinstance(values["namespace"], str) and _QUEUE.fullmatch(
                 values["namespace"])):
             raise _problem(where, f"namespace = {values['namespace']!r} must be the redis-namespace prefix your "
@@ -250,6 +256,22 @@ def parse_target(spec: Any, options: Mapping[str, Any], *, where: str) -> Target
     elif not isinstance(values["args"], dict):
         raise _problem(where, f"args = {values['args']!r} must be a table (sent as the body's \"args\" object)")
     return Target(kind=kind, name=name, options=values)
+
+
+def _check_activejob_args(value: Any, where: str) -> None:
+    """Active Job arguments as JSON can carry: null, booleans, numbers, strings, lists and tables of them."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            if any(k.startswith("_aj_") for k in item):
+                raise _problem(where, "args: a table key starting with _aj_ is reserved by Active Job; rename it")
+            stack.extend(item.values())
+        elif item is not None and not isinstance(item, (bool, int, float, str)):
+            raise _problem(where, f"args holds {item!r}, which Active Job cannot take; use strings, numbers, "
+                           "booleans, lists and tables")
 
 
 def _check_broker_url(value: Any, option: str, where: str) -> None:

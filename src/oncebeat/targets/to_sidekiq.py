@@ -5,7 +5,9 @@ Sidekiq's client (``Sidekiq::Client#raw_push``, 6.x) writes a job as a JSON hash
 the same hash (``class``, ``args``, ``queue``, ``jid``, ``retry``, ``created_at``, ``enqueued_at`` as float
 Unix seconds) in one ``MULTI``/``EXEC``, so both keys change or neither. Under redis-namespace (``namespace``)
 both keys carry the prefix. An extra ``oncebeat`` field names the occurrence; Sidekiq keeps unknown fields
-and shows them in its Web UI.
+and shows them in its Web UI. With ``activejob = true`` the job is what Rails' Sidekiq adapter writes for
+``perform_later``: class ``ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper``, ``wrapped`` the job's class,
+and the serialised Active Job (``job_class``, ``job_id``, ``arguments``, …) as its one argument.
 
 The ``jid`` derives from the occurrence, but Sidekiq (without Enterprise's unique jobs) does not deduplicate
 by it: the effect ledger, not the id, stops a second push.
@@ -19,24 +21,49 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from .. import telemetry
 from ..effects import EffectAttempt
 from ..errors import EffectOutcomeUnknown, TargetError
 from ..redact import redact_url
-from .spec import Occurrence, Target, derived_jid
+from .spec import Occurrence, Target, derived_jid, derived_uuid
 
-__all__ = ["push", "job_hash"]
+__all__ = ["ACTIVEJOB_WRAPPER", "activejob_payload", "job_hash", "push"]
 
 TIMEOUT = 10.0  # seconds to connect and for each reply
+ACTIVEJOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
 
 
 def job_hash(target: Target, occ: Occurrence, *, now: float) -> dict[str, Any]:
     """The Sidekiq job hash for ``occ`` (``now``: Unix seconds of the push)."""
-    return {"class": target.name, "args": list(target.options.get("args") or []),
-            "queue": target.options.get("queue", "default"), "retry": target.options.get("retry", True),
-            "jid": derived_jid(occ.key), "created_at": now, "enqueued_at": now, "oncebeat": occ.describe()}
+    queue = target.options.get("queue", "default")
+    args = list(target.options.get("args") or [])
+    job = {"class": target.name, "args": args, "queue": queue, "retry": target.options.get("retry", True),
+           "jid": derived_jid(occ.key), "created_at": now, "enqueued_at": now, "oncebeat": occ.describe()}
+    if target.options.get("activejob"):
+        job.update({"class": ACTIVEJOB_WRAPPER, "wrapped": target.name, "args": [activejob_payload(target, occ)]})
+    return job
+
+
+def activejob_payload(target: Target, occ: Occurrence) -> dict[str, Any]:
+    """What ``ActiveJob::Base#serialize`` (Rails 6.1-7) writes for ``perform_later(*args)``: the wrapper's one
+    argument. The Active Job ``job_id`` is derived from the occurrence like the ``jid``."""
+    return {"job_class": target.name, "job_id": derived_uuid(occ.key), "provider_job_id": None,
+            "queue_name": target.options.get("queue", "default"), "priority": None,
+            "arguments": [_activejob_argument(a) for a in target.options.get("args") or []], "executions": 0,
+            "exception_executions": {}, "locale": "en", "timezone": "UTC",
+            "enqueued_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _activejob_argument(value: Any) -> Any:
+    """Active Job's argument serialisation for JSON values: a Hash gets ``_aj_symbol_keys`` (none: string keys)."""
+    if isinstance(value, list):
+        return [_activejob_argument(v) for v in value]
+    if isinstance(value, dict):
+        return {**{k: _activejob_argument(v) for k, v in value.items()}, "_aj_symbol_keys": []}
+    return value
 
 
 def push(target: Target, occ: Occurrence, attempt: EffectAttempt) -> dict[str, Any]:
