@@ -11,6 +11,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -177,3 +178,35 @@ def test_a_push_job_enqueued_by_hand_is_discarded(store: Store, sim_clock: Simul
     job = job_row(store, job_id)
     assert job is not None and job["state"] == "discarded"
     assert "has none" in job["errors"][-1]["error"]
+
+
+def test_a_broker_password_never_reaches_the_jobs_errors(store: Store, sim_clock: SimulatedClock,
+                                                         redis_target: tuple[str, str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Redis at 127.0.0.1 has no user 'billing', so AUTH fails: the job is retried and its error hides the password."""
+    url, queue = redis_target
+    monkeypatch.setenv("TEST_REDIS_URL", url.replace("redis://", "redis://billing:Pa55-w0rd-xyz@"))
+    app = App()
+    schedule(app, "auth", "0 8 * * *", tz="UTC", target="sidekiq:OverdueReminderJob", redis="$TEST_REDIS_URL",
+             queue=queue)
+    job = _run(app, store, sim_clock, "auth")
+    assert job["state"] == "retryable"
+    text = json.dumps(job["errors"]) + json.dumps(store.read("list_effects", state=None), default=str)
+    assert "Redis not reached" in text and "Pa55-w0rd-xyz" not in text
+
+
+def test_the_cli_lists_a_target_schedule_with_its_target(db_url: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from oncebeat.cli import cli
+
+    config = tmp_path / "oncebeat.toml"
+    config.write_text('[[schedules]]\nkey = "overdue"\ncron = "0 8 * * *"\ntz = "America/Chicago"\n'
+                      'target = "sidekiq:OverdueReminderJob"\nredis = "$REDIS_URL"\n')
+    monkeypatch.setenv("ONCEBEAT_CONFIG", str(config))
+    runner = CliRunner()
+    assert runner.invoke(cli, ["migrate", "--db", db_url, "--app", "oncebeat.targets:app"]).exit_code == 0
+    result = runner.invoke(cli, ["schedules", "--db", db_url, "--app", "oncebeat.targets:app"])
+    assert result.exit_code == 0, result.output
+    assert "overdue: 0 8 * * * in America/Chicago -> oncebeat.push to sidekiq:OverdueReminderJob" in result.output

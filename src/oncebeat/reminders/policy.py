@@ -845,6 +845,18 @@ company = {json.dumps(p.company)}
 # delay, not a failure: each reminder due then is retried with backoff, without
 # using up its attempts, for this long before it is marked failed. At least "1h".
 outage_retry = {json.dumps(format_duration(p.outage_retry))}
+
+# Schedules pushed to workers you already run, once per occurrence (README, Targets):
+# a Celery task ("celery:billing.tasks.x", broker = "$CELERY_BROKER_URL"), a Sidekiq
+# job ("sidekiq:OverdueReminderJob", redis = "$REDIS_URL"; activejob = true for an
+# Active Job) or an HTTP endpoint ("http:https://...", secret_env = "HOOK_SECRET").
+# [[schedules]]
+# key = "overdue-reminders"
+# cron = "0 8 * * *"
+# tz = "America/Chicago"
+# target = "sidekiq:OverdueReminderJob"
+# redis = "$REDIS_URL"
+# queue = "default"
 """
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, TargetRejected
-from ..redact import redact_url
+from ..redact import redact_url, remember_secrets
 
 __all__ = ["KINDS", "Occurrence", "Target", "derived_jid", "derived_uuid", "effect_key", "parse_target"]
 
@@ -168,6 +168,7 @@ def _resolve(value: str, option: str) -> str:
     if not url:
         raise TargetRejected(f"{option} = {value!r}: the environment variable {name} is not set in this worker's "
                              f"environment; set it to the URL (e.g. {name}=redis://:password@host:6379/0)")
+    remember_secrets(url)  # a client library's message quoting a piece of the password is masked too
     return url
 
 
