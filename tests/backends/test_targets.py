@@ -183,7 +183,7 @@ def test_a_push_job_enqueued_by_hand_is_discarded(store: Store, sim_clock: Simul
 def test_a_broker_password_never_reaches_the_jobs_errors(store: Store, sim_clock: SimulatedClock,
                                                          redis_target: tuple[str, str],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Redis at 127.0.0.1 has no user 'billing', so AUTH fails: the job is retried and its error hides the password."""
+    """Redis at 127.0.0.1 has no user 'billing', so AUTH fails: the job is retried, its error hides the password."""
     url, queue = redis_target
     monkeypatch.setenv("TEST_REDIS_URL", url.replace("redis://", "redis://billing:Pa55-w0rd-xyz@"))
     app = App()
