@@ -210,3 +210,14 @@ def test_the_cli_lists_a_target_schedule_with_its_target(db_url: str, tmp_path: 
     result = runner.invoke(cli, ["schedules", "--db", db_url, "--app", "oncebeat.targets:app"])
     assert result.exit_code == 0, result.output
     assert "overdue: 0 8 * * * in America/Chicago -> oncebeat.push to sidekiq:OverdueReminderJob" in result.output
+
+
+def test_unreachable_celery_broker_is_retried_not_in_doubt(store: Store, sim_clock: SimulatedClock) -> None:
+    app = App()
+    schedule(app, "down", "0 8 * * *", tz="UTC", target="celery:billing.tasks.x",
+             broker=f"redis://127.0.0.1:{_free_port()}/0")
+    job = _run(app, store, sim_clock, "down")
+    assert job["state"] == "retryable"
+    assert "broker not reached" in job["errors"][-1]["error"]
+    [effect] = store.read("list_effects", state=None)
+    assert effect["state"] == "failed"

@@ -217,10 +217,10 @@ def parse_target(spec: Any, options: Mapping[str, Any], *, where: str) -> Target
         if not isinstance(values["retry"], (bool, int)) or (not isinstance(values["retry"], bool)
                                                            and values["retry"] < 0):
             raise _problem(where, f"retry = {values['retry']!r} must be true, false or a number of retries >= 0")
-        if not isinstance(values.setdefault("activejob", False), bool):
+        if not isinstance(values.get("activejob", False), bool):
             raise _problem(where, f"activejob = {values['activejob']!r} must be true (the class is an Active Job "
                            "enqueued through Sidekiq) or false (a Sidekiq::Worker)")
-        if values["activejob"]:
+        if values.get("activejob"):
             _check_activejob_args(values["args"], where)
         if "namespace" in values and not (isinstance(values["namespace"], str) and _QUEUE.fullmatch(
                 values["namespace"])):
