@@ -66,7 +66,7 @@ def redis_db() -> Iterator[tuple[str, str]]:
     queue = f"ob-test-{secrets.token_hex(4)}"
     yield url, queue
     client = redis.Redis.from_url(url)
-    client.delete(f"queue:{queue}", queue, f"_kombu.binding.{queue}")
+    client.delete(f"queue:{queue}", queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
     client.srem("queues", queue)
     client.close()
 
