@@ -743,7 +743,8 @@ def schedules(ctx: click.Context, database_url: str | None, config: Path | None,
     for r in rows:
         origin = (", run-time edit (overrides the code until a deploy changes it)"
                   if r.get("origin") == "runtime" else "")
-        click.echo(f"{r['key']}: {r['expression']} in {r['tz']} -> {r['task']} [{r['state']}{origin}]"
+        task = f"{r['task']} to {r['target']}" if r.get("target") else r["task"]
+        click.echo(f"{r['key']}: {r['expression']} in {r['tz']} -> {task} [{r['state']}{origin}]"
                    + (f" (last fire {r['last_fire_local']})" if r["last_fire_local"] else ""))
         click.echo(f"    catch-up {r['catchup']} within {r['catchup_window']:.0f} s; DST gap {r['dst_gap']}, "
                    f"fold {r['dst_fold']}; overlap {r['overlap']}")
@@ -775,7 +776,8 @@ def schedules_describe(key: str, database_url: str | None, config: Path | None, 
         _print_json(s)
         return
     origin = "run-time edit" if s["origin"] == "runtime" else s["origin"]
-    click.echo(f"{s['key']}: {s['describe']} -> {s['task']} on queue {s['queue']}")
+    task = f"{s['task']} to {s['target']}" if s.get("target") else s["task"]
+    click.echo(f"{s['key']}: {s['describe']} -> {task} on queue {s['queue']}")
     click.echo(f"  state {s['state']}, origin {origin}, version {s['version']}; catch-up {s['catchup']} "
                f"(window {s['catchup_window']:g} s), overlap {s.get('overlap', 'allow')}, DST gap {s['dst_gap']}, "
                f"fold {s['dst_fold']}")

@@ -145,6 +145,16 @@ class PermanentMailError(MailError):
     """The SMTP server rejected the message for good (5xx); retrying cannot help."""
 
 
+class TargetError(OncebeatError):
+    """A push to a schedule's target (Celery, Sidekiq, HTTP) certainly did not happen: the broker or endpoint
+    could not be reached before anything was sent, or the endpoint answered that it failed (5xx). Retried."""
+
+
+class TargetRejected(TargetError):
+    """The target refused the push for good (an HTTP 4xx, a missing secret variable): retrying cannot help.
+    The job is discarded with the reply kept."""
+
+
 class ImportRejected(OncebeatError):
     """An import file has invalid rows; nothing was applied.
 

@@ -81,7 +81,9 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
         # a paused or retired schedule fires nothing: listing its instants would promise runs that never come
         upcoming = upcoming_fires(sched, now, count) if state not in ("retired", "paused") else []
         lf = last.get(key)
-        out.append({"key": key, "expression": d.expression, "tz": d.tz, "task": d.task, "state": state,
+        target = d.args.get("target") if d.task == "oncebeat.push" else None  # oncebeat.targets.PUSH_TASK
+        out.append({"key": key, "expression": d.expression, "tz": d.tz, "task": d.task, "target": target,
+                    "state": state,
                     "queue": d.queue, "catchup": d.catchup, "catchup_window": d.catchup_window,
                     "dst_gap": d.dst_gap, "dst_fold": d.dst_fold, "overlap": d.overlap, "describe": sched.describe(),
                     "version": row["version"] if row else None, "active_since": row["active_since"] if row else None,

@@ -39,6 +39,8 @@ Events (``data`` keys; seconds are floats, instants aware UTC):
   reply came: connect, TLS, timeout, a drop).
 - ``mail.connecting``, ``mail.data``, ``mail.final_dot`` — an SMTP send is about to connect, to send ``DATA``,
   and has sent the final ``.`` (no reply read yet).
+- ``target.ready``, ``target.sent`` — a push to a schedule's target (:mod:`oncebeat.targets`) is connected, before
+  its point of no return; and has gone out (for HTTP: the request, before the reply): ``key``, ``kind``.
 - ``reminder.finished`` — a send decided a reminder: ``stage``, ``state`` (sent, skipped, failed, in_doubt).
 
 A subscriber may stop the engine on purpose only with a ``BaseException`` that is not an ``Exception``
@@ -68,7 +70,7 @@ log = logging.getLogger("oncebeat.telemetry")
 EVENTS = ("job.claimed", "job.batch_step", "job.batch_done", "job.started", "job.finished", "job.failed",
           "job.lost", "worker.fenced", "job.rescued", "occurrence.recorded", "occurrence.duplicate",
           "effect.requested", "effect.no_return", "effect.performed", "effect.recorded", "mail.connecting",
-          "mail.data", "mail.final_dot", "mail.reply", "reminder.finished")
+          "mail.data", "mail.final_dot", "mail.reply", "target.ready", "target.sent", "reminder.finished")
 Handler = Callable[[str, Mapping[str, Any]], None]
 _handlers: dict[str, tuple[Handler, ...]] = {}
 _lock = threading.Lock()

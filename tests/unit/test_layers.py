@@ -20,6 +20,7 @@ FORBIDDEN = {
     "reminders": ("sample", "web", "cli", "simulate"),
     "sample": ("web", "cli", "simulate", "doctor"),
     "web": ("cli", "simulate"),
+    "targets": ("reminders", "sample", "web", "cli", "simulate", "doctor", "mail"),
 }
 
 

@@ -46,6 +46,7 @@ from ..provenance import Source, current_source
 from ..store import Store
 from ..timebase import SystemClock, require_aware
 from . import registry
+from . import targets as _targets  # noqa: F401 - registers the evidence for pushes to schedule targets
 from .checks import Skip
 from .explain import explain, explain_kinds, numeric_kind
 from .facts import Facts

@@ -779,6 +779,8 @@ def check_in_doubt(facts: Facts) -> list[Finding]:
         elif delivered == 0:
             fix = (f"The Maildir has no copy, so it most likely did not happen: after checking the mail server log "
                    f"run `oncebeat effects resolve {key} not_done` to allow one re-run.")
+        elif app and app.fix:
+            fix = app.fix
         else:
             look = f" (for an email, look for Message-ID {mid} at the mail server)" if mid else ""
             fix = (f"Check whether it happened{look}, then run `oncebeat effects resolve {key} done` if it did or "

@@ -54,10 +54,12 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from oncebeat.app import ScheduleDef
 from oncebeat.errors import ConfigError, ScheduleError
 from oncebeat.reminders.conversions import zone_reason
 from oncebeat.reminders.translations import DEFAULT_FALLBACK_LOCALE, fallback_locale
 from oncebeat.schedules import Schedule
+from oncebeat.targets.config import target_schedules
 
 __all__ = [
     "CATCHUP_POLICIES",
@@ -136,6 +138,8 @@ class Policy:
     outage_retry: float = 86400.0  # seconds a mail outage (connect, TLS, auth, 4xx) is waited out per reminder
     retention: float | None = None  # seconds of engine history kept by the daily prune; None: never pruned
     retention_cron: str = "30 3 * * *"  # when the prune runs, in the [schedule] zone
+    # [[schedules]]: schedules pushed to the team's own workers (oncebeat.targets), validated by that module
+    schedules: tuple[ScheduleDef, ...] = ()
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -576,6 +580,13 @@ def _check_company(value: Any) -> str:
     return text
 
 
+def _check_target_schedules(value: Any) -> tuple[ScheduleDef, ...]:
+    if not all(isinstance(d, ScheduleDef) for d in value):
+        raise _Invalid("must be schedule definitions", "Build them with oncebeat.targets.config.target_schedules.",
+                       value=value)
+    return tuple(value)
+
+
 _CHECKS = {
     "schedule": _check_schedule,
     "tz": _check_tz,
@@ -594,6 +605,7 @@ _CHECKS = {
     "outage_retry": _check_outage_retry,
     "retention": _check_retention,
     "retention_cron": _check_schedule,
+    "schedules": _check_target_schedules,
 }
 
 
@@ -652,6 +664,12 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
     values: dict[str, Any] = {}
     sections = list(_LAYOUT)
     for section, content in data.items():
+        if section == "schedules":  # [[schedules]]: the engine's target schedules, checked by their own module
+            try:
+                values["schedules"] = target_schedules(content, source=source)
+            except ConfigError as exc:
+                problems.append(str(exc).removeprefix(f"{source}: "))
+            continue
         if section not in _LAYOUT:
             if section in {k for keys in _LAYOUT.values() for k in keys}:
                 owner = next(s for s, keys in _LAYOUT.items() if section in keys)
@@ -855,6 +873,18 @@ outage_retry = {json.dumps(format_duration(p.outage_retry))}
 # Off unless set; at least a day. Same as `oncebeat prune --older-than 90d --apply`.
 # older_than = "90d"
 # cron = "30 3 * * *"    # in the [schedule] zone
+
+# Schedules pushed to workers you already run, once per occurrence (README, Targets):
+# a Celery task ("celery:billing.tasks.x", broker = "$CELERY_BROKER_URL"), a Sidekiq
+# job ("sidekiq:OverdueReminderJob", redis = "$REDIS_URL"; activejob = true for an
+# Active Job) or an HTTP endpoint ("http:https://...", secret_env = "HOOK_SECRET").
+# [[schedules]]
+# key = "overdue-reminders"
+# cron = "0 8 * * *"
+# tz = "America/Chicago"
+# target = "sidekiq:OverdueReminderJob"
+# redis = "$REDIS_URL"
+# queue = "default"
 """
 
 

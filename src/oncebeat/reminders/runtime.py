@@ -20,6 +20,7 @@ from ..deploy import database_url as deployment_url
 from ..errors import ConfigError
 from ..mail import Mailer
 from ..store import Store
+from ..targets import install as install_targets
 from ..timebase import Clock, SystemClock
 from .policy import Policy, load_policy
 from .service import ReminderService
@@ -69,4 +70,6 @@ def load_runtime(*, config: Path | None = None, database_url: str | None = None,
     service = ReminderService(store, policy, clock=clock, mailer=mailer)
     # The reminder app is the default app; a library user's --app runs instead of it, not merged with it.
     registry = load_app(app) if app else build_app(service)
+    if policy.schedules:  # [[schedules]] pushed to the team's own workers: added to whichever app runs
+        install_targets(registry, policy.schedules)
     return Runtime(store=store, policy=policy, service=service, app=registry, clock=clock, mailer=mailer)
