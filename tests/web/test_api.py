@@ -269,7 +269,8 @@ def test_reminders_are_read_by_filter_a_page_at_a_time(runtime: Runtime,
     one = client.get("/api/v1/reminders?invoice=INV-4&state=pending", headers=READ).json()["reminders"]
     assert [r["number"] for r in one] == ["INV-4"]
     assert client.get("/api/v1/reminders?state=sent", headers=READ).json()["reminders"] == []
-    for query, name in (("state=lost", "state"), ("limit=501", "limit"), ("after=x", "after"), ("colour=red", "colour")):
+    for query, name in (("state=lost", "state"), ("limit=501", "limit"), ("after=x", "after"),
+                        ("colour=red", "colour")):
         bad = client.get(f"/api/v1/reminders?{query}", headers=READ)
         assert bad.status_code == 400 and bad.json()["error"]["problems"][0]["field"] == name, query
 

@@ -9,8 +9,17 @@ The route list is read from ``app.routes``, so an API route added later is check
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,7 +70,8 @@ def test_every_api_route_for_no_token_a_wrong_one_read_write_and_a_dashboard_ses
         where = f"{method} {url}"
         body = BODIES.get(path) if method == "POST" else None
 
-        def send(c: TestClient, headers: dict[str, str]) -> Any:
+        def send(c: TestClient, headers: dict[str, str], method: str = method, url: str = url,
+                 body: Any = body) -> Any:
             return c.request(method, url, json=body, headers=headers)
 
         nobody = send(client, {"idempotency-key": "k-nobody"})
@@ -135,3 +145,47 @@ def test_the_token_names_and_scopes_are_known_but_never_the_tokens() -> None:
     tokens = ApiTokens(API_TOKENS)
     assert tokens.names() == ["billing (write)", "looker (read)"]
     assert WRITE_TOKEN not in repr(tokens.__dict__.get("_tokens"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_oncebeat_web_serves_the_api_from_its_environment_and_refuses_a_malformed_list(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONCEBEAT_")}
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path}/oncebeat.db"
+    bad = subprocess.run([sys.executable, "-m", "oncebeat.cli", "web", "--port", "1"], cwd=tmp_path, text=True,
+                         capture_output=True, timeout=60,
+                         env={**env, "ONCEBEAT_API_TOKENS": f"billing:write:{WRITE_TOKEN},looker:reed:{READ_TOKEN}"})
+    assert bad.returncode == 2 and "ONCEBEAT_API_TOKENS entry 2 ('looker')" in bad.stderr
+    assert READ_TOKEN not in bad.stderr and WRITE_TOKEN not in bad.stderr and "Traceback" not in bad.stderr
+    port = _free_port()
+    # API tokens alone are a token: a public bind is allowed (the dashboard's pages then say how to log in).
+    proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", "web", "--host", "0.0.0.0", "--port", str(port)],
+                            env={**env, "ONCEBEAT_API_TOKENS": API_TOKENS}, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/schedules",
+                                             headers={"authorization": f"Bearer {READ_TOKEN}"})
+            try:
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    assert json.loads(response.read())["schedules"][0]["key"] == "reminders"
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        refused = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/schedules/reminders/pause", data=b"",
+                                         headers={"authorization": f"Bearer {READ_TOKEN}", "idempotency-key": "k"})
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(refused, timeout=5)
+        assert caught.value.code == 403
+        caught.value.close()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "/api/v1 tokens: billing (write), looker (read)" in err
+    assert WRITE_TOKEN not in err and READ_TOKEN not in err
