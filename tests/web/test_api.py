@@ -147,6 +147,8 @@ def test_every_problem_is_named_by_its_json_pointer_and_nothing_is_applied(
     assert client.post("/api/v1/invoices", content=b"{not json", headers=H()).status_code == 400
     assert client.post("/api/v1/invoices", content=b"[" * 100_000, headers=H()).status_code == 400
     assert client.post("/api/v1/invoices", content=b'{"invoices": [NaN]}', headers=H()).status_code == 400
+    huge = client.post("/api/v1/jobs", content=b'{"task": "reminders.send", "args": {"x": 1e999}}', headers=H())
+    assert huge.status_code == 400 and "too large a number" in huge.json()["error"]["message"]
 
 
 def test_a_body_past_1_mib_is_refused_413_and_a_large_batch_under_it_is_accepted(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Callable
 from datetime import date, datetime
@@ -109,8 +110,14 @@ def _decode(raw: bytes) -> tuple[Any, Response | None]:
     def refuse(constant: str) -> Any:
         raise ValueError(f"{constant} is not JSON (write a number)")
 
+    def finite(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):  # 1e999 reads as infinity, which no database column stores as JSON
+            raise ValueError(f"{text[:20]} is too large a number")
+        return value
+
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=refuse), None
+        return json.loads(raw.decode("utf-8"), parse_constant=refuse, parse_float=finite), None
     except UnicodeDecodeError:
         return None, api_error(400, "bad_json", "the body is not UTF-8 text")
     except RecursionError:
