@@ -18,6 +18,7 @@ from web_helpers import runtime  # noqa: F401  (fixtures)
 from oncebeat import audit
 from oncebeat.clock import ClockProcess
 from oncebeat.reminders.runtime import Runtime
+from oncebeat.schedule_admin import retire_schedule
 from oncebeat.web.openapi import document
 from oncebeat.web.security import MAX_API_BYTES
 from oncebeat.worker import Worker
@@ -206,6 +207,12 @@ def test_a_retried_trigger_makes_one_occurrence_and_one_job(runtime: Runtime,
     assert job["source_kind"] == "api" and job["source_name"] == "oncebeat web api"
     assert client.post("/api/v1/schedules/nope/trigger", headers=H()).status_code == 404
     assert client.post("/api/v1/schedules/reminders/trigger", json={"x": 1}, headers=H()).status_code == 422
+    retire_schedule(runtime.store, "reminders", clock=runtime.clock)
+    late = client.post("/api/v1/schedules/reminders/trigger", headers=H("trigger-1"))
+    assert late.headers["idempotent-replayed"] == "true" and late.content == answers[0].content  # the key holds
+    refused = client.post("/api/v1/schedules/reminders/trigger", headers=H())
+    assert refused.status_code == 409 and "retired" in refused.json()["error"]["message"]
+    assert count(runtime, "SELECT COUNT(*) AS n FROM jobs") == 1
 
 
 def test_pause_and_resume(runtime: Runtime, api_app: Callable[..., TestClient]) -> None:

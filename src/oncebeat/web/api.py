@@ -105,6 +105,14 @@ def rejected(problems: list[FieldProblem], total: int | None = None) -> Response
                      total=count)
 
 
+class Refused(Exception):
+    """Raised by a write's preparation to answer ``response`` instead (e.g. 404 for an unknown schedule)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__("refused")
+        self.response = response
+
+
 def _decode(raw: bytes) -> tuple[Any, Response | None]:
     """The JSON body, or the 400 answer for a body that is not JSON (never a 500)."""
     def refuse(constant: str) -> Any:
@@ -136,16 +144,25 @@ async def keyed_write(request: Request, prepare: Callable[[Any], Write], *, body
     if problem is not None or key is None:
         return api_error(400, "idempotency_key", problem or "missing Idempotency-Key")
     raw = await request.body()  # bounded by BodyLimit (413 past MAX_API_BYTES)
+    rt = dashboard(request).runtime
+    try:  # a retry is answered without checking its body again (once() below decides on its own)
+        earlier = await run_in_threadpool(lambda: idempotency.stored(
+            rt.store, client=client.name, key=key, method=request.method, path=request.url.path, body=raw))
+    except IdempotencyKeyReused as exc:
+        return api_error(422, "idempotency_key_reused", str(exc))
+    if earlier is not None:
+        return _answer(earlier)
     body: Any = None
     if raw.strip() or body_required:
         body, refusal = _decode(raw)
         if refusal is not None:
             return refusal
-    rt = dashboard(request).runtime
     try:
         write = await run_in_threadpool(prepare, body)
     except RequestRejected as exc:
         return rejected(exc.problems, exc.total)
+    except Refused as exc:
+        return exc.response
     source = api_source(client)
 
     def work(tx: Tx) -> tuple[int, str]:
@@ -165,6 +182,10 @@ async def keyed_write(request: Request, prepare: Callable[[Any], Write], *, body
         return api_error(422, "idempotency_key_reused", str(exc))
     if not answer.replayed:
         await _prune_now_and_then(request)
+    return _answer(answer)
+
+
+def _answer(answer: idempotency.Answer) -> Response:
     headers = {"idempotent-replayed": "true"} if answer.replayed else None
     return Response(answer.body, status_code=answer.status, media_type="application/json", headers=headers)
 
@@ -234,29 +255,30 @@ async def record_payments(request: Request) -> Response:
     return await keyed_write(request, prepare)
 
 
-def _known_schedule(request: Request, key: str) -> Response | None:
-    """None when schedule ``key`` can be acted on (the code's definitions synced first), else its 404/409."""
+def _known_schedule(request: Request, key: str) -> None:
+    """Return when schedule ``key`` can be acted on (the code's definitions synced first), else raise its 404/409.
+
+    Raises:
+        Refused: unknown (404) or retired (409).
+    """
     rt = dashboard(request).runtime
     if not describe_schedules(rt.app, rt.store, now=rt.clock.now(), count=0, keys=[key]):
-        return api_error(404, "not_found", f"no schedule {key!r}; GET /api/v1/schedules lists them")
+        raise Refused(api_error(404, "not_found", f"no schedule {key[:200]!r}; GET {API_V1}/schedules lists them"))
     try:
         schedule_known(rt.store, rt.app, key, clock=rt.clock)
     except OncebeatError as exc:  # retired
-        return api_error(409, "conflict", str(exc))
-    return None
+        raise Refused(api_error(409, "conflict", str(exc))) from exc
 
 
 async def schedule_action(request: Request) -> Response:
     rt = dashboard(request).runtime
     key = request.path_params["key"]
     action = request.url.path.rsplit("/", 1)[-1]
-    refusal = await run_in_threadpool(_known_schedule, request, key)
-    if refusal is not None:
-        return refusal
 
     def prepare(body: Any) -> Write:
         if body is not None and body != {}:
             raise RequestRejected([FieldProblem(pointer="", message=f"{action} takes no body (send none, or {{}})")])
+        _known_schedule(request, key)
 
         def write(tx: Tx, source: Source) -> tuple[int, dict[str, Any]]:
             if action == "trigger":
