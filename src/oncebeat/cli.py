@@ -605,38 +605,43 @@ def web(host: str, port: int | None, allowed_host: tuple[str, ...], secure_cooki
 
     ONCEBEAT_WEB_TOKEN logs in the admin (every action), ONCEBEAT_WEB_VIEWER_TOKEN a read-only viewer. /metrics
     needs ``Authorization: Bearer $ONCEBEAT_METRICS_TOKEN``, or without that variable answers loopback clients
-    only. A non-loopback --host without a token is refused (exit 2). Stripe webhooks: POST /webhooks/stripe,
-    verified with STRIPE_WEBHOOK_SECRET (400 when forged, 413 past 1 MiB, 503 when unset).
+    only. The HTTP API (/api/v1, JSON) takes the bearer tokens of ONCEBEAT_API_TOKENS
+    (``NAME:read|write:TOKEN``, comma-separated). A non-loopback --host without a token is refused (exit 2).
+    Stripe webhooks: POST /webhooks/stripe, verified with STRIPE_WEBHOOK_SECRET (400 when forged, 413 past 1 MiB,
+    503 when unset).
     """
     import os
 
     import uvicorn
 
     from .web import WebSettings, create_app
+    from .web.api_auth import ApiTokens
     from .web.security import allowed_hosts, is_loopback
 
     token = os.environ.get("ONCEBEAT_WEB_TOKEN") or None
     viewer = os.environ.get("ONCEBEAT_WEB_VIEWER_TOKEN") or None
     metrics_token = os.environ.get("ONCEBEAT_METRICS_TOKEN") or None
+    api_tokens = os.environ.get("ONCEBEAT_API_TOKENS") or None
     extra = (*allowed_host, *(os.environ.get("ONCEBEAT_WEB_ALLOWED_HOSTS") or "").split(","))
     public = not is_loopback(host)
-    if public and not (token or viewer):
+    if public and not (token or viewer or api_tokens):
         click.echo(f"error: --host {host} exposes the dashboard to the network, and no token is set: set "
-                   "ONCEBEAT_WEB_TOKEN (and optionally ONCEBEAT_WEB_VIEWER_TOKEN for read-only logins), or bind "
-                   "127.0.0.1", err=True)
+                   "ONCEBEAT_WEB_TOKEN (and optionally ONCEBEAT_WEB_VIEWER_TOKEN for read-only logins) or "
+                   "ONCEBEAT_API_TOKENS, or bind 127.0.0.1", err=True)
         sys.exit(2)
     if public and host not in ("0.0.0.0", "::", ""):
         extra = (*extra, host)  # the bound address itself is a name clients use (an IP: no DNS to rebind)
     hosts = allowed_hosts(extra)  # ConfigError (exit 2) names a malformed entry
     application = create_app(WebSettings(database_url=database_url, config=config, app=app, token=token,
-                                         viewer_token=viewer, metrics_token=metrics_token,
+                                         viewer_token=viewer, metrics_token=metrics_token, api_tokens=api_tokens,
                                          allowed_hosts=tuple(extra), secure_cookies=secure_cookies))
     port = port or int(os.environ.get("PORT") or 8000)
     logins = ", ".join(name for name, value in (("admin", token), ("viewer", viewer)) if value) or (
         "none: every page asks for ONCEBEAT_WEB_TOKEN")
     metrics = "bearer ONCEBEAT_METRICS_TOKEN" if metrics_token else "loopback clients only"
+    api = ", ".join(ApiTokens(api_tokens).names()) or "off (set ONCEBEAT_API_TOKENS)"
     click.echo(f"oncebeat web on http://{host}:{port}/ - logins: {logins}; Host names: {', '.join(hosts)}; "
-               f"/metrics: {metrics}", err=True)
+               f"/metrics: {metrics}; /api/v1 tokens: {api}", err=True)
     if public and hosts == allowed_hosts():
         click.echo("note: only loopback Host names are answered; add --allowed-host NAME (or "
                    "ONCEBEAT_WEB_ALLOWED_HOSTS) for the name browsers use", err=True)

@@ -1010,15 +1010,21 @@ class ClockProcess:
         return self._next.earliest()
 
     # --- operator actions ----------------------------------------------------------------------
-    def trigger(self, key: str, *, kind: str = "manual") -> Fire:
-        """Fire ``key`` now, outside its schedule (recorded ``manual`` with this process's provenance)."""
-        definition, sched = self._definition_for(key)
+    def trigger(self, key: str, *, kind: str = "manual", tx: Tx | None = None) -> Fire:
+        """Fire ``key`` now, outside its schedule (recorded ``manual`` with this process's provenance).
+
+        ``tx``: fire in the caller's transaction (the definition is read there; sync first with :meth:`known`).
+        """
+        if tx is None:
+            self._definition_for(key)  # a first trigger before any clock ran syncs the definitions (own transaction)
+            with self.store.transaction() as own:
+                return self.trigger(key, kind=kind, tx=own)
+        definition, sched = self._definition_for(key, tx)
         # Full precision: a manual fire never takes the identity of a scheduled instant.
         now = self.clock.now()
-        with self.store.transaction() as tx:
-            fire = fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task),
-                                   definition=definition, schedule=sched, instant=now, outcome="manual",
-                                   source=self.source.with_kind(kind), now=self.clock.now())
+        fire = fire_occurrence(tx, queue=self.queue, task_options=self.task_options.get(definition.task),
+                               definition=definition, schedule=sched, instant=now, outcome="manual",
+                               source=self.source.with_kind(kind), now=self.clock.now())
         log.info("manual trigger %s", fire.describe(), extra={"event": "clock.manual"})
         return fire
 
@@ -1039,14 +1045,23 @@ class ClockProcess:
                 fires.append(fire if fire.inserted else replace(fire, existing=_existing_text(tx, key, instant)))
         return fires
 
-    def _definition_for(self, key: str) -> tuple[ScheduleDef, Schedule]:
-        row = ledger.get_schedule(self.store, key)
-        if row is None and key in self.definitions:
+    def known(self, key: str) -> None:
+        """Check that ``key`` can be fired or paused, syncing the code's definitions first when no clock has yet
+        (its own transactions): call it before :meth:`trigger` or :meth:`set_state` in a caller's transaction.
+
+        Raises:
+            OncebeatError: ``key`` is unknown or retired.
+        """
+        self._definition_for(key)
+
+    def _definition_for(self, key: str, tx: Tx | None = None) -> tuple[ScheduleDef, Schedule]:
+        row = ledger.get_schedule(tx or self.store, key)
+        if row is None and key in self.definitions and tx is None:
             # A trigger or backfill before any clock ran: record the definitions first, as a clock would (audited).
             self.sync()
             row = ledger.get_schedule(self.store, key)
         if row is None:
-            known = ", ".join(r["key"] for r in ledger.list_schedules(self.store)) or "none"
+            known = ", ".join(r["key"] for r in ledger.list_schedules(tx or self.store)) or "none"
             defined = ", ".join(sorted(self.definitions)) or "none"
             raise OncebeatError(f"no schedule {key!r}: not defined by this app (defined: {defined}) and not in the "
                                 f"database (known: {known}); check the key or --app")
@@ -1055,8 +1070,10 @@ class ClockProcess:
         definition = ScheduleDef.from_row(row)
         return definition, definition.schedule()
 
-    def set_state(self, key: str, state: str) -> bool:
+    def set_state(self, key: str, state: str, *, tx: Tx | None = None) -> bool:
         """Pause (``paused``) or resume (``active``) a schedule. Resuming never bursts: it counts from now.
+
+        ``tx``: change it in the caller's transaction (call :meth:`known` before opening it).
 
         Returns:
             False when the schedule is already in that state.
@@ -1065,13 +1082,17 @@ class ClockProcess:
         """
         if state not in ("paused", "active"):
             raise ValueError("state must be 'paused' or 'active'")
-        self._definition_for(key)
+        if tx is None:
+            self._definition_for(key)
+            with self.store.transaction() as own:
+                return self.set_state(key, state, tx=own)
+        self._definition_for(key, tx)
         now = self.clock.now()
-        with self.store.transaction() as tx:
-            changed = ledger.set_schedule_state(tx, key, state, now)
-            if changed:
-                audit.record(tx, now=now, kind=f"schedule.{'paused' if state == 'paused' else 'resumed'}",
-                             subject=f"schedule:{key}", source=self.source.with_kind("cli"))
+        changed = ledger.set_schedule_state(tx, key, state, now)
+        if changed:
+            kind = "api" if self.source.kind == "api" else "cli"  # an API client's pause says so (G8)
+            audit.record(tx, now=now, kind=f"schedule.{'paused' if state == 'paused' else 'resumed'}",
+                         subject=f"schedule:{key}", source=self.source.with_kind(kind))
         self._last_load = None
         return changed
 

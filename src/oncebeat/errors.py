@@ -169,6 +169,19 @@ class ImportRejected(OncebeatError):
         self.total = len(problems) if total is None else total
 
 
+class IdempotencyKeyReused(OncebeatError):
+    """An idempotency key was sent again with a different request (method, path or body) than its first use.
+
+    Nothing is applied; ``key`` is the key, ``first`` says what it was first used for (``POST /api/v1/…``).
+    """
+
+    def __init__(self, key: str, first: str) -> None:
+        super().__init__(f"Idempotency-Key {key!r} was first used for another request ({first}, with another "
+                         "body); a retry must repeat the same request exactly: send a new key for a new request")
+        self.key = key
+        self.first = first
+
+
 class JobSignal(Exception):
     """Base of signals a task handler raises to steer its job (not failures of oncebeat)."""
 

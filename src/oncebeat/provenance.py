@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import Any
 
-__all__ = ["Source", "Operator", "current_source", "cli_operator", "dashboard_operator", "VERSION", "SOURCE_KINDS",
+__all__ = ["Source", "Operator", "current_source", "cli_operator", "dashboard_operator", "api_operator", "VERSION",
+           "SOURCE_KINDS",
            "OPERATOR_VIAS", "DASHBOARD_USER"]
 
 
@@ -39,13 +40,13 @@ def _installed_version() -> str:
 
 VERSION = _installed_version()
 SOURCE_KINDS = ("clock", "worker", "manual", "cli", "api", "retry", "rescue", "simulator")
-OPERATOR_VIAS = ("cli", "dashboard")
+OPERATOR_VIAS = ("cli", "dashboard", "api")
 DASHBOARD_USER = "operator session"  # who acts on the dashboard: whoever holds the operator token's session
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Operator:
-    """The person behind an action: ``via`` (``cli`` or ``dashboard``), ``user`` (None when unknown) and
+    """The person behind an action: ``via`` (``cli``, ``dashboard`` or ``api``), ``user`` (None when unknown) and
     ``terminal`` (the CLI ran with a terminal on stdin; None for the dashboard)."""
 
     via: str
@@ -128,3 +129,8 @@ def cli_operator() -> Operator:
 def dashboard_operator(user: str | None = None) -> Operator:
     """The operator of a dashboard action: ``user`` when the session names one, else :data:`DASHBOARD_USER`."""
     return Operator(via="dashboard", user=user or DASHBOARD_USER)
+
+
+def api_operator(client: str) -> Operator:
+    """The operator of an HTTP API write: the name of the API token that sent it (``ONCEBEAT_API_TOKENS``)."""
+    return Operator(via="api", user=client)

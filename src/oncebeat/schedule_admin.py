@@ -46,7 +46,8 @@ from .queue import Queue
 from .store import Store, Tx
 from .timebase import Clock, SystemClock
 
-__all__ = ["EDITABLE", "ScheduleEdit", "rerun_occurrence", "retire_schedule", "set_schedule", "trigger_schedule",
+__all__ = ["EDITABLE", "ScheduleEdit", "rerun_occurrence", "retire_schedule", "schedule_known", "set_schedule",
+           "trigger_schedule",
            "backfill_schedule", "pause_schedule", "resume_schedule", "describe_schedule"]
 
 EDITABLE = ("expression", "tz", "dst_gap", "dst_fold", "catchup", "catchup_window", "overlap")
@@ -227,15 +228,26 @@ def _clock(store: Store, app: App, source: Source | None, clock: Clock | None) -
     return ClockProcess(app, store, clock=clock or SystemClock(), source=source or current_source("cli"))
 
 
+def schedule_known(store: Store, app: App, key: str, *, clock: Clock | None = None) -> None:
+    """Check that ``key`` can be triggered, paused or resumed, syncing the code's definitions first when no clock
+    has yet (as a clock would, in transactions of its own): call it before a verb given a caller's ``tx``.
+
+    Raises:
+        OncebeatError: ``key`` is unknown or retired.
+    """
+    _clock(store, app, None, clock).known(key)
+
+
 def trigger_schedule(store: Store, app: App, key: str, *, source: Source | None = None,
-                     clock: Clock | None = None) -> Fire:
+                     clock: Clock | None = None, tx: Tx | None = None) -> Fire:
     """Fire ``key`` now, outside its schedule: an occurrence recorded ``manual`` with ``source``'s provenance.
 
     The overlap policy applies (a ``skip`` schedule whose run is unfinished records the manual occurrence
-    without a job). Raises :class:`OncebeatError` when ``key`` is unknown or retired.
+    without a job). ``tx``: fire in the caller's transaction (after :func:`schedule_known`).
+    Raises :class:`OncebeatError` when ``key`` is unknown or retired.
     """
     source = source or current_source("cli")
-    return _clock(store, app, source, clock).trigger(key, kind=source.kind)
+    return _clock(store, app, source, clock).trigger(key, kind=source.kind, tx=tx)
 
 
 def backfill_schedule(store: Store, app: App, key: str, start: datetime, end: datetime, *,
@@ -250,21 +262,23 @@ def backfill_schedule(store: Store, app: App, key: str, start: datetime, end: da
 
 
 def pause_schedule(store: Store, app: App, key: str, *, source: Source | None = None,
-                   clock: Clock | None = None) -> bool:
+                   clock: Clock | None = None, tx: Tx | None = None) -> bool:
     """Pause ``key``: its occurrences are recorded ``paused`` and enqueue nothing (one audit event per pause).
 
+    ``tx``: in the caller's transaction (after :func:`schedule_known`).
     Returns False when it was already paused. Raises :class:`OncebeatError` for an unknown or retired key.
     """
-    return _clock(store, app, source, clock).set_state(key, "paused")
+    return _clock(store, app, source, clock).set_state(key, "paused", tx=tx)
 
 
 def resume_schedule(store: Store, app: App, key: str, *, source: Source | None = None,
-                    clock: Clock | None = None) -> bool:
+                    clock: Clock | None = None, tx: Tx | None = None) -> bool:
     """Resume ``key`` from now on (no burst of the occurrences paused). False when it was not paused.
 
+    ``tx``: in the caller's transaction (after :func:`schedule_known`).
     Raises :class:`OncebeatError` for an unknown or retired key.
     """
-    return _clock(store, app, source, clock).set_state(key, "active")
+    return _clock(store, app, source, clock).set_state(key, "active", tx=tx)
 
 
 def describe_schedule(store: Store, app: App, key: str, *, now: datetime, count: int = 5,

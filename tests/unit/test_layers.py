@@ -10,8 +10,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "oncebeat"
 
 # package (or top-level module) -> the oncebeat packages it must never import
-ENGINE = ("app", "audit", "clock", "crashpoints", "dbtime", "effects", "errors", "ledger", "processes", "provenance",
-          "queue", "redact", "schedules", "schedules_report", "store", "telemetry", "timebase", "worker")
+ENGINE = ("app", "audit", "clock", "crashpoints", "dbtime", "effects", "errors", "idempotency", "ledger", "processes",
+          "provenance", "queue", "redact", "retention", "schedules", "schedules_report", "store", "telemetry", "timebase",
+          "tracing", "worker")
 FORBIDDEN = {
     **{name: ("reminders", "sample", "web", "cli", "simulate", "doctor", "mail") for name in ENGINE},
     "mail": ("reminders", "sample", "web", "cli", "simulate", "doctor", "clock", "worker", "queue", "effects"),

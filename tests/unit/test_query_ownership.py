@@ -29,6 +29,7 @@ OWNERS: dict[tuple[str, str], str] = {
     ("engine", "dbtime.sql"): "oncebeat.dbtime",
     ("engine", "doctor.sql"): "oncebeat.doctor",
     ("engine", "effects.sql"): "oncebeat.effects",
+    ("engine", "idempotency.sql"): "oncebeat.idempotency",
     ("engine", "ledger.sql"): "oncebeat.ledger",
     ("engine", "processes.sql"): "oncebeat.processes",
     ("engine", "queue.sql"): "oncebeat.queue",

@@ -76,6 +76,8 @@ def _endpoints(client: TestClient, s: Seeded) -> list[tuple[str, str, str]]:
     """(route path, method, concrete URL) for every route of the app: Routes by method, Mounts by a file."""
     out = []
     for r in client.app.routes:  # type: ignore[attr-defined]
+        if isinstance(r, Route) and r.path.startswith("/api/"):
+            continue  # the HTTP API takes its own bearer tokens, never a session: tests/web/test_api_access.py
         if isinstance(r, Route):
             for method in sorted((r.methods or {"GET"}) - {"HEAD"}):
                 out.append((r.path, method, _concrete(r.path, s)))

@@ -58,7 +58,15 @@ from ..store import Json, Store, Tx
 from ..timebase import Clock
 from .bulk import BulkOptions, import_invoices, import_payments
 from .importing import InvoiceImport, RowProblem
-from .model import Customer, Invoice, Payment, reminder_id_of_key, reminder_key, with_superseded
+from .model import (
+    Customer,
+    Invoice,
+    Payment,
+    reminder_id_of_key,
+    reminder_key,
+    superseded_stages,
+    with_superseded,
+)
 from .policy import Policy, format_duration
 from .render import RenderedEmail, Renderer
 
@@ -156,7 +164,7 @@ class ReminderService:
         return import_payments(self.store, path, options, now=self.clock.now())
 
     def upsert(self, customers: Sequence[Customer], invoices: Sequence[Invoice], *,
-               reopen: bool = False) -> dict[str, int]:
+               reopen: bool = False, tx: Tx | None = None) -> dict[str, int]:
         """Insert or update customers and invoices in one transaction; returns counts.
 
         G6: a stale re-import never reopens a paid invoice. A row whose status is not ``paid`` leaves a paid
@@ -167,46 +175,70 @@ class ReminderService:
         A new invoice's ``entered_at`` is stamped under the scan lock (``scan_lock``; on SQLite the write lock),
         so a scan that starts after that instant reads the invoices after this commit: ``check`` holds it
         accountable for them, and holds no earlier scan accountable. A scan in flight delays the import.
+
+        ``tx``: write in the caller's transaction (the HTTP API stores its idempotency key in it).
         """
-        with self.store.transaction() as tx:
-            tx.run("scan_lock")
-            now = self.clock.now()
-            states = {r["number"]: r for r in tx.run("invoice_states", numbers=[i.number for i in invoices])} \
-                if invoices else {}
-            tx.many("upsert_customer", [{"email": c.email, "name": c.name, "locale": c.locale, "tz": c.tz}
-                                        for c in customers])
-            tx.many("upsert_invoice", [{"number": i.number, "customer_email": i.customer_email,
-                                        "currency": i.currency, "amount_due": i.amount_due,
-                                        "issued_on": i.issued_on, "due_on": i.due_on, "status": i.status,
-                                        "paid_on": i.paid_on, "status_on": i.status_on, "reopen": reopen,
-                                        "now": now} for i in invoices])
+        if tx is None:
+            with self.store.transaction() as own:
+                return self.upsert(customers, invoices, reopen=reopen, tx=own)
+        tx.run("scan_lock")
+        now = self.clock.now()
+        states = {r["number"]: r for r in tx.run("invoice_states", numbers=[i.number for i in invoices])} \
+            if invoices else {}
+        tx.many("upsert_customer", [{"email": c.email, "name": c.name, "locale": c.locale, "tz": c.tz}
+                                    for c in customers])
+        tx.many("upsert_invoice", [{"number": i.number, "customer_email": i.customer_email,
+                                    "currency": i.currency, "amount_due": i.amount_due,
+                                    "issued_on": i.issued_on, "due_on": i.due_on, "status": i.status,
+                                    "paid_on": i.paid_on, "status_on": i.status_on, "reopen": reopen,
+                                    "now": now} for i in invoices])
         kept = sum(1 for i in invoices if keeps_paid(states.get(i.number), i, reopen))
         return {"customers": len(customers), "invoices": len(invoices),
                 "new": sum(1 for i in invoices if i.number not in states), "updated": len(states),
                 "kept paid": kept}
 
-    def apply_payments(self, payments: Sequence[Payment], problems: Sequence[RowProblem] = ()) -> dict[str, int]:
+    def apply_payments(self, payments: Sequence[Payment], problems: Sequence[RowProblem] = (), *,
+                       tx: Tx | None = None) -> dict[str, int]:
         """Mark invoices paid (one transaction). Already closed invoices are counted, not errors.
 
         Every problem of the file is reported at once: the rows that could not be read (``problems``), the
         payments that name an unknown invoice and those dated before their invoice was issued.
 
+        ``tx``: apply in the caller's transaction (the HTTP API stores its idempotency key in it).
+
         Raises:
             ImportRejected: any such problem (nothing applied).
         """
+        if tx is None:
+            with self.store.transaction() as own:
+                return self.apply_payments(payments, problems, tx=own)
         now = self.clock.now()
         paid = 0
-        with self.store.transaction() as tx:
-            known = {r["number"]: r for r in tx.run("invoice_states", numbers=[p.number for p in payments])}
-            found = [str(p) for p in problems] + _payment_problems(payments, known)
-            if found:
-                raise ImportRejected(f"{len(found)} problem(s) in the payments file; nothing applied. Import the "
-                                     "invoices first or fix the numbers, and check the dates (and --date-format).",
-                                     found)
-            for p in payments:
-                if tx.one("mark_paid", number=p.number, paid_on=p.paid_on, now=now):
-                    paid += 1
+        found = [str(p) for p in problems] + [f"invoice {payments[n].number!r}: {text}" if column == "paid_on"
+                                              else text for n, column, text in self.unpayable(payments, tx)]
+        if found:
+            raise ImportRejected(f"{len(found)} problem(s) in the payments file; nothing applied. Import the "
+                                 "invoices first or fix the numbers, and check the dates (and --date-format).",
+                                 found)
+        for p in payments:
+            if tx.one("mark_paid", number=p.number, paid_on=p.paid_on, now=now):
+                paid += 1
         return {"payments": len(payments), "marked_paid": paid, "unchanged (already closed)": len(payments) - paid}
+
+    def unpayable(self, payments: Sequence[Payment], tx: Tx) -> list[tuple[int, str, str]]:
+        """What is wrong with readable payments against the database, read in ``tx``: ``(index in payments,
+        column, sentence)`` for each payment naming an unknown invoice or dated before its invoice was issued."""
+        known = {r["number"]: r for r in tx.run("invoice_states", numbers=[p.number for p in payments])} \
+            if payments else {}
+        found = []
+        for n, p in enumerate(payments):
+            invoice = known.get(p.number)
+            if invoice is None:
+                found.append((n, "invoice_number", f"unknown invoice number {p.number!r}"))
+            elif p.paid_on < invoice["issued_on"]:
+                found.append((n, "paid_on", f"column paid_on: '{p.paid_on.isoformat()}' is before the invoice was "
+                                            f"issued ({invoice['issued_on'].isoformat()})"))
+        return found
 
     # --- scan ---------------------------------------------------------------------------------
     def _stage_rows(self, tx: Tx, business_date: date, fire_at: datetime | None) -> list[dict[str, Any]]:
@@ -482,6 +514,16 @@ class ReminderService:
             r["effect"] = ledger.get(reminder_key(r["id"])) if r["superseded_by"] is None else None
         return {"invoice": rows[0], "reminders": reminders}
 
+    def reminders_page(self, *, number: str | None = None, email: str | None = None, state: str | None = None,
+                       after_id: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        """Reminders oldest first after id ``after_id`` (a keyset page of at most ``limit``), optionally of invoice
+        ``number``, of the customer with ``email`` (compared lower-cased) and in ``state``. Each row: the
+        reminder's fields, ``number`` and ``email`` of its invoice, ``superseded_stages`` (the lower stages it
+        records skipped, a list)."""
+        rows = self.store.read("reminders_page", number=number, email=email.lower() if email else None, state=state,
+                               after_id=after_id, limit=limit)
+        return [r | {"superseded_stages": superseded_stages(r)} for r in rows]
+
     # --- reports ------------------------------------------------------------------------------
     def preview(self, business_date: date) -> list[dict[str, Any]]:
         """What a scan on ``business_date`` would create (nothing written): one row per invoice and its stage.
@@ -537,14 +579,3 @@ def _mailbox(name: str, email: str) -> Address:
     return parse_address(Address(display_name=sanitize_header_text(name), username=local, domain=domain), field="to")
 
 
-def _payment_problems(payments: Sequence[Payment], known: dict[str, dict[str, Any]]) -> list[str]:
-    """What is wrong with readable payments against the database: unknown invoices, payments before issue."""
-    found = []
-    for p in payments:
-        invoice = known.get(p.number)
-        if invoice is None:
-            found.append(f"unknown invoice number {p.number!r}")
-        elif p.paid_on < invoice["issued_on"]:
-            found.append(f"invoice {p.number!r}: column paid_on: '{p.paid_on.isoformat()}' is before the invoice "
-                         f"was issued ({invoice['issued_on'].isoformat()})")
-    return found

@@ -43,6 +43,7 @@ from ..metrics import install_instruments
 from ..reminders.runtime import Runtime, load_runtime
 from ..timebase import Clock
 from . import filters
+from .api_auth import ApiTokens, api_error, is_api_path
 from .security import (
     ADMIN,
     CSRF_COOKIE,
@@ -63,7 +64,8 @@ __all__ = ["MAX_ID_DIGITS", "Dashboard", "WebSettings", "action_form", "create_a
 log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
 FLASH_COOKIE = "oncebeat_flash"
-PAGE_MODULES = ("overview", "schedules", "jobs", "effects", "reminders", "doctor", "auth", "metrics_route")
+PAGE_MODULES = ("overview", "schedules", "jobs", "effects", "reminders", "doctor", "auth", "metrics_route", "api",
+                "api_reads")
 OPTIONAL_MODULES = ("webhooks",)
 
 
@@ -111,6 +113,8 @@ class WebSettings:
         viewer_token: ``ONCEBEAT_WEB_VIEWER_TOKEN``, the ``viewer`` role's login (pages, no action).
             With neither token, every page only says how to set one.
         metrics_token: ``ONCEBEAT_METRICS_TOKEN``; None serves ``/metrics`` to loopback clients only.
+        api_tokens: ``ONCEBEAT_API_TOKENS``, the HTTP API's bearer tokens (``NAME:read|write:TOKEN``, comma-separated;
+            :mod:`oncebeat.web.api_auth`); None: ``/api`` answers 503.
         allowed_hosts: Host names answered besides the loopback names (``--allowed-host``,
             ``ONCEBEAT_WEB_ALLOWED_HOSTS``); ``*.example.com`` matches subdomains.
         secure_cookies: set ``Secure`` on cookies (serve over HTTPS, e.g. behind a TLS proxy).
@@ -123,6 +127,7 @@ class WebSettings:
     token: str | None = None
     viewer_token: str | None = None
     metrics_token: str | None = None
+    api_tokens: str | None = None
     allowed_hosts: tuple[str, ...] = ()
     secure_cookies: bool = False
     clock: Clock | None = None
@@ -205,6 +210,11 @@ async def action_form(request: Request, *, action: bool = True) -> dict[str, str
     return values
 
 
+def _api_answer(request: Request, status: int, kind: str, message: str) -> Response | None:
+    """The JSON error for an ``/api`` path (None elsewhere: the page is rendered)."""
+    return api_error(status, kind, message) if is_api_path(request.url.path) else None
+
+
 async def _refused(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ActionRefused)
     return render(request, "refused.html", {"reason": exc.reason}, status=exc.status)
@@ -212,12 +222,19 @@ async def _refused(request: Request, exc: Exception) -> Response:
 
 async def _library_error(request: Request, exc: Exception) -> Response:
     # A library error is the operator's problem to fix (unknown key, bad range): show it, status 400.
+    answer = _api_answer(request, 400, "refused", str(exc))
+    if answer is not None:
+        return answer
     return render(request, "refused.html", {"reason": str(exc), "title": "Not done"}, status=400)
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
     detail = getattr(exc, "detail", "") or "Not found"
     status = getattr(exc, "status_code", 404)
+    answer = _api_answer(request, status, "not_found" if status == 404 else "method_not_allowed",
+                         f"{detail}: GET /api/v1/openapi.json lists the routes and their methods")
+    if answer is not None:
+        return answer
     return render(request, "refused.html", {"reason": detail, "title": "Not found" if status == 404 else "Error"},
                   status=status)
 
@@ -251,11 +268,13 @@ def create_app(settings: WebSettings | None = None, *, runtime: Runtime | None =
         A Starlette ASGI app; its lifespan closes the store on shutdown.
     Raises:
         ConfigError, StoreError: the database or policy cannot be loaded, the viewer token equals the admin
-            token, or an allowed host is not a host name (before anything is served).
+            token, an API token is malformed or shared with the dashboard, or an allowed host is not a host name
+            (before anything is served).
     """
     settings = settings or WebSettings()
     guard = Guard(settings.token, settings.secure_cookies, viewer_token=settings.viewer_token,
                   metrics_token=settings.metrics_token)
+    api = ApiTokens(settings.api_tokens, other_tokens=(settings.token, settings.viewer_token, settings.metrics_token))
     hosts = allowed_hosts(settings.allowed_hosts)
     install_instruments()  # the families exist (at zero) even before anything happens in this process
     rt = runtime or load_runtime(config=settings.config, database_url=settings.database_url, app=settings.app,
@@ -276,7 +295,7 @@ def create_app(settings: WebSettings | None = None, *, runtime: Runtime | None =
     middleware = [Middleware(SecurityHeaders),
                   Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False),
                   Middleware(BodyLimit),
-                  Middleware(Gate, guard=guard)]
+                  Middleware(Gate, guard=guard, api=api)]
     app = Starlette(routes=[*_routes(), *extra_routes], middleware=middleware,
                     lifespan=lifespan,
                     exception_handlers={ActionRefused: _refused, OncebeatError: _library_error,

@@ -41,6 +41,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ..errors import ConfigError
+from .api_auth import ApiTokens, api_error, is_api_path
 
 __all__ = [
     "ADMIN",
@@ -55,6 +56,7 @@ __all__ = [
     "Gate",
     "Guard",
     "LoginThrottle",
+    "MAX_API_BYTES",
     "SecurityHeaders",
     "allowed_hosts",
     "content_security_policy",
@@ -78,6 +80,8 @@ METRICS_PATH = "/metrics"
 # bytes. The Stripe webhook counts its own bytes (1 MiB, answered in JSON) and is left to it.
 MAX_FORM_BYTES = 64 * 1024
 OWN_BODY_LIMIT_PATHS = frozenset({"/webhooks/stripe"})
+# The HTTP API's batch writes (up to 1000 invoices) are larger than a form: 1 MiB, answered 413 in JSON.
+MAX_API_BYTES = 1024 * 1024
 # POSTs a viewer may make: they read (the search is a POST only to keep addresses out of URLs) or end a session.
 VIEWER_POSTS = frozenset({"/login", "/logout", "/reminders/search"})
 
@@ -431,22 +435,27 @@ class BodyLimit:
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int = MAX_FORM_BYTES,
-                 exempt: frozenset[str] = OWN_BODY_LIMIT_PATHS) -> None:
+                 exempt: frozenset[str] = OWN_BODY_LIMIT_PATHS, api_bytes: int = MAX_API_BYTES) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.exempt = exempt
+        self.api_bytes = api_bytes
 
-    def _too_large(self) -> Response:
-        return _plain("Too large", f"the request body is larger than {self.max_bytes} bytes", 413,
-                      {"connection": "close"})
+    def _too_large(self, path: str, limit: int) -> Response:
+        if is_api_path(path):
+            return api_error(413, "too_large", f"the request body is larger than {limit} bytes: send fewer items "
+                             "per request", {"connection": "close"}, limit=limit)
+        return _plain("Too large", f"the request body is larger than {limit} bytes", 413, {"connection": "close"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.exempt:
             await self.app(scope, receive, send)
             return
+        path = str(scope["path"])
+        limit = self.api_bytes if is_api_path(path) else self.max_bytes
         declared = HTTPConnection(scope).headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > self.max_bytes):
-            await self._too_large()(scope, receive, send)
+        if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
+            await self._too_large(path, limit)(scope, receive, send)
             return
         received = 0
         started = False
@@ -456,7 +465,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit:
                     raise _BodyTooLarge
             return message
 
@@ -470,27 +479,36 @@ class BodyLimit:
         except _BodyTooLarge:
             if started:  # an answer is on its way already: nothing else can be said on this connection
                 raise
-            await self._too_large()(scope, receive, send)
+            await self._too_large(path, limit)(scope, receive, send)
 
 
 class Gate:
     """ASGI middleware: no page without a session, no action without the admin role, ``/metrics`` by its rule.
 
     Every path not listed as anonymous needs a session, so a route added later is private by default.
-    Anonymous GETs are redirected to ``/login?next=…``; other anonymous requests get 401. A viewer's POST
+    Anonymous GETs are redirected to ``/login?next=…``; other anonymous requests get 401. Paths under ``/api``
+    take the API's bearer tokens instead, and only them (:class:`~oncebeat.web.api_auth.ApiTokens`). A viewer's POST
     is refused (403) unless it only reads (:data:`VIEWER_POSTS`). Without any token configured every page
     answers 503 naming ``ONCEBEAT_WEB_TOKEN``. The responses of this middleware carry no data.
     """
 
-    def __init__(self, app: ASGIApp, guard: Guard) -> None:
+    def __init__(self, app: ASGIApp, guard: Guard, api: ApiTokens | None = None) -> None:
         self.app = app
         self.guard = guard
+        self.api = api or ApiTokens(None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refusal = self.refusal(HTTPConnection(scope), str(scope.get("method", "GET")))
+        conn = HTTPConnection(scope)
+        if is_api_path(conn.url.path):
+            # The API's own bearer tokens, never the session cookie (see oncebeat.web.api_auth).
+            client, refusal = self.api.refusal(conn, str(scope.get("method", "GET")))
+            if client is not None:
+                scope.setdefault("state", {})["api_client"] = client
+        else:
+            refusal = self.refusal(conn, str(scope.get("method", "GET")))
         if refusal is None:
             await self.app(scope, receive, send)
         else:

@@ -159,3 +159,17 @@ RETURNING id;
 -- The zones of customers with open invoices (a customer without one counts in :default_tz).
 SELECT DISTINCT COALESCE(NULLIF(c.tz, ''), :default_tz) AS tz
 FROM customers c WHERE EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = c.id AND i.status = 'open');
+
+-- name: reminders_page
+-- A keyset page of reminders (HTTP API), oldest first after id :after_id: optionally of invoice :number, of the
+-- customer :email (lower-cased) and in state :state. Each filter reads an index (invoices.number, customers.email,
+-- reminders (invoice_id, stage)); without one the primary key is walked in order.
+SELECT r.id, r.stage, r.state, r.reason, r.business_date, r.message_id, r.created_at, r.updated_at, r.sent_at,
+       r.deferred_since, r.superseded_stages, r.occurrence_id, i.number, c.email
+FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
+WHERE r.id > :after_id
+  AND (CAST(:number AS text) IS NULL OR i.number = :number)
+  AND (CAST(:email AS text) IS NULL OR c.email = :email)
+  AND (CAST(:state AS text) IS NULL OR r.state = :state)
+ORDER BY r.id
+LIMIT :limit;

@@ -1,0 +1,238 @@
+"""The OpenAPI 3.1 document of ``/api/v1``, written as data and served at ``GET /api/v1/openapi.json``.
+
+``tests/web/test_api.py`` checks that every ``/api/v1`` route of the app has its path and method here, and
+sends every example request below to a real server, expecting the documented status.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..provenance import VERSION
+from ..reminders.sources.api import CUSTOMER_FIELDS, MAX_ITEMS, PAYMENT_FIELDS
+
+__all__ = ["document"]
+
+_STRING = {"type": ["string", "null"]}
+_DATE = {"type": ["string", "null"], "format": "date", "examples": ["2026-03-01"]}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+_ERRORS = {
+    "400": _error("Missing or malformed Idempotency-Key, or a body that is not JSON."),
+    "401": _error("No bearer token, or not one of ONCEBEAT_API_TOKENS (the dashboard's login is not accepted)."),
+    "403": _error("A read-scope token tried to write."),
+    "413": _error("The body is larger than 1 MiB (counted while reading; the connection is closed)."),
+    "422": _error("Invalid request: every problem named by a JSON pointer (nothing applied), or the "
+                  "Idempotency-Key was first used for another request."),
+    "503": _error("ONCEBEAT_API_TOKENS is not set: the API is off."),
+}
+_READ_ERRORS = {k: v for k, v in _ERRORS.items() if k in ("401", "503")}
+_KEY = {"name": "Idempotency-Key", "in": "header", "required": True,
+        "description": "A unique value per request (e.g. a UUID). A retry with the same key and body is applied "
+                       "once and answered as the first time (Idempotent-Replayed: true); kept at least 24 hours.",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 255}}
+
+
+def _write(summary: str, schema: str, example: dict[str, Any] | None, answer: str, *, status: str = "200",
+           description: str = "", params: list[dict[str, Any]] | None = None, tag: str) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": summary, "description": description, "tags": [tag],
+        "parameters": [*(params or []), {"$ref": "#/components/parameters/IdempotencyKey"}],
+        "responses": {status: {"description": "Done (or replayed).",
+                               "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{answer}"}}}},
+                      **_ERRORS},
+    }
+    if example is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{schema}"}, "example": example}}}
+    return op
+
+
+def _read(summary: str, answer: str, *, params: list[dict[str, Any]] | None = None, description: str = "",
+          tag: str, not_found: bool = False) -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": {"description": "Found.", "content": {"application/json": {
+        "schema": {"$ref": f"#/components/schemas/{answer}"}}}}, **_READ_ERRORS}
+    if not_found:
+        responses["404"] = _error("Not found.")
+    if params and any(p.get("in") == "query" for p in params):
+        responses["400"] = _error("A query parameter is unknown or malformed (named in the answer).")
+    return {"summary": summary, "description": description, "tags": [tag], "parameters": params or [],
+            "responses": responses}
+
+
+def _path_param(name: str, example: str, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": description,
+            "schema": {"type": "string"}, "example": example}
+
+
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+
+
+_INVOICE_EXAMPLE = {"invoices": [
+    {"invoice_number": "INV-1001", "customer_email": "zoe@example.com", "customer_name": "Zoë Martin",
+     "customer_locale": "fr_FR", "customer_tz": "Europe/Paris", "currency": "EUR", "amount_due": "1234.50",
+     "issued_on": "2026-01-05", "due_on": "2026-02-04"},
+    {"invoice_number": "INV-1002", "customer_email": "zoe@example.com", "customer_name": "Zoë Martin",
+     "currency": "EUR", "amount_due": "80.00", "issued_on": "2026-01-10", "due_on": "2026-02-09",
+     "status": "paid", "paid_on": "2026-02-01"}]}
+_SCHEDULE = _path_param("key", "reminders", "A schedule key (it may hold '/').")
+_PAGE = [_query("after", "The previous page's next value.", {"type": "string"}),
+         _query("limit", "Rows per page (default 100).", {"type": "integer", "minimum": 1, "maximum": 500})]
+
+_DOCUMENT: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "oncebeat HTTP API", "version": VERSION,
+             "description": "Upsert customers, invoices and payments, read reminders and an invoice's history, "
+                            "trigger, pause and resume schedules and enqueue jobs. Every request needs "
+                            "Authorization: Bearer <token> (ONCEBEAT_API_TOKENS, NAME:read|write:TOKEN); every "
+                            "write an Idempotency-Key. Bodies are JSON, at most 1 MiB and "
+                            f"{MAX_ITEMS} objects per array. Dates are YYYY-MM-DD, instants ISO 8601 with "
+                            "their UTC offset, amounts decimal strings in major units (\"1234.50\")."},
+    "servers": [{"url": "/"}],
+    "security": [{"bearer": []}],
+    "tags": [{"name": "billing data"}, {"name": "reminders"}, {"name": "schedules"}, {"name": "jobs"},
+             {"name": "meta"}],
+    "paths": {
+        "/api/v1/openapi.json": {"get": _read("This document.", "Document", tag="meta")},
+        "/api/v1/customers": {"post": _write(
+            "Insert or update customers by email.", "CustomersRequest",
+            {"customers": [{"email": "zoe@example.com", "name": "Zoë Martin", "locale": "fr_FR",
+                            "tz": "Europe/Paris"}]},
+            "CustomersAnswer", tag="billing data",
+            description="Each email once per request; locale defaults to en_US, tz to none (the schedule's zone).")},
+        "/api/v1/invoices": {"post": _write(
+            "Insert or update invoices by number (with their customers).", "InvoicesRequest", _INVOICE_EXAMPLE,
+            "InvoicesAnswer", tag="billing data",
+            description="Fields and rules of the invoice CSV (oncebeat import). A paid invoice stays paid unless "
+                        "the row's status_on is after its payment: a stale write never reopens it (kept_paid).")},
+        "/api/v1/payments": {"post": _write(
+            "Mark invoices paid.", "PaymentsRequest",
+            {"payments": [{"invoice_number": "INV-1001", "paid_on": "2026-02-20"}]}, "PaymentsAnswer",
+            tag="billing data",
+            description="Each names a known invoice once; an invoice already closed is counted already_closed.")},
+        "/api/v1/invoices/{number}": {"get": _read(
+            "An invoice, its customer and its reminders (each stage's history with its effect).", "InvoiceStory",
+            params=[_path_param("number", "INV-1001", "The invoice number (it may hold '/').")],
+            tag="reminders", not_found=True)},
+        "/api/v1/reminders": {"get": _read(
+            "Reminders, oldest first, a page at a time.", "ReminderPage", tag="reminders",
+            params=[_query("invoice", "Only this invoice number.", {"type": "string"}),
+                    _query("customer", "Only this customer's email.", {"type": "string"}),
+                    _query("state", "Only this state.", {"enum": ["pending", "sent", "skipped", "failed",
+                                                                  "in_doubt"]}),
+                    *_PAGE])},
+        "/api/v1/schedules": {"get": _read("Schedules with their next fires, in key order.", "SchedulePage",
+                                           params=_PAGE, tag="schedules")},
+        "/api/v1/schedules/{key}": {"get": _read("One schedule with its recent occurrences.", "Schedule",
+                                                 params=[_SCHEDULE], tag="schedules", not_found=True)},
+        "/api/v1/schedules/{key}/trigger": {"post": _write(
+            "Fire a schedule now (an occurrence recorded manual, kind api).", "Empty", None, "Fire",
+            params=[_SCHEDULE], tag="schedules",
+            description="No body. The overlap policy applies. 404: unknown schedule; 409: retired.")},
+        "/api/v1/schedules/{key}/pause": {"post": _write(
+            "Pause a schedule (its occurrences are recorded paused).", "Empty", None, "ScheduleState",
+            params=[_SCHEDULE], tag="schedules", description="No body. changed is false when already paused.")},
+        "/api/v1/schedules/{key}/resume": {"post": _write(
+            "Resume a schedule from now (no burst).", "Empty", None, "ScheduleState", params=[_SCHEDULE],
+            tag="schedules", description="No body. changed is false when it was not paused.")},
+        "/api/v1/jobs": {"post": _write(
+            "Enqueue a job of a task registered in the app.", "JobRequest",
+            {"task": "reminders.send", "args": {"reminder_id": 42}, "priority": 5}, "Enqueued",
+            status="201", tag="jobs",
+            description="Tasks of the app oncebeat web runs (--app: your own). 409 when unique_key is held by an "
+                        "unfinished job (nothing enqueued).")},
+        "/api/v1/jobs/{id}": {"get": _read(
+            "A job: state, attempts, errors, provenance.", "Job", tag="jobs", not_found=True,
+            params=[{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"},
+                     "example": 1}])},
+    },
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                       "description": "A token of ONCEBEAT_API_TOKENS; read scope: GET only."}},
+        "parameters": {"IdempotencyKey": _KEY},
+        "schemas": {
+            "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+                "type": "object", "required": ["type", "message"],
+                "properties": {"type": {"type": "string"}, "message": {"type": "string"},
+                               "total": {"type": "integer"},
+                               "problems": {"type": "array", "items": {"$ref": "#/components/schemas/Problem"}}}}}},
+            "Problem": {"type": "object", "required": ["pointer", "field", "message"],
+                        "properties": {"pointer": {"type": "string", "description": "RFC 6901, e.g. "
+                                                   "/invoices/3/amount_due"},
+                                       "field": {"type": "string"}, "message": {"type": "string"}}},
+            "Empty": {"type": "object", "maxProperties": 0},
+            "Document": {"type": "object", "required": ["openapi", "paths"]},
+            "Customer": {"type": "object", "required": ["email", "name"], "additionalProperties": False,
+                         "properties": {name: _STRING for name in CUSTOMER_FIELDS}},
+            "CustomersRequest": {"type": "object", "required": ["customers"], "additionalProperties": False,
+                                 "properties": {"customers": {"type": "array", "minItems": 1, "maxItems": MAX_ITEMS,
+                                                              "items": {"$ref": "#/components/schemas/Customer"}}}},
+            "CustomersAnswer": {"type": "object", "required": ["customers"],
+                                "properties": {"customers": {"type": "integer"}}},
+            "Invoice": {"type": "object", "additionalProperties": False,
+                        "required": ["invoice_number", "customer_email", "customer_name", "currency", "amount_due",
+                                     "issued_on", "due_on"],
+                        "properties": {
+                            "invoice_number": {"type": "string", "maxLength": 64},
+                            "customer_email": {"type": "string"}, "customer_name": {"type": "string"},
+                            "customer_locale": _STRING, "customer_tz": _STRING,
+                            "currency": {"type": "string", "examples": ["EUR"]},
+                            "amount_due": {"type": "string", "examples": ["1234.50"],
+                                           "description": "Major units, never more decimals than the currency has."},
+                            "issued_on": _DATE, "due_on": _DATE,
+                            "status": {"enum": ["open", "paid", "void", "uncollectible", None]},
+                            "paid_on": _DATE, "status_on": _DATE}},
+            "InvoicesRequest": {"type": "object", "required": ["invoices"], "additionalProperties": False,
+                                "properties": {"invoices": {"type": "array", "minItems": 1, "maxItems": MAX_ITEMS,
+                                                            "items": {"$ref": "#/components/schemas/Invoice"}}}},
+            "InvoicesAnswer": {"type": "object", "required": ["customers", "invoices", "new", "updated", "kept_paid"],
+                               "properties": {k: {"type": "integer"} for k in ("customers", "invoices", "new",
+                                                                               "updated", "kept_paid")}},
+            "Payment": {"type": "object", "required": ["invoice_number", "paid_on"], "additionalProperties": False,
+                        "properties": {name: (_DATE if name == "paid_on" else _STRING) for name in PAYMENT_FIELDS}},
+            "PaymentsRequest": {"type": "object", "required": ["payments"], "additionalProperties": False,
+                                "properties": {"payments": {"type": "array", "minItems": 1, "maxItems": MAX_ITEMS,
+                                                            "items": {"$ref": "#/components/schemas/Payment"}}}},
+            "PaymentsAnswer": {"type": "object", "required": ["payments", "marked_paid", "already_closed"],
+                               "properties": {k: {"type": "integer"} for k in ("payments", "marked_paid",
+                                                                               "already_closed")}},
+            "InvoiceStory": {"type": "object", "required": ["invoice", "customer", "reminders"],
+                             "properties": {"invoice": {"type": "object"}, "customer": {"type": "object"},
+                                            "reminders": {"type": "array", "items": {"type": "object"}}}},
+            "ReminderPage": {"type": "object", "required": ["reminders", "next"],
+                             "properties": {"reminders": {"type": "array", "items": {"type": "object"}},
+                                            "next": _STRING}},
+            "SchedulePage": {"type": "object", "required": ["schedules", "next"],
+                             "properties": {"schedules": {"type": "array", "items": {"type": "object"}},
+                                            "next": _STRING}},
+            "Schedule": {"type": "object", "required": ["key", "state", "occurrences"]},
+            "Fire": {"type": "object", "required": ["schedule", "occurrence_id", "job_id", "outcome"],
+                     "properties": {"schedule": {"type": "string"}, "occurrence_id": {"type": ["integer", "null"]},
+                                    "job_id": {"type": ["integer", "null"]}, "outcome": {"type": "string"},
+                                    "fire_at": {"type": "string"}, "description": {"type": "string"}}},
+            "ScheduleState": {"type": "object", "required": ["schedule", "state", "changed"],
+                              "properties": {"schedule": {"type": "string"}, "state": {"enum": ["paused", "active"]},
+                                             "changed": {"type": "boolean"}}},
+            "JobRequest": {"type": "object", "required": ["task"], "additionalProperties": False, "properties": {
+                "task": {"type": "string"}, "args": {"type": "object"}, "queue": {"type": "string"},
+                "priority": {"type": "integer"}, "max_attempts": {"type": "integer", "minimum": 1, "maximum": 1000},
+                "run_at": {"type": "string", "format": "date-time"}, "unique_key": {"type": "string"}}},
+            "Enqueued": {"type": "object", "required": ["job_id", "task", "url"],
+                         "properties": {"job_id": {"type": "integer"}, "task": {"type": "string"},
+                                        "url": {"type": "string"}}},
+            "Job": {"type": "object", "required": ["id", "task", "state", "attempt"]},
+        },
+    },
+}
+
+
+def document() -> dict[str, Any]:
+    """A copy of the OpenAPI 3.1 document (callers may change theirs)."""
+    return copy.deepcopy(_DOCUMENT)
