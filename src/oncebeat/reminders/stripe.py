@@ -9,9 +9,15 @@ customer per email). Stripe's shapes are converted:
 
 - ``currency`` is lower case (``"usd"``); ``amount_due`` is in Stripe's minor
   units: none for its zero-decimal currencies (JPY, KRW, …), three decimals for
-  BHD, JOD, KWD, OMR, TND, two for every other (ISK too, which ISO gives no minor
-  unit: Stripe's ``500`` ISK is 5 ISK). Amounts are rescaled to the currency's
-  ISO 4217 minor unit (CLDR data through Babel); one that does not fit is refused.
+  BHD, JOD, KWD, OMR, TND, two for every other. Stripe's special cases keep two
+  decimals in the API: ISK (ISO 4217: no minor unit; Stripe's ``500`` ISK is
+  5 ISK, and a fraction of a krona is refused), HUF and TWD (ISO 4217: two, so
+  Stripe's ``849150`` HUF is HUF 8,491.50, stored as 849150; Stripe pays these
+  out in whole units only, which does not change what an invoice owes). UGX is
+  on Stripe's zero-decimal list and has no minor unit in ISO 4217 either.
+  Amounts are rescaled to the currency's ISO 4217 minor unit
+  (:mod:`oncebeat.reminders.money`, never CLDR's display digits); one that does
+  not fit is refused.
 - ``created``, ``due_date``, ``status_transitions.*_at`` are Unix seconds,
   turned into dates in the business zone ``tz``.
 - ``status``: ``draft`` invoices (nothing owed yet) and invoices with nothing
@@ -47,13 +53,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import stripe
-from babel.numbers import get_currency_precision
 
 from ..errors import ConfigError, ImportRejected, OncebeatError
 from ..store import Store, Tx
 from ..timebase import Clock
 from .conversions import currency_reason, date_range_reason, length_reason, text_reason
 from .model import INVOICE_STATUSES, Customer, Invoice
+from .money import minor_digits
 from .sources.invoices import DEFAULT_LOCALE, DEFAULT_TZ, InvoiceImport
 from .sources.problems import RowProblem
 from .sources.values import email_reason as _check_email
@@ -68,7 +74,9 @@ __all__ = [
     "stripe_minor_to_iso",
 ]
 
-#: Stripe's zero-decimal currencies (https://docs.stripe.com/currencies#zero-decimal).
+#: Stripe's zero-decimal currencies (https://docs.stripe.com/currencies#zero-decimal). Every other currency has
+#: two decimals in Stripe's API, ISK, HUF and TWD included (its "special cases": whole units for some operations,
+#: but amounts are still written x100).
 STRIPE_ZERO_DECIMAL = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split())
 #: Stripe's three-decimal currencies (https://docs.stripe.com/currencies#three-decimal).
 STRIPE_THREE_DECIMAL = frozenset("BHD JOD KWD OMR TND".split())
@@ -91,9 +99,13 @@ class WebhookRejected(OncebeatError):
 
 
 def stripe_minor_to_iso(amount: int, currency: str) -> tuple[int | None, str | None]:
-    """Stripe's minor units of ``currency`` (upper case) → ISO 4217 minor units, or (None, reason)."""
+    """Stripe's minor units of ``currency`` (upper case) → ISO 4217 minor units, or (None, reason).
+
+    (849150, "HUF") → (849150, None); (50000, "ISK") → (500, None); (5000, "JPY") → (5000, None);
+    (50050, "ISK") → (None, "… a fraction of the smallest ISK unit").
+    """
     stripe_exponent = 0 if currency in STRIPE_ZERO_DECIMAL else 3 if currency in STRIPE_THREE_DECIMAL else 2
-    shift = get_currency_precision(currency) - stripe_exponent
+    shift = minor_digits(currency) - stripe_exponent
     if shift >= 0:
         return amount * 10**shift, None
     if amount % 10**-shift:
