@@ -130,7 +130,11 @@ def move_status(tx: Tx, number: str, status: str, *, paid_on: date | None = None
     ``paid_on`` (the payment date) is needed for ``paid``; ``status_on`` is the day the source set ``status``.
     False: unknown invoice, already in ``status``, or a stale move (module docstring).
     """
-    return bool(tx.run("move_invoice_status", **_status_params(number, status, paid_on, status_on, reopen, now)))
+    before = tx.run("invoice_states", numbers=[number])
+    if not before or before[0]["status"] == status:
+        return False
+    tx.run("move_invoice_status", **_status_params(number, status, paid_on, status_on, reopen, now))
+    return tx.run("invoice_states", numbers=[number])[0]["status"] == status
 
 
 

@@ -30,16 +30,16 @@ ON CONFLICT (number) DO UPDATE SET
 -- import, a payment, a webhook. Forward moves only: open -> paid, void or uncollectible; uncollectible -> paid
 -- or void. A recorded payment is undone only by an explicit reopen: :reopen (--reopen), or a row saying open
 -- with a :status_on after the payment date (a refund or chargeback the books date). Everything else (a late or
--- reordered event, an old export, a processor's automatic status after a payment) changes nothing: no row.
--- Checked on the row as it is when updated, so a payment committed concurrently is never overwritten.
+-- reordered event, an old export, a processor's automatic status after a payment) changes nothing. Checked on
+-- the row as it is when updated, so a payment committed concurrently is never overwritten. No RETURNING: it runs
+-- as a batch (executemany), and the callers read the states before and after.
 UPDATE invoices SET status = :status, paid_on = :paid_on,
     paid_at = CASE WHEN :status = 'paid' THEN :now ELSE NULL END, updated_at = :now
 WHERE number = :number AND status <> :status
   AND (status = 'open'
        OR (status = 'uncollectible' AND :status IN ('paid', 'void'))
        OR (status = 'paid' AND :status = 'open' AND :status_on > paid_on)
-       OR :reopen)
-RETURNING id;
+       OR :reopen);
 
 -- name: scan_lock
 -- Scans run one at a time. Nothing to take here: on SQLite every write transaction already runs alone (BEGIN

@@ -207,5 +207,4 @@ WHERE number = :number AND status <> CAST(:status AS TEXT)
   AND (status = 'open'
        OR (status = 'uncollectible' AND CAST(:status AS TEXT) IN ('paid', 'void'))
        OR (status = 'paid' AND CAST(:status AS TEXT) = 'open' AND CAST(:status_on AS DATE) > paid_on)
-       OR CAST(:reopen AS BOOLEAN))
-RETURNING id;
+       OR CAST(:reopen AS BOOLEAN));
