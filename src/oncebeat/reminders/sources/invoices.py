@@ -58,19 +58,24 @@ Required columns:
                    at most 200 characters)
   currency         ISO 4217 code, e.g. USD, EUR, JPY
   amount_due       plain decimal in major units, no symbols or thousands
-                   separators: 1234.50 USD, 1200 JPY, 12.345 BHD; never
-                   more decimals than the currency has
+                   separators: 1234.50 USD, 1200 JPY, 12.345 BHD, 8491.50 HUF;
+                   never more decimals than ISO 4217 gives the currency
   issued_on        YYYY-MM-DD
   due_on           YYYY-MM-DD, not before issued_on
 Optional columns:
-  customer_locale  e.g. de_DE or pt-BR (default en_US)
-  customer_tz      IANA time zone, e.g. America/Chicago (default: none, the schedule's zone)
+  customer_locale  e.g. de_DE or pt-BR (new customers: en_US)
+  customer_tz      IANA time zone, e.g. America/Chicago (new customers: none,
+                   the schedule's zone)
+                   Without the column a known customer keeps its own; the
+                   column left empty (on every row of that customer) clears it.
   status           open, paid, void or uncollectible (default open;
-                   paid when paid_on is given)
+                   paid when paid_on is given). Statuses move forward only
+                   (open -> paid, void, uncollectible; uncollectible -> paid,
+                   void); other rows are counted stale
   paid_on          YYYY-MM-DD; required when status is paid
   status_on        YYYY-MM-DD, the day status was set: a paid invoice is
-                   reopened (open, void, uncollectible) only by a status_on
-                   after its payment date, or with --reopen
+                   reopened only by status open with a status_on after its
+                   payment date, or with --reopen
 
 Other names for the columns: --map invoice_number=InvoiceNo,customer_email=Email
 (our name = your header). Extra columns are ignored. Every row is checked and
