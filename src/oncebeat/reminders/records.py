@@ -134,7 +134,7 @@ def move_status(tx: Tx, number: str, status: str, *, paid_on: date | None = None
     if not before or before[0]["status"] == status:
         return False
     tx.run("move_invoice_status", **_status_params(number, status, paid_on, status_on, reopen, now))
-    return tx.run("invoice_states", numbers=[number])[0]["status"] == status
+    return bool(tx.run("invoice_states", numbers=[number])[0]["status"] == status)
 
 
 
