@@ -225,3 +225,35 @@ def test_migration_0010_rescales_amounts_stored_in_cldr_digits(make_db_url: Call
         amounts = {r["number"]: r["amount_due"] for r in store.read("list_invoices")}
     # ALL 1,200 lek -> 120000; IQD 5 dinars -> 5000 fils; USD untouched; HUF (Babel 2.14 stored 2 digits) untouched.
     assert amounts == {"A-1": 120000, "Q-1": 5000, "U-1": 1050, "H-1": 8491}
+
+
+FORWARD = {("open", "paid"), ("open", "void"), ("open", "uncollectible"), ("uncollectible", "paid"),
+           ("uncollectible", "void")}
+STATUSES = ("open", "paid", "void", "uncollectible")
+
+
+def test_the_transition_rule_moves_forward_only_and_back_only_on_an_explicit_reopen(store: Store) -> None:
+    from oncebeat.reminders.model import Customer, Invoice
+    from oncebeat.reminders.records import move_status, write_customers, write_invoices
+
+    def start(tx: Any, number: str, status: str) -> None:
+        write_invoices(tx, [Invoice(number=number, customer_email="ana@example.test", currency="USD",
+                                    amount_due=1000, issued_on=date(2026, 3, 1), due_on=date(2026, 3, 31),
+                                    status=status, paid_on=date(2026, 3, 5) if status == "paid" else None)],
+                       reopen=False, now=NOW)
+
+    with store.transaction() as tx:
+        write_customers(tx, [Customer(email="ana@example.test", name="Ana")])
+        for stored in STATUSES:
+            for target in STATUSES:
+                start(tx, f"{stored}-{target}", stored)
+                moved = move_status(tx, f"{stored}-{target}", target, paid_on=date(2026, 3, 6),
+                                    status_on=date(2026, 3, 9), now=NOW)
+                dated_reopening = (stored, target) == ("paid", "open")  # status_on 9 March is after the payment
+                assert moved == ((stored, target) in FORWARD or dated_reopening), (stored, target)
+                start(tx, f"r-{stored}-{target}", stored)
+                assert move_status(tx, f"r-{stored}-{target}", target, paid_on=date(2026, 3, 6), reopen=True,
+                                   now=NOW) == (stored != target)
+        start(tx, "old-news", "paid")
+        assert not move_status(tx, "old-news", "open", status_on=date(2026, 3, 5), now=NOW)  # not after the payment
+        assert not move_status(tx, "nobody", "paid", paid_on=date(2026, 3, 6), now=NOW)

@@ -37,7 +37,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -68,14 +68,13 @@ def write_customers(tx: Tx, customers: Sequence[Customer]) -> None:
 @dataclass(slots=True)
 class InvoiceWrites:
     """What :func:`write_invoices` did: ``new`` invoices, ``updated`` known ones, ``moved`` statuses, ``stale``
-    rows whose status the rule refused (``kept_paid`` of them left a paid invoice paid), by invoice number."""
+    rows whose status the rule refused (``kept_paid`` of them left a paid invoice paid)."""
 
     new: int = 0
     updated: int = 0
     moved: int = 0
     stale: int = 0
     kept_paid: int = 0
-    stale_numbers: list[str] = field(default_factory=list)
 
 
 def _status_params(number: str, status: str, paid_on: date | None, status_on: date | None, reopen: bool,
@@ -119,7 +118,6 @@ def write_invoices(tx: Tx, invoices: Sequence[Invoice], *, reopen: bool, now: da
         elif now_status != i.status:
             out.stale += 1
             out.kept_paid += now_status == "paid"
-            out.stale_numbers.append(i.number)
     return out
 
 
