@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from oncebeat.reminders.bulk import BulkOptions, import_invoices, import_payments
+from oncebeat.reminders.model import Customer, Invoice
+from oncebeat.reminders.records import move_status, write_customers, write_invoices
 from oncebeat.reminders.render import Renderer, format_money
 from oncebeat.reminders.stripe import StripeWebhooks
 from oncebeat.store import Store, open_store
@@ -233,9 +235,6 @@ STATUSES = ("open", "paid", "void", "uncollectible")
 
 
 def test_the_transition_rule_moves_forward_only_and_back_only_on_an_explicit_reopen(store: Store) -> None:
-    from oncebeat.reminders.model import Customer, Invoice
-    from oncebeat.reminders.records import move_status, write_customers, write_invoices
-
     def start(tx: Any, number: str, status: str) -> None:
         write_invoices(tx, [Invoice(number=number, customer_email="ana@example.test", currency="USD",
                                     amount_due=1000, issued_on=date(2026, 3, 1), due_on=date(2026, 3, 31),

@@ -125,7 +125,8 @@ class StagedInvoice:
     """One checked row: what it parses to (``None`` where a value is missing or invalid) and whether it is ``bad``.
 
     ``email`` is set only when valid (lower-cased), ``name`` when not empty (inner whitespace collapsed);
-    ``x_locale`` / ``x_tz`` are the locale and zone the row gives explicitly and validly.
+    ``x_locale`` / ``x_tz`` are the locale and zone the row gives explicitly and validly: ``""`` for a column the
+    file has but this row leaves empty, None for a column the file does not have (:func:`customer_rule`).
     """
 
     line: int
