@@ -260,8 +260,8 @@ def migrate(database_url: str | None, app: str | None) -> None:
 @click.option("--skip-invalid", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="REJECTS.csv",
               help="Apply the valid rows and write the invalid ones (with an error column) to this file.")
 @click.option("--reopen", is_flag=True,
-              help="Let the file's status reopen paid invoices (by default a paid invoice stays paid unless the row's "
-                   "status_on is after its payment).")
+              help="An explicit reopen: each row's status wins (by default statuses move forward only, and a paid "
+                   "invoice stays paid unless a row says open with a status_on after its payment).")
 @click.option("--errors-file", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="ERRORS.txt",
               help=f"Write every problem here, one per line (the screen shows the first {50}).")
 @DB_OPTION

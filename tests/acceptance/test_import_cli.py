@@ -154,7 +154,7 @@ def test_a_streamed_import_checks_rows_far_apart_and_stays_all_or_nothing(tmp_pa
 
     applied = oncebeat("import", "big.csv", "--skip-invalid", "rej.csv", "--db", db_url, cwd=tmp_path)
     assert applied.returncode == 0, applied.stderr
-    assert f"customers: 300, invoices: {n - 3}, new: {n - 3}, updated: 0, kept paid: 0, rejected: 3" in applied.stdout
+    assert f"customers: 300, invoices: {n - 3}, new: {n - 3}, updated: 0, kept paid: 0, stale: 0, rejected: 3" in applied.stdout
     rejected = (tmp_path / "rej.csv").read_text(encoding="utf-8").splitlines()[1:]
     assert [r.split(",")[0] for r in rejected] == ["S-3", "S-3", "S-11000"]
     with open_store(db_url) as store:

@@ -278,5 +278,6 @@ def test_a_library_app_migrating_a_0_1_database_first_leaves_the_reminder_versio
         assert old.migrate(lines=(ENGINE,)) == [("engine", v) for v in engine if v > 7]
         assert old.schema_versions() == {"": [2, 6, 7, 8, 9], "engine": engine}
         # the app claims the rest, applies what is new
-        assert old.migrate() == [("reminders", 6), ("reminders", 7), ("reminders", 8)]
-        assert old.schema_versions() == {"engine": engine, "reminders": [1, 2, 3, 4, 5, 6, 7, 8]}
+        reminders = [v for v, _, _ in load_migrations("sqlite", LINES[1])]
+        assert old.migrate() == [("reminders", v) for v in reminders if v > 5]
+        assert old.schema_versions() == {"engine": engine, "reminders": reminders}

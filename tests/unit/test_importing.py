@@ -70,11 +70,12 @@ def test_a_good_file_parses_into_customers_and_invoices(tmp_path: Path) -> None:
     assert (result.invoices[3].status, result.invoices[3].currency, result.invoices[3].amount_due) == ("paid", "JPY", 120000)
 
 
-def test_optional_columns_default_to_en_us_utc_and_open(tmp_path: Path) -> None:
+def test_absent_optional_columns_carry_no_locale_or_zone_and_the_invoice_is_open(tmp_path: Path) -> None:
     path = write(tmp_path, HEADER + "\nA-1,a@example.com,A,USD,5,2026-01-01,2026-01-31\n")
     result = read_invoices_csv(path)
     assert result.problems == []
-    assert result.customers == [Customer(email="a@example.com", name="A", locale="en_US", tz="")]
+    # None: not carried, so a known customer keeps its own and a new one gets en_US and no zone (records.py).
+    assert result.customers == [Customer(email="a@example.com", name="A", locale=None, tz=None)]
     assert (result.invoices[0].status, result.invoices[0].paid_on) == ("open", None)
 
 

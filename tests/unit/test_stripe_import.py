@@ -49,6 +49,9 @@ def test_an_api_list_response_and_json_lines_give_the_same_invoices(tmp_path: Pa
 
 @pytest.mark.parametrize(("currency", "stripe_amount", "iso_minor"), [
     ("USD", 1050, 1050), ("JPY", 5000, 5000), ("KRW", 12000, 12000), ("BHD", 5120, 5120), ("ISK", 50000, 500),
+    # ISO 4217 keeps a minor unit where CLDR shows none: Stripe's HUF 849150 is HUF 8,491.50, never refused.
+    ("HUF", 849150, 849150), ("TWD", 12345, 12345), ("IDR", 1500050, 1500050), ("COP", 990001, 990001),
+    ("MGA", 5000, 500000), ("IQD", 1234, 12340), ("KWD", 12340, 12340), ("UGX", 5000, 5000),
 ])
 def test_stripe_minor_units_become_iso_minor_units(currency: str, stripe_amount: int, iso_minor: int) -> None:
     assert stripe_minor_to_iso(stripe_amount, currency) == (iso_minor, None)

@@ -43,7 +43,7 @@ def test_a_retried_write_is_applied_once_and_answered_as_the_first_time(
     body = {"invoices": [invoice("INV-1"), invoice("INV-2", amount_due="80.00")]}
     first = client.post("/api/v1/invoices", json=body, headers=H("key-1"))
     assert first.status_code == 200 and first.json() == {"customers": 1, "invoices": 2, "new": 2, "updated": 0,
-                                                          "kept_paid": 0}
+                                                          "kept_paid": 0, "stale": 0}
     assert "idempotent-replayed" not in first.headers
     # Another write changes INV-1 meanwhile; the retry of the first one must not put the old amount back.
     changed = client.post("/api/v1/invoices", json={"invoices": [invoice("INV-1", amount_due="99.00")]},
@@ -351,3 +351,30 @@ def test_the_documented_examples_are_accepted_by_the_server(runtime: Runtime,
             assert set(required) <= set(response.json()), (url, required)
             calls += 1
     assert calls == sum(len(ops) for ops in doc["paths"].values())
+
+
+def test_a_field_left_out_keeps_the_stored_value_and_an_empty_one_clears_it(
+        runtime: Runtime, api_app: Callable[..., TestClient]) -> None:
+    """Issue 22 item 6 through the API: the rule of every source (reminders/records.py)."""
+    client = api_app()
+
+    def customer() -> dict[str, Any]:
+        with runtime.store.transaction() as tx:  # the test looks inside
+            [row] = tx.execute("SELECT name, locale, tz FROM customers WHERE email = 'a@example.com'")
+        return dict(row)
+
+    client.post("/api/v1/customers", json={"customers": [
+        {"email": "a@example.com", "name": "A", "locale": "ja_JP", "tz": "Asia/Tokyo"}]}, headers=H("c1"))
+    client.post("/api/v1/customers", json={"customers": [{"email": "a@example.com", "name": "A B"}]},
+                headers=H("c2"))
+    assert (customer()["name"], customer()["locale"], customer()["tz"]) == ("A B", "ja_JP", "Asia/Tokyo")
+    body = {"invoices": [invoice("INV-7")]}
+    body["invoices"][0]["customer_email"] = "a@example.com"
+    body["invoices"][0]["customer_name"] = "A B"
+    for key in ("customer_locale", "customer_tz"):
+        body["invoices"][0].pop(key, None)
+    assert client.post("/api/v1/invoices", json=body, headers=H("c3")).status_code == 200
+    assert (customer()["locale"], customer()["tz"]) == ("ja_JP", "Asia/Tokyo")
+    client.post("/api/v1/customers", json={"customers": [{"email": "a@example.com", "name": "A B", "tz": ""}]},
+                headers=H("c4"))
+    assert (customer()["locale"], customer()["tz"]) == ("ja_JP", "")

@@ -29,6 +29,7 @@ from ..errors import ImportRejected
 from ..store import Store, Tx
 from .conversions import DateFormat
 from .model import Customer, Invoice
+from .records import mark_paid, write_customers, write_invoices
 from .sources.invoices import CustomerRow, customer_rule, duplicate_problems, open_invoice_table
 from .sources.payments import open_payment_table
 from .sources.problems import MAX_PROBLEMS_SHOWN, RejectsWriter, RowProblem, rejected_message, write_problems
@@ -209,17 +210,16 @@ def _reject_everything(table: CsvTable, problems: list[RowProblem], options: Bul
 def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: datetime) -> dict[str, int]:
     """Check and upsert the invoice CSV at ``path`` in one transaction (see the module docstring).
 
-    Upserts follow :meth:`ReminderService.upsert` (a paid invoice stays paid unless ``options.reopen`` or a later
-    ``status_on``).
+    Writes follow :mod:`oncebeat.reminders.records`: a customer field the file does not carry is kept, an
+    explicit empty one cleared; statuses move only under the transition rule (``options.reopen``: explicitly).
 
     Returns:
-        ``{"customers", "invoices", "new", "updated", "kept paid", "rejected"}`` counts.
+        ``{"customers", "invoices", "new", "updated", "kept paid", "stale", "rejected"}`` counts (``stale``: rows
+        whose status the transition rule refused, ``kept paid`` among them).
     Raises:
         ImportRejected: problems without ``skip_invalid`` (nothing applied), or the file cannot be read.
         ConfigError: a bad ``default_currency``, or the errors file cannot be written.
     """
-    from .service import keeps_paid  # the upsert's own rule, for the counts
-
     path = Path(path)
     source = options.source_name if options.source_name is not None else path.name
     with _errors_written(options):
@@ -227,9 +227,9 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
             path, column_map=options.column_map, source=source, date_format=options.date_format,
             default_currency=options.default_currency, due_days=options.due_days, today=options.today)
     if checker is None:
-        return {"customers": 0, "invoices": 0, "new": 0, "updated": 0, "kept paid": 0}  \
+        return {"customers": 0, "invoices": 0, "new": 0, "updated": 0, "kept paid": 0, "stale": 0}  \
             | _reject_everything(table, file_problems, options, source)
-    counts = {"customers": 0, "invoices": 0, "new": 0, "updated": 0, "kept paid": 0}
+    counts = {"customers": 0, "invoices": 0, "new": 0, "updated": 0, "kept paid": 0, "stale": 0}
     with store.transaction() as tx:
         staging = _Staging(tx, source)
         for p in file_problems:
@@ -270,16 +270,12 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
                 invoices = [Invoice(number=r["number"], customer_email=r["email"], currency=r["currency"],
                                     amount_due=int(r["amount_due"]), issued_on=r["issued_on"], due_on=r["due_on"],
                                     status=r["status"], paid_on=r["paid_on"], status_on=r["status_on"]) for r in page]
-                states = {r["number"]: r for r in tx.run("invoice_states", numbers=[i.number for i in invoices])}
-                tx.many("upsert_invoice", [{"number": i.number, "customer_email": i.customer_email,
-                                            "currency": i.currency, "amount_due": i.amount_due,
-                                            "issued_on": i.issued_on, "due_on": i.due_on, "status": i.status,
-                                            "paid_on": i.paid_on, "status_on": i.status_on,
-                                            "reopen": options.reopen, "now": now} for i in invoices])
+                done = write_invoices(tx, invoices, reopen=options.reopen, now=now)
                 counts["invoices"] += len(invoices)
-                counts["new"] += sum(1 for i in invoices if i.number not in states)
-                counts["updated"] += len(states)
-                counts["kept paid"] += sum(1 for i in invoices if keeps_paid(states.get(i.number), i, options.reopen))
+                counts["new"] += done.new
+                counts["updated"] += done.updated
+                counts["kept paid"] += done.kept_paid
+                counts["stale"] += done.stale
         counts["rejected"] = _finish(staging, table, options)
         staging.drop()
     return counts
@@ -287,8 +283,7 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
 
 def _upsert_customers(tx: Tx, customers: list[Customer], counts: dict[str, int]) -> None:
     if customers:
-        tx.many("upsert_customer", [{"email": c.email, "name": c.name, "locale": c.locale, "tz": c.tz}
-                                    for c in customers])
+        write_customers(tx, customers)
         counts["customers"] += len(customers)
         customers.clear()
 
@@ -296,9 +291,10 @@ def _upsert_customers(tx: Tx, customers: list[Customer], counts: dict[str, int])
 def import_payments(store: Store, path: Path, options: BulkOptions, *, now: datetime) -> dict[str, int]:
     """Check and apply the payments CSV at ``path`` in one transaction (see the module docstring).
 
-    A payment marks its invoice paid when the invoice is open; an invoice already paid, void or uncollectible is
-    counted ``unchanged (already closed)``. Refused, naming the line: an unknown invoice number, a payment dated
-    before its invoice was issued, an invoice number given twice, and every per-row problem.
+    A payment marks its invoice paid under the transition rule (:mod:`oncebeat.reminders.records`): an open or
+    uncollectible invoice becomes paid; one already paid or void is counted ``unchanged (already closed)``.
+    Refused, naming the line: an unknown invoice number, a payment dated before its invoice was issued, an invoice
+    number given twice, and every per-row problem.
 
     Returns:
         ``{"payments", "marked_paid", "unchanged (already closed)", "rejected"}`` counts.
@@ -336,10 +332,9 @@ def import_payments(store: Store, path: Path, options: BulkOptions, *, now: date
             payments = int(valid["n"]) if valid else 0
             if options.on_apply is not None:
                 options.on_apply(payments, table.rows_read)
-            top_row = tx.one("bulk_max_line")
-            top = int(top_row["line"]) if top_row else 0
-            for after in range(0, top, PAGE):
-                paid += len(tx.run("bulk_mark_paid", after_line=after, upto_line=after + PAGE, now=now))
+            rows = staging.pages(lambda **k: tx.run("bulk_valid_payments", **k), ("line",), (0,))
+            while page := [r for _, r in zip(range(PAGE), rows, strict=False)]:
+                paid += mark_paid(tx, [(r["number"], r["paid_on"]) for r in page], now=now)
         rejected = _finish(staging, table, options)
         staging.drop()
     return {"payments": payments, "marked_paid": paid, "unchanged (already closed)": payments - paid,

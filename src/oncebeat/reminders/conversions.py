@@ -10,7 +10,8 @@ Everything here is a pure function of its arguments (no database, no clock):
   ``const:USD`` or ``template:{CustomerID}@billing.example.test``.
 - :func:`currency_reason` accepts only ISO 4217 codes that are legal tender
   somewhere today (CLDR data through Babel): ``XXX``/``XAU``/``XTS`` (no
-  currency, gold, testing) and withdrawn codes such as ``DEM`` are refused.
+  currency, gold, testing) and withdrawn codes such as ``DEM`` are refused, and so is one the ISO 4217 table
+  (:mod:`.money`) has no minor unit for.
 - :func:`text_reason` refuses NUL bytes, other control characters and invisible
   format characters (bidirectional overrides, zero-width spaces); :func:`length_reason`
   bounds every field (:data:`MAX_LENGTHS`); and
@@ -37,6 +38,7 @@ from babel.numbers import list_currencies
 
 from ..errors import ConfigError
 from ..textsafe import BIDI_CONTROLS, format_character
+from .money import iso_minor_digits
 
 __all__ = [
     "DATE_MAX",
@@ -231,6 +233,9 @@ def currency_reason(code: str) -> str | None:
     """Why ``code`` (upper case) cannot be an invoice currency, or None when it is legal tender today."""
     current, withdrawn = _tender_history()
     if code in current:
+        if iso_minor_digits(code) is None:  # CLDR knows a new currency before the ISO 4217 table shipped here does
+            return ("is legal tender, but the ISO 4217 table installed (the iso4217 package) has no minor unit for "
+                    "it yet; upgrade that package")
         return None
     if code in withdrawn:
         return f"was withdrawn (last legal tender on {withdrawn[code]}); use the currency that replaced it"

@@ -14,10 +14,16 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-__all__ = ["Customer", "Invoice", "Payment", "INVOICE_STATUSES", "reminder_key", "reminder_id_of_key",
+__all__ = ["DEFAULT_LOCALE", "DEFAULT_TZ", "Customer", "Invoice", "Payment", "INVOICE_STATUSES", "reminder_key",
+           "reminder_id_of_key",
            "superseded_stages", "with_superseded", "SUPERSEDED_REASON"]
 
 INVOICE_STATUSES = ("open", "paid", "void", "uncollectible")
+#: The language of a customer without one (new, or cleared by an explicit empty ``customer_locale``).
+DEFAULT_LOCALE = "en_US"
+#: The zone of a customer without one of its own: the schedule's zone applies (``send_zone = "customer"`` falls
+#: back to it).
+DEFAULT_TZ = ""
 _KEY_PREFIX = "reminder:"  # the SQL of the scan spells it too: 'reminder:' || r.id
 
 
@@ -70,14 +76,19 @@ def with_superseded(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Customer:
-    """A customer, identified by ``email`` (unique, case-insensitive)."""
+    """A customer, identified by ``email`` (unique, case-insensitive), as one source gives it.
+
+    A field is None when the source does not carry it: writing the customer then keeps the stored value, and a
+    new customer gets the default (its email as name, :data:`DEFAULT_LOCALE`, :data:`DEFAULT_TZ`). ``""`` is an
+    explicit empty value and clears the stored one (:mod:`oncebeat.reminders.records`).
+    """
 
     email: str
-    name: str
-    locale: str = "en_US"  # a Babel/CLDR locale id such as "de_DE"
+    name: str | None = None
+    locale: str | None = None  # a Babel/CLDR locale id such as "de_DE"
     # IANA zone of the customer; "" = none of its own. Used for business dates with send_zone = "customer"
     # (the schedule's zone when "").
-    tz: str = ""
+    tz: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

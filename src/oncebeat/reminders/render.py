@@ -79,12 +79,15 @@ blocks and ``_()``/``ngettext()``. Catalog maintenance (``pybabel extract``,
 ``update``, ``compile``) is described in README's Development section.
 
 Money is formatted with Babel from integer minor units and the currency's
-ISO 4217 precision (JPY 0, USD 2, BHD 3) using ``Decimal``, never ``float``.
+ISO 4217 minor unit (JPY 0, USD 2, BHD 3, HUF 2: :mod:`oncebeat.reminders.money`) using ``Decimal``, never
+``float``. The digits shown follow CLDR (HUF 849100 shows as "HUF 8,491") unless that would hide a minor unit
+the amount has (HUF 849150 shows as "HUF 8,491.50", never rounded to 8,492).
 :func:`format_money` on its own falls back to ``en_US`` for an unknown locale.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -110,6 +113,7 @@ from jinja2 import (
 from jinja2.ext import InternationalizationExtension
 
 from oncebeat.errors import ConfigError
+from oncebeat.reminders.money import minor_digits
 from oncebeat.reminders.translations import (
     DEFAULT_FALLBACK_LOCALE,
     EmailLocale,
@@ -165,10 +169,11 @@ def is_known_currency(code: str) -> bool:
 
 
 def _require_currency(currency: str) -> int:
+    """The currency's ISO 4217 minor-unit digits (:func:`~oncebeat.reminders.money.minor_digits`)."""
     if not is_known_currency(currency):
         raise ValueError(f"unknown currency {currency!r}: use an upper-case ISO 4217 code such as 'USD', 'EUR' or "
                          "'JPY'")
-    return get_currency_precision(currency)
+    return minor_digits(currency)
 
 
 @lru_cache(maxsize=256)
@@ -189,8 +194,9 @@ def resolve_locale(value: str | None) -> Locale:
 def format_money(amount_minor: int, currency: str, locale: str) -> str:
     """Format an amount in minor units for a locale: (123450, "EUR", "de_DE") -> "1.234,50\xa0€".
 
-    The conversion uses the currency's ISO 4217 precision and ``Decimal``.
-    Babel's output is kept as is, including its non-breaking spaces. An unknown
+    The conversion uses the currency's ISO 4217 minor unit and ``Decimal``; the digits shown are CLDR's unless
+    they would drop a minor unit the amount has ((849150, "HUF", "en_US") -> "HUF8,491.50", (849100, …) ->
+    "HUF8,491"). Babel's output is kept as is, including its non-breaking spaces. An unknown
     locale falls back to ``en_US``; an unknown currency raises ``ValueError``.
     """
     return _format_money(amount_minor, currency, resolve_locale(locale))
@@ -201,9 +207,17 @@ def _format_money(amount_minor: int, currency: str, locale: Locale) -> str:
         raise TypeError(f"amount_minor must be an int of minor units, got {type(amount_minor).__name__}")
     digits = _require_currency(currency)
     # Babel computes in the current decimal context: make it wide enough to stay exact.
+    shown = get_currency_precision(currency)  # CLDR's display digits: HUF 0 although ISO 4217 (and storage) says 2
     with localcontext(Context(prec=max(28, len(str(abs(amount_minor))) + 8))):
         value = Decimal(amount_minor).scaleb(-digits)
-        return format_currency(value, currency, locale=locale)
+        if shown >= digits or amount_minor % 10 ** (digits - shown) == 0:
+            return format_currency(value, currency, locale=locale)
+        pattern = locale.currency_formats.get("standard")
+        if pattern is None:  # pragma: no cover - every CLDR locale has a standard currency pattern
+            return format_currency(value, currency, locale=locale, currency_digits=False, decimal_quantization=False)
+        exact = copy.copy(pattern)
+        exact.frac_prec = (digits, digits)  # all of the amount's minor units, never CLDR's rounding
+        return str(exact.apply(value, locale, currency=currency, currency_digits=False))
 
 
 _AMOUNT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")

@@ -20,7 +20,7 @@ recipient fails it at once. ``retry_failed`` puts failed reminders back (never a
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from email.headerregistry import Address
@@ -68,12 +68,13 @@ from .model import (
     with_superseded,
 )
 from .policy import Policy, format_duration
+from .records import mark_paid, write_customers, write_invoices
 from .render import RenderedEmail, Renderer
 
 if TYPE_CHECKING:
     from ..worker import JobContext
 
-__all__ = ["ReminderService", "ScanResult", "SEND_TASK", "SCAN_TASK", "keeps_paid", "stage_cutoffs"]
+__all__ = ["ReminderService", "ScanResult", "SEND_TASK", "SCAN_TASK", "stage_cutoffs"]
 
 log = logging.getLogger("oncebeat.reminders")
 
@@ -167,10 +168,12 @@ class ReminderService:
                reopen: bool = False, tx: Tx | None = None) -> dict[str, int]:
         """Insert or update customers and invoices in one transaction; returns counts.
 
-        G6: a stale re-import never reopens a paid invoice. A row whose status is not ``paid`` leaves a paid
-        invoice paid (and counts it under ``kept paid``) unless its ``status_on`` is after the payment date or
-        ``reopen`` is True; its other fields (amount, dates, customer) are updated. The rule is in the SQL
-        (``upsert_invoice``), so a payment committed concurrently is never overwritten either.
+        Customers merge and statuses move as :mod:`oncebeat.reminders.records` says for every source: a customer
+        field that is None is kept; a status moves forward only (open → paid, void, uncollectible; uncollectible
+        → paid, void), and a recorded payment is undone only by ``reopen`` or a row saying open with a
+        ``status_on`` after the payment (G6). A refused move is counted ``stale`` (``kept paid`` when it left a
+        paid invoice paid); the row's other fields (amount, dates, customer) are updated. The rule is checked in
+        the SQL on the row as written, so a payment committed concurrently is never overwritten either.
 
         A new invoice's ``entered_at`` is stamped under the scan lock (``scan_lock``; on SQLite the write lock),
         so a scan that starts after that instant reads the invoices after this commit: ``check`` holds it
@@ -183,23 +186,15 @@ class ReminderService:
                 return self.upsert(customers, invoices, reopen=reopen, tx=own)
         tx.run("scan_lock")
         now = self.clock.now()
-        states = {r["number"]: r for r in tx.run("invoice_states", numbers=[i.number for i in invoices])} \
-            if invoices else {}
-        tx.many("upsert_customer", [{"email": c.email, "name": c.name, "locale": c.locale, "tz": c.tz}
-                                    for c in customers])
-        tx.many("upsert_invoice", [{"number": i.number, "customer_email": i.customer_email,
-                                    "currency": i.currency, "amount_due": i.amount_due,
-                                    "issued_on": i.issued_on, "due_on": i.due_on, "status": i.status,
-                                    "paid_on": i.paid_on, "status_on": i.status_on, "reopen": reopen,
-                                    "now": now} for i in invoices])
-        kept = sum(1 for i in invoices if keeps_paid(states.get(i.number), i, reopen))
-        return {"customers": len(customers), "invoices": len(invoices),
-                "new": sum(1 for i in invoices if i.number not in states), "updated": len(states),
-                "kept paid": kept}
+        write_customers(tx, customers)
+        done = write_invoices(tx, invoices, reopen=reopen, now=now)
+        return {"customers": len(customers), "invoices": len(invoices), "new": done.new, "updated": done.updated,
+                "kept paid": done.kept_paid, "stale": done.stale}
 
     def apply_payments(self, payments: Sequence[Payment], problems: Sequence[RowProblem] = (), *,
                        tx: Tx | None = None) -> dict[str, int]:
-        """Mark invoices paid (one transaction). Already closed invoices are counted, not errors.
+        """Mark invoices paid (one transaction) under the transition rule (:func:`.records.mark_paid`). Invoices
+        already paid or void are counted, not errors.
 
         Every problem of the file is reported at once: the rows that could not be read (``problems``), the
         payments that name an unknown invoice and those dated before their invoice was issued.
@@ -213,16 +208,13 @@ class ReminderService:
             with self.store.transaction() as own:
                 return self.apply_payments(payments, problems, tx=own)
         now = self.clock.now()
-        paid = 0
         found = [str(p) for p in problems] + [f"invoice {payments[n].number!r}: {text}" if column == "paid_on"
                                               else text for n, column, text in self.unpayable(payments, tx)]
         if found:
             raise ImportRejected(f"{len(found)} problem(s) in the payments file; nothing applied. Import the "
                                  "invoices first or fix the numbers, and check the dates (and --date-format).",
                                  found)
-        for p in payments:
-            if tx.one("mark_paid", number=p.number, paid_on=p.paid_on, now=now):
-                paid += 1
+        paid = mark_paid(tx, [(p.number, p.paid_on) for p in payments], now=now)
         return {"payments": len(payments), "marked_paid": paid, "unchanged (already closed)": len(payments) - paid}
 
     def unpayable(self, payments: Sequence[Payment], tx: Tx) -> list[tuple[int, str, str]]:
@@ -556,13 +548,6 @@ class ReminderService:
         for r in self.store.read("reminder_counts"):
             out[r["state"]] = out.get(r["state"], 0) + int(r["n"])
         return out
-
-
-def keeps_paid(state: Mapping[str, Any] | None, row: Invoice, reopen: bool) -> bool:
-    """Whether ``row`` leaves the stored paid invoice ``state`` paid (the rule of ``upsert_invoice``)."""
-    if state is None or state["status"] != "paid" or row.status == "paid" or reopen:
-        return False
-    return row.status_on is None or state["paid_on"] is None or row.status_on <= state["paid_on"]
 
 
 class _InvoiceClosed(Exception):

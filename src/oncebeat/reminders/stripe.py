@@ -9,25 +9,35 @@ customer per email). Stripe's shapes are converted:
 
 - ``currency`` is lower case (``"usd"``); ``amount_due`` is in Stripe's minor
   units: none for its zero-decimal currencies (JPY, KRW, …), three decimals for
-  BHD, JOD, KWD, OMR, TND, two for every other (ISK too, which ISO gives no minor
-  unit: Stripe's ``500`` ISK is 5 ISK). Amounts are rescaled to the currency's
-  ISO 4217 minor unit (CLDR data through Babel); one that does not fit is refused.
+  BHD, JOD, KWD, OMR, TND, two for every other. Stripe's special cases keep two
+  decimals in the API: ISK (ISO 4217: no minor unit; Stripe's ``500`` ISK is
+  5 ISK, and a fraction of a krona is refused), HUF and TWD (ISO 4217: two, so
+  Stripe's ``849150`` HUF is HUF 8,491.50, stored as 849150; Stripe pays these
+  out in whole units only, which does not change what an invoice owes). UGX is
+  on Stripe's zero-decimal list and has no minor unit in ISO 4217 either.
+  Amounts are rescaled to the currency's ISO 4217 minor unit
+  (:mod:`oncebeat.reminders.money`, never CLDR's display digits); one that does
+  not fit is refused.
 - ``created``, ``due_date``, ``status_transitions.*_at`` are Unix seconds,
   turned into dates in the business zone ``tz``.
 - ``status``: ``draft`` invoices (nothing owed yet) and invoices with nothing
   due are left out and counted; ``open``, ``paid`` (``paid_on`` from
   ``status_transitions.paid_at``), ``void``, ``uncollectible`` map as they are.
-  The status's own transition time becomes ``status_on``, so re-importing an old
-  export never reopens an invoice paid since (G6).
+  The status's own transition time becomes ``status_on``. Statuses move under the
+  transition rule every source shares (:mod:`oncebeat.reminders.records`): an
+  invoice paid here stays paid whatever Stripe later marks it, unless ``--reopen``.
 
 Webhooks (:class:`StripeWebhooks`): ``invoice.finalized``, ``invoice.paid``,
 ``invoice.voided`` and ``invoice.marked_uncollectible`` are verified with the
 official ``stripe`` package (``Stripe-Signature`` header, ``STRIPE_WEBHOOK_SECRET``)
 and applied in one transaction with a row in ``stripe_events`` keyed by the
 event id (``INSERT … ON CONFLICT DO NOTHING``): a replayed event changes nothing.
-Reordered events cannot move an invoice backwards: a status changes only along
-Stripe's own transitions (open → paid | void | uncollectible, uncollectible →
-paid | void); anything else is recorded ``stale``. A forged or tampered event
+Reordered events cannot move an invoice backwards: a status moves only under the
+transition rule every source shares (:mod:`oncebeat.reminders.records`: open →
+paid | void | uncollectible, uncollectible → paid | void; a payment recorded
+here, by a payments import too, is undone only by an explicit reopen); anything
+else is recorded ``stale``. The customer is written under the same merge rule as
+an import's: Stripe carries no zone or language, so a known customer keeps them. A forged or tampered event
 raises :class:`WebhookRejected` before anything is read or written.
 
 Example::
@@ -47,14 +57,15 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import stripe
-from babel.numbers import get_currency_precision
 
 from ..errors import ConfigError, ImportRejected, OncebeatError
 from ..store import Store, Tx
 from ..timebase import Clock
 from .conversions import currency_reason, date_range_reason, length_reason, text_reason
 from .model import INVOICE_STATUSES, Customer, Invoice
-from .sources.invoices import DEFAULT_LOCALE, DEFAULT_TZ, InvoiceImport
+from .money import minor_digits
+from .records import move_status, write_customers
+from .sources.invoices import InvoiceImport
 from .sources.problems import RowProblem
 from .sources.values import email_reason as _check_email
 
@@ -68,7 +79,9 @@ __all__ = [
     "stripe_minor_to_iso",
 ]
 
-#: Stripe's zero-decimal currencies (https://docs.stripe.com/currencies#zero-decimal).
+#: Stripe's zero-decimal currencies (https://docs.stripe.com/currencies#zero-decimal). Every other currency has
+#: two decimals in Stripe's API, ISK, HUF and TWD included (its "special cases": whole units for some operations,
+#: but amounts are still written x100).
 STRIPE_ZERO_DECIMAL = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split())
 #: Stripe's three-decimal currencies (https://docs.stripe.com/currencies#three-decimal).
 STRIPE_THREE_DECIMAL = frozenset("BHD JOD KWD OMR TND".split())
@@ -79,9 +92,6 @@ SIGNATURE_TOLERANCE = 300
 
 _EVENT_STATUS = {"invoice.finalized": "open", "invoice.paid": "paid", "invoice.voided": "void",
                  "invoice.marked_uncollectible": "uncollectible"}
-#: Stripe's forward transitions: the statuses an invoice may move to ``key`` from.
-_ALLOWED_FROM = {"paid": ("open", "uncollectible"), "void": ("open", "uncollectible"),
-                 "uncollectible": ("open", "open"), "open": ()}
 _TRANSITION_FIELD = {"open": "finalized_at", "paid": "paid_at", "void": "voided_at",
                      "uncollectible": "marked_uncollectible_at"}
 
@@ -91,9 +101,13 @@ class WebhookRejected(OncebeatError):
 
 
 def stripe_minor_to_iso(amount: int, currency: str) -> tuple[int | None, str | None]:
-    """Stripe's minor units of ``currency`` (upper case) → ISO 4217 minor units, or (None, reason)."""
+    """Stripe's minor units of ``currency`` (upper case) → ISO 4217 minor units, or (None, reason).
+
+    (849150, "HUF") → (849150, None); (50000, "ISK") → (500, None); (5000, "JPY") → (5000, None);
+    (50050, "ISK") → (None, "… a fraction of the smallest ISK unit").
+    """
     stripe_exponent = 0 if currency in STRIPE_ZERO_DECIMAL else 3 if currency in STRIPE_THREE_DECIMAL else 2
-    shift = get_currency_precision(currency) - stripe_exponent
+    shift = minor_digits(currency) - stripe_exponent
     if shift >= 0:
         return amount * 10**shift, None
     if amount % 10**-shift:
@@ -221,8 +235,8 @@ def invoice_from_stripe(obj: Mapping[str, Any], *, tz: str, due_days: int | None
     if problems:
         return None, None, problems
     assert issued is not None and due is not None and minor is not None
-    customer = Customer(email=email.lower(), name=texts.get("customer_name") or email.lower(), locale=DEFAULT_LOCALE,
-                        tz=DEFAULT_TZ)
+    # A Stripe invoice carries no zone or language (and maybe no name): a known customer keeps its own (records).
+    customer = Customer(email=email.lower(), name=texts.get("customer_name"))
     invoice = Invoice(number=texts["number"], customer_email=customer.email, currency=currency, amount_due=minor,
                       issued_on=issued, due_on=due, status=str(status), paid_on=paid_on,
                       status_on=status_on if status != "open" else None)
@@ -267,7 +281,9 @@ def read_stripe_invoices(path: Path, *, tz: str, due_days: int | None = None,
             nothing_due += obj.get("status") != "draft"
             continue
         assert customer is not None
-        customers.setdefault(customer.email, customer)
+        known = customers.get(customer.email)
+        if known is None or (known.name is None and customer.name is not None):
+            customers[customer.email] = customer
         invoices[invoice.number] = (where, invoice)
     data = InvoiceImport(customers=list(customers.values()), invoices=[i for _, i in invoices.values()],
                          problems=sorted(problems, key=lambda p: p.line), rejected_lines=rejected, rows_read=rows,
@@ -400,8 +416,7 @@ class StripeWebhooks:
                               status=target, paid_on=paid_on if target == "paid" else None, status_on=day)
             if target == "paid" and invoice.paid_on is None:
                 return out("invalid", "invoice.paid without status_transitions.paid_at", invoice.number)
-        tx.run("upsert_customer_if_absent", email=customer.email, name=customer.name, locale=customer.locale,
-               tz=customer.tz)
+        write_customers(tx, [customer])
         # A new invoice's entered_at is stamped under the scan lock, as an import's (ReminderService.upsert).
         tx.run("scan_lock")
         now = self.clock.now()
@@ -411,16 +426,14 @@ class StripeWebhooks:
                           paid_at=now if invoice.status == "paid" else None, now=now)
         if inserted:
             return out("applied", f"new invoice, {invoice.status}", invoice.number)
-        allowed = _ALLOWED_FROM[target]
-        if not allowed:  # finalized: never reopens; refreshes an invoice that is still open
+        # The one transition rule of every source (records.move_status); an event is never an explicit reopen.
+        if move_status(tx, invoice.number, target, paid_on=invoice.paid_on, status_on=invoice.status_on, now=now):
+            return out("applied", f"now {target}", invoice.number)
+        if target == "open":  # finalized: never reopens; refreshes an invoice that is still open
             if tx.run("refresh_open_invoice", number=invoice.number, amount_due=invoice.amount_due,
                       due_on=invoice.due_on, now=now):
                 return out("applied", "still open: amount and due date follow Stripe", invoice.number)
             return out("stale", "not reopened: the invoice is already paid, void or uncollectible (a late or "
                                 "reordered event)", invoice.number)
-        moved = tx.run("transition_invoice", number=invoice.number, status=target, paid_on=invoice.paid_on,
-                       from_a=allowed[0], from_b=allowed[1], now=now)
-        if moved:
-            return out("applied", f"now {target}", invoice.number)
         return out("stale", f"not moved to {target}: the invoice's current status does not allow it (a late or "
                             "reordered event)", invoice.number)

@@ -31,12 +31,11 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from babel.numbers import get_currency_precision
-
 from oncebeat.csvsafe import safe_row
 from oncebeat.errors import ConfigError
 from oncebeat.reminders.importing import STANDARD_COLUMNS, raise_if_problems, read_invoices_csv, read_payments_csv
 from oncebeat.reminders.model import Customer, Invoice, Payment
+from oncebeat.reminders.money import minor_digits
 
 __all__ = [
     "Book",
@@ -188,7 +187,7 @@ class _Profile:
 
 def _round_amount(rng: random.Random, major: float, currency: str) -> int:
     """Minor units of a realistic-looking amount near ``major``."""
-    precision: int = get_currency_precision(currency)
+    precision: int = minor_digits(currency)
     if precision == 0:
         step = 100 if major >= 10_000 else 10
         return max(step, round(major / step) * step)
@@ -543,7 +542,7 @@ def load_book(
 
 
 def _format_amount(minor: int, currency: str) -> str:
-    precision: int = get_currency_precision(currency)
+    precision: int = minor_digits(currency)
     return f"{Decimal(minor).scaleb(-precision):.{precision}f}"
 
 

@@ -229,7 +229,7 @@ async def upsert_invoices(request: Request) -> Response:
         def write(tx: Tx, source: Source) -> tuple[int, dict[str, Any]]:
             counts = service.upsert(customers, invoices, tx=tx)
             return 200, {"customers": counts["customers"], "invoices": counts["invoices"], "new": counts["new"],
-                         "updated": counts["updated"], "kept_paid": counts["kept paid"]}
+                         "updated": counts["updated"], "kept_paid": counts["kept paid"], "stale": counts["stale"]}
         return write
 
     return await keyed_write(request, prepare)

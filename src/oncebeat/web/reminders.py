@@ -8,12 +8,12 @@ import asyncio
 from collections import defaultdict
 from typing import Any
 
-from babel.numbers import get_currency_precision
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from ..reminders.money import minor_digits
 from .app import action_form, dashboard, render, route
 from .charts import stacked_bars
 from .security import content_security_policy
@@ -36,7 +36,7 @@ def _aging_charts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         by_currency[r["currency"]][r["bucket"]] = r
     charts = []
     for currency, buckets in sorted(by_currency.items()):
-        scale = 10 ** get_currency_precision(currency)  # the chart's axis in major units (euros, not cents)
+        scale = 10 ** minor_digits(currency)  # the chart's axis in major units (euros, not cents)
         series = f"open amount ({currency})"
         columns = [(b, {series: float(buckets[b]["amount"]) / scale if b in buckets else 0.0}) for b in BUCKETS]
         tips = {b: f"{b} days: {buckets[b]['invoices']} invoice(s)" for b in BUCKETS if b in buckets}

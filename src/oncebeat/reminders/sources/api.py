@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,8 +33,6 @@ from ...errors import OncebeatError
 from ..conversions import length_reason, text_reason
 from ..model import Customer, Invoice, Payment
 from .invoices import (
-    DEFAULT_LOCALE,
-    DEFAULT_TZ,
     STANDARD_COLUMNS,
     CustomerRow,
     InvoiceRowChecker,
@@ -178,7 +177,10 @@ def read_invoices(body: Any, *, today: date | None) -> tuple[list[Invoice], list
         row, row_problems = checker.check(n, [values.get(c, "") for c in header])
         found.extend(row_problems)
         if row is not None:
-            staged.append(row)
+            # A key the item leaves out keeps the customer's stored value (records.py), as a CSV without the
+            # column does; a key given as "" clears it.
+            staged.append(dataclasses.replace(row, x_locale=row.x_locale if "customer_locale" in values else None,
+                                              x_tz=row.x_tz if "customer_tz" in values else None))
     found.extend(duplicate_problems(sorted((s.number, s.line) for s in staged if s.number), ""))
     bad = {p.line for p in found}
     by_email = sorted((CustomerRow(email=s.email, line=s.line, name=s.name, x_locale=s.x_locale, x_tz=s.x_tz,
@@ -220,8 +222,9 @@ def read_payments(body: Any, *, today: date | None) -> list[Payment]:
 
 
 def read_customers(body: Any) -> list[Customer]:
-    """The customers of ``{"customers": [...]}``: ``email`` and ``name`` required, ``locale`` (default en_US) and
-    ``tz`` (an IANA zone; default none, the schedule's zone) optional; each email once per request.
+    """The customers of ``{"customers": [...]}``: ``email`` and ``name`` required, ``locale`` and ``tz`` (an IANA
+    zone) optional: left out, a known customer keeps its stored value (a new one gets en_US and the schedule's
+    zone); ``""`` clears it. Each email once per request.
 
     Raises:
         RequestRejected: every problem found (nothing to apply).
@@ -256,18 +259,21 @@ def read_customers(body: Any) -> list[Customer]:
             email = ""
         elif email:
             seen[email] = n
-        locale: str | None = DEFAULT_LOCALE
-        if "locale" in clean:
-            locale, reason = check_locale(clean["locale"])
-            if reason:
-                problem("locale", f"{clean['locale']!r} {reason}")
-        tz: str | None = DEFAULT_TZ
-        if "tz" in clean:
-            tz, reason = check_zone(clean["tz"])
-            if reason:
-                problem("tz", f"{clean['tz']!r} {reason}")
-        if email and "name" in clean and locale is not None and tz is not None:
-            customers.append(Customer(email=email, name=clean["name"], locale=locale, tz=tz))
+        # A key left out keeps the stored value (None), "" clears it (records.py: the rule of every source).
+        given: dict[str, str | None] = {}
+        valid = True
+        for key, check in (("locale", check_locale), ("tz", check_zone)):
+            if key not in values:
+                given[key] = None
+            elif key not in clean:
+                given[key] = ""
+            else:
+                given[key], reason = check(clean[key])
+                if reason:
+                    problem(key, f"{clean[key]!r} {reason}")
+                    valid = False
+        if email and "name" in clean and valid:
+            customers.append(Customer(email=email, name=clean["name"], locale=given["locale"], tz=given["tz"]))
     _raise_if(problems)
     return customers
 

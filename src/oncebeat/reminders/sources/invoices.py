@@ -23,7 +23,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ..conversions import DATE_RANGE_TEXT, Computed, DateFormat, currency_reason, date_range_reason
-from ..model import INVOICE_STATUSES, Customer, Invoice
+from ..model import DEFAULT_LOCALE, DEFAULT_TZ, INVOICE_STATUSES, Customer, Invoice
 from .problems import RowProblem
 from .table import CsvTable, Progress, computed_columns, fit_fields, resolve_columns, row_dict, row_values
 from .values import amount_minor, check_locale, check_zone, email_reason, paid_on_reason, read_date
@@ -45,8 +45,6 @@ OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status",
 #: Every column of the invoice CSV, in the order :func:`write_invoices_csv` writes them.
 STANDARD_COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 
-DEFAULT_LOCALE = "en_US"
-DEFAULT_TZ = ""  # no zone of its own: the schedule's zone applies (send_zone = "customer" falls back to it)
 
 INVOICE_CSV_HELP = """\
 Invoice CSV: UTF-8 (a byte-order mark is fine), comma-separated (semicolon or
@@ -60,19 +58,24 @@ Required columns:
                    at most 200 characters)
   currency         ISO 4217 code, e.g. USD, EUR, JPY
   amount_due       plain decimal in major units, no symbols or thousands
-                   separators: 1234.50 USD, 1200 JPY, 12.345 BHD; never
-                   more decimals than the currency has
+                   separators: 1234.50 USD, 1200 JPY, 12.345 BHD, 8491.50 HUF;
+                   never more decimals than ISO 4217 gives the currency
   issued_on        YYYY-MM-DD
   due_on           YYYY-MM-DD, not before issued_on
 Optional columns:
-  customer_locale  e.g. de_DE or pt-BR (default en_US)
-  customer_tz      IANA time zone, e.g. America/Chicago (default: none, the schedule's zone)
+  customer_locale  e.g. de_DE or pt-BR (new customers: en_US)
+  customer_tz      IANA time zone, e.g. America/Chicago (new customers: none,
+                   the schedule's zone)
+                   Without the column a known customer keeps its own; the
+                   column left empty (on every row of that customer) clears it.
   status           open, paid, void or uncollectible (default open;
-                   paid when paid_on is given)
+                   paid when paid_on is given). Statuses move forward only
+                   (open -> paid, void, uncollectible; uncollectible -> paid,
+                   void); other rows are counted stale
   paid_on          YYYY-MM-DD; required when status is paid
   status_on        YYYY-MM-DD, the day status was set: a paid invoice is
-                   reopened (open, void, uncollectible) only by a status_on
-                   after its payment date, or with --reopen
+                   reopened only by status open with a status_on after its
+                   payment date, or with --reopen
 
 Other names for the columns: --map invoice_number=InvoiceNo,customer_email=Email
 (our name = your header). Extra columns are ignored. Every row is checked and
@@ -122,7 +125,8 @@ class StagedInvoice:
     """One checked row: what it parses to (``None`` where a value is missing or invalid) and whether it is ``bad``.
 
     ``email`` is set only when valid (lower-cased), ``name`` when not empty (inner whitespace collapsed);
-    ``x_locale`` / ``x_tz`` are the locale and zone the row gives explicitly and validly.
+    ``x_locale`` / ``x_tz`` are the locale and zone the row gives explicitly and validly: ``""`` for a column the
+    file has but this row leaves empty, None for a column the file does not have (:func:`customer_rule`).
     """
 
     line: int
@@ -318,8 +322,14 @@ class InvoiceRowChecker:
 
     @staticmethod
     def _locale_and_zone(row: _Row) -> dict[str, str]:
-        """customer_locale and customer_tz (optional); returns those the row gives explicitly and validly."""
+        """customer_locale and customer_tz (optional); returns those the row gives explicitly and validly: a
+        value, or ``""`` when the column is in the file (or computed) but empty on this row (an explicit empty
+        value, which clears the stored one). A column the file does not have is left out (the stored value is
+        kept)."""
         explicit: dict[str, str] = {}
+        for column, key in (("customer_locale", "locale"), ("customer_tz", "tz")):
+            if row.values.get(column) == "" and column not in row.columns_with_problems():
+                explicit[key] = ""
         locale_text = row.values.get("customer_locale", "")
         row.out["locale"] = DEFAULT_LOCALE
         if locale_text and "customer_locale" not in row.failed:
@@ -372,9 +382,11 @@ def customer_rule(rows: Iterable[CustomerRow], source: str) -> Iterator[RowProbl
     """Rows sorted by email, then line: a problem for each row that disagrees with its email's first row, and
     the :class:`Customer` of each email with a row left without problems.
 
-    The first row of an email gives the name; the first row that gives a locale or zone explicitly gives it
-    (otherwise :data:`DEFAULT_LOCALE`, :data:`DEFAULT_TZ`). A row whose name differs (case-insensitively), or
-    whose explicit locale or zone differs from one given before, is reported.
+    The first row of an email gives the name; the first row that gives a locale or zone gives it. A row whose
+    name differs (case-insensitively), or whose locale or zone differs from one given before, is reported.
+    Empty cells (``""``: the column is there, the row gives no value) never conflict: the customer's locale or
+    zone is ``""`` (clear it) only when every row of the email leaves it empty, and None (keep the stored one)
+    when the file has no such column (:mod:`oncebeat.reminders.records`).
     """
     for email, group in itertools.groupby(rows, key=lambda r: r.email):
         members = iter(group)
@@ -390,9 +402,9 @@ def customer_rule(rows: Iterable[CustomerRow], source: str) -> Iterator[RowProbl
                                  reason=f"conflicts with {first.name!r} on line {first.line} for the same "
                                         f"customer_email {email}")
             for key, column, value in (("locale", "customer_locale", row.x_locale), ("tz", "customer_tz", row.x_tz)):
-                if value is None:
+                if value is None or (value == "" and explicit[key] is not None):
                     continue
-                if explicit[key] is None:
+                if not explicit[key]:
                     explicit[key], given_on[key] = value, row.line
                 elif value != explicit[key]:
                     bad = True
@@ -401,8 +413,7 @@ def customer_rule(rows: Iterable[CustomerRow], source: str) -> Iterator[RowProbl
                                             f"customer_email {email}")
             accepted = accepted or not bad
         if accepted:
-            yield Customer(email=email, name=first.name, locale=explicit["locale"] or DEFAULT_LOCALE,
-                           tz=explicit["tz"] or DEFAULT_TZ)
+            yield Customer(email=email, name=first.name, locale=explicit["locale"], tz=explicit["tz"])
 
 
 # --------------------------------------------------------------------------- the in-memory reader

@@ -16,10 +16,10 @@ from decimal import Context, Decimal, InvalidOperation
 from email.utils import parseaddr
 
 from babel import Locale, UnknownLocaleError
-from babel.numbers import get_currency_precision
 
 from ...mail.message import address_problem
 from ..conversions import DateFormat, date_range_reason, foreign_digits, iana_zones, zone_reason
+from ..money import minor_digits
 
 __all__ = ["amount_minor", "check_locale", "check_zone", "email_reason", "paid_on_reason", "read_date",
            "read_instant"]
@@ -135,7 +135,7 @@ def amount_minor(value: str, currency: str | None) -> tuple[int | None, str | No
         return None, "is zero: nothing is due, so no reminder may be sent (leave the invoice out, or mark it paid)"
     if currency is None:
         return None, None
-    precision = get_currency_precision(currency)
+    precision = minor_digits(currency)  # ISO 4217, never CLDR's display digits (HUF 8491.50 is valid)
     # Count the decimals in the text: Decimal arithmetic rounds to 28 digits, which would turn
     # 1.0000000000000000000000000000000000000001 into 1.00 silently.
     decimals = len(value.partition(".")[2].rstrip("0"))

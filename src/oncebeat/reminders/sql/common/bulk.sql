@@ -50,16 +50,9 @@ FROM oncebeat_import_rows r LEFT JOIN invoices i ON i.number = r.number
 WHERE NOT r.bad AND r.line > :after_line AND (i.id IS NULL OR r.paid_on < i.issued_on)
 ORDER BY r.line LIMIT :page;
 
--- name: bulk_mark_paid
--- The valid payments of lines :after_line < line <= :upto_line mark their open invoices paid (as mark_paid does).
-UPDATE invoices SET status = 'paid', paid_on = r.paid_on, paid_at = :now, updated_at = :now
-FROM oncebeat_import_rows r
-WHERE invoices.number = r.number AND invoices.status = 'open' AND NOT r.bad
-  AND r.line > :after_line AND r.line <= :upto_line
-RETURNING invoices.id;
-
--- name: bulk_max_line
-SELECT COALESCE(MAX(line), 0) AS line FROM oncebeat_import_rows;
+-- name: bulk_valid_payments
+-- The valid payments, by line, the page after :after_line (each goes through move_invoice_status).
+SELECT line, number, paid_on FROM oncebeat_import_rows WHERE NOT bad AND line > :after_line ORDER BY line LIMIT :page;
 
 -- name: bulk_problem_count
 SELECT COUNT(*) AS problems, COUNT(DISTINCT line) AS lines FROM oncebeat_import_problems;

@@ -3,13 +3,17 @@
 -- the same name here, or has no common form). Parameters are :name.
 
 -- name: upsert_customer
-INSERT INTO customers (email, name, locale, tz) VALUES (:email, :name, :locale, :tz)
-ON CONFLICT (email) DO UPDATE SET name = excluded.name, locale = excluded.locale, tz = excluded.tz;
+-- The merge rule of every source (oncebeat.reminders.records.customer_params): a field the source does not carry
+-- (:name, :locale, :tz NULL) keeps the stored value; a new customer gets :new_name, :new_locale, :new_tz.
+INSERT INTO customers (email, name, locale, tz) VALUES (:email, :new_name, :new_locale, :new_tz)
+ON CONFLICT (email) DO UPDATE SET name = COALESCE(:name, customers.name), locale = COALESCE(:locale, customers.locale),
+    tz = COALESCE(:tz, customers.tz);
 
 -- name: upsert_invoice
--- A paid invoice is never reopened by a row without newer payment information (G6): it stays paid unless the
--- row's status_on is after the payment, or :reopen (--reopen) says so. paid_at records when it became paid here;
--- entered_at when the invoice first entered oncebeat (the insert; the update never changes it).
+-- An invoice's fields from an import: a new invoice is inserted with its status; a known one gets the row's
+-- customer, amount and dates (and a corrected payment date while both say paid), never its status: that moves
+-- only through move_invoice_status (the transition rule). entered_at: when the invoice first entered oncebeat
+-- (the insert; the update never changes it).
 INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at,
                       entered_at)
 VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
@@ -17,27 +21,25 @@ VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :curr
 ON CONFLICT (number) DO UPDATE SET
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
     issued_on = excluded.issued_on, due_on = excluded.due_on,
-    status = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT :reopen
-                 AND (:status_on IS NULL OR invoices.paid_on IS NULL
-                      OR :status_on <= invoices.paid_on)
-             THEN invoices.status ELSE excluded.status END,
-    paid_on = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT :reopen
-                 AND (:status_on IS NULL OR invoices.paid_on IS NULL
-                      OR :status_on <= invoices.paid_on)
-              THEN invoices.paid_on ELSE excluded.paid_on END,
-    paid_at = CASE WHEN excluded.status = 'paid' AND invoices.status <> 'paid' THEN excluded.updated_at
-                   WHEN excluded.status = 'paid' THEN invoices.paid_at
-                   WHEN invoices.status = 'paid' AND NOT :reopen
-                 AND (:status_on IS NULL OR invoices.paid_on IS NULL
-                      OR :status_on <= invoices.paid_on)
-                   THEN invoices.paid_at
-                   ELSE NULL END,
+    paid_on = CASE WHEN invoices.status = 'paid' AND excluded.status = 'paid' THEN excluded.paid_on
+                   ELSE invoices.paid_on END,
     updated_at = excluded.updated_at;
 
--- name: mark_paid
-UPDATE invoices SET status = 'paid', paid_on = :paid_on, paid_at = :now, updated_at = :now
-WHERE number = :number AND status = 'open'
-RETURNING id;
+-- name: move_invoice_status
+-- THE status transition rule (README "Invoice status", oncebeat.reminders.records), for every source: an
+-- import, a payment, a webhook. Forward moves only: open -> paid, void or uncollectible; uncollectible -> paid
+-- or void. A recorded payment is undone only by an explicit reopen: :reopen (--reopen), or a row saying open
+-- with a :status_on after the payment date (a refund or chargeback the books date). Everything else (a late or
+-- reordered event, an old export, a processor's automatic status after a payment) changes nothing. Checked on
+-- the row as it is when updated, so a payment committed concurrently is never overwritten. No RETURNING: it runs
+-- as a batch (executemany), and the callers read the states before and after.
+UPDATE invoices SET status = :status, paid_on = :paid_on,
+    paid_at = CASE WHEN :status = 'paid' THEN :now ELSE NULL END, updated_at = :now
+WHERE number = :number AND status <> :status
+  AND (status = 'open'
+       OR (status = 'uncollectible' AND :status IN ('paid', 'void'))
+       OR (status = 'paid' AND :status = 'open' AND :status_on > paid_on)
+       OR :reopen);
 
 -- name: scan_lock
 -- Scans run one at a time. Nothing to take here: on SQLite every write transaction already runs alone (BEGIN
@@ -128,10 +130,6 @@ UPDATE stripe_events SET outcome = :outcome, detail = :detail WHERE id = :id;
 -- name: list_stripe_events
 SELECT * FROM stripe_events ORDER BY received_at, id;
 
--- name: upsert_customer_if_absent
-INSERT INTO customers (email, name, locale, tz) VALUES (:email, :name, :locale, :tz)
-ON CONFLICT (email) DO NOTHING;
-
 -- name: insert_invoice_if_absent
 INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, paid_at,
                       updated_at, entered_at)
@@ -144,15 +142,6 @@ RETURNING id;
 -- invoice.finalized for an invoice already known: amount and due date follow Stripe while it is open.
 UPDATE invoices SET amount_due = :amount_due, due_on = :due_on, updated_at = :now
 WHERE number = :number AND status = 'open'
-RETURNING id;
-
--- name: transition_invoice
--- One of Stripe's forward transitions, only from the statuses that allow it (:from_a, :from_b): a late or
--- reordered event finds the invoice elsewhere and changes nothing.
-UPDATE invoices SET status = :status, paid_on = :paid_on,
-    paid_at = CASE WHEN :status = 'paid' THEN :now ELSE paid_at END,
-    updated_at = :now
-WHERE number = :number AND status IN (:from_a, :from_b)
 RETURNING id;
 
 -- name: customer_zones

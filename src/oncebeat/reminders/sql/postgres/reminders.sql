@@ -2,31 +2,16 @@
 -- ladders arrive as arrays or jsonb; NULL-able parameters are cast.
 
 -- name: upsert_invoice
--- A paid invoice is never reopened by a row without newer payment information (G6): it stays paid unless the
--- row's status_on is after the payment, or :reopen (--reopen) says so. paid_at records when it became paid here;
--- entered_at when the invoice first entered oncebeat (the insert; the update never changes it).
+-- As common/reminders.sql's (fields only, never the status), the same statement.
 INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at,
                       entered_at)
 VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
-        :due_on, :status, :paid_on, :now, :now)
+        :due_on, :status, CAST(:paid_on AS DATE), :now, :now)
 ON CONFLICT (number) DO UPDATE SET
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
     issued_on = excluded.issued_on, due_on = excluded.due_on,
-    status = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT CAST(:reopen AS BOOLEAN)
-                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL
-                      OR CAST(:status_on AS DATE) <= invoices.paid_on)
-             THEN invoices.status ELSE excluded.status END,
-    paid_on = CASE WHEN excluded.status <> 'paid' AND invoices.status = 'paid' AND NOT CAST(:reopen AS BOOLEAN)
-                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL
-                      OR CAST(:status_on AS DATE) <= invoices.paid_on)
-              THEN invoices.paid_on ELSE excluded.paid_on END,
-    paid_at = CASE WHEN excluded.status = 'paid' AND invoices.status <> 'paid' THEN excluded.updated_at
-                   WHEN excluded.status = 'paid' THEN invoices.paid_at
-                   WHEN invoices.status = 'paid' AND NOT CAST(:reopen AS BOOLEAN)
-                 AND (CAST(:status_on AS DATE) IS NULL OR invoices.paid_on IS NULL
-                      OR CAST(:status_on AS DATE) <= invoices.paid_on)
-                   THEN invoices.paid_at
-                   ELSE NULL END,
+    paid_on = CASE WHEN invoices.status = 'paid' AND excluded.status = 'paid' THEN excluded.paid_on
+                   ELSE invoices.paid_on END,
     updated_at = excluded.updated_at;
 
 -- name: invoice_states
@@ -213,11 +198,13 @@ FROM (SELECT currency, CAST(:as_of AS date) - due_on AS d, COUNT(*) AS n, SUM(am
 GROUP BY currency, bucket
 ORDER BY currency, bucket;
 
--- name: transition_invoice
--- One of Stripe's forward transitions, only from the statuses that allow it (:from_a, :from_b): a late or
--- reordered event finds the invoice elsewhere and changes nothing.
-UPDATE invoices SET status = :status, paid_on = :paid_on,
-    paid_at = CASE WHEN CAST(:status AS TEXT) = 'paid' THEN CAST(:now AS TIMESTAMPTZ) ELSE paid_at END,
+-- name: move_invoice_status
+-- THE status transition rule: common/reminders.sql's, with the NULL-able parameters cast.
+UPDATE invoices SET status = :status, paid_on = CAST(:paid_on AS DATE),
+    paid_at = CASE WHEN CAST(:status AS TEXT) = 'paid' THEN CAST(:now AS TIMESTAMPTZ) ELSE NULL END,
     updated_at = :now
-WHERE number = :number AND status IN (CAST(:from_a AS TEXT), CAST(:from_b AS TEXT))
-RETURNING id;
+WHERE number = :number AND status <> CAST(:status AS TEXT)
+  AND (status = 'open'
+       OR (status = 'uncollectible' AND CAST(:status AS TEXT) IN ('paid', 'void'))
+       OR (status = 'paid' AND CAST(:status AS TEXT) = 'open' AND CAST(:status_on AS DATE) > paid_on)
+       OR CAST(:reopen AS BOOLEAN));
