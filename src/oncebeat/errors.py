@@ -187,6 +187,22 @@ class Snooze(JobSignal):
         self.delay = delay
 
 
+class RateLimited(Snooze):
+    """No permit of a rate limit was free (:mod:`oncebeat.ratelimit`): the job runs again once one frees.
+
+    A :class:`Snooze` (no attempt used up, never a failure): raised out of a handler the job goes back with
+    ``run_at`` at ``delay`` seconds from now. ``key``, ``limit`` and ``per_seconds`` name the limit; ``delay``
+    is the seconds until a permit frees (plus a little jitter so waiting jobs do not all wake at once).
+    """
+
+    def __init__(self, key: str, limit: int, per_seconds: float, delay: float) -> None:
+        super().__init__(f"rate limit {key!r} ({limit} per {per_seconds:g} s) reached; next permit in "
+                         f"{delay:.1f} s", delay=delay)
+        self.key = key
+        self.limit = limit
+        self.per_seconds = per_seconds
+
+
 class Discard(JobSignal):
     """Give up on the job at once: it ends ``discarded`` with ``reason`` kept."""
 
