@@ -136,6 +136,15 @@ class TransientMailError(MailError):
     """The SMTP server or network failed in a way that may pass (4xx, reset, timeout)."""
 
 
+class ConnectionCapped(TransientMailError):
+    """The SMTP server refused one more connection (a 4xx greeting such as ``421 too many connections``) while
+    this mailer had others open to it: a cap on connections per client, not an outage. The mailer has
+    shrunk its pool to the connections the server accepted (``connections``); the message was not sent
+    and goes out over one of those once it is free."""
+
+    connections: int = 1
+
+
 class DeliveryUnknown(TransientMailError):
     """The connection was lost after the message content was sent and before the final reply:
     the server may or may not have accepted it."""
