@@ -115,3 +115,31 @@ def test_a_refusal_with_no_other_connection_open_is_an_outage_not_a_cap(tmp_path
             assert not isinstance(refused.value, ConnectionCapped)
             assert refused.value.code == 421 and refused.value.stage == "connect"  # type: ignore[attr-defined]
             assert mailer.pool_size == 4
+
+
+def test_mailsink_max_connections_greets_one_more_with_421(tmp_path: Path) -> None:
+    import io
+    import re
+    import smtplib
+
+    from oncebeat.mail import serve_forever
+
+    out, stop = io.StringIO(), threading.Event()
+    server = threading.Thread(target=serve_forever, args=(tmp_path / "mail", "127.0.0.1", 0),
+                              kwargs={"stop": stop, "out": out, "max_connections": 1})
+    server.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not (found := re.search(r"smtp://127\.0\.0\.1:(\d+)", out.getvalue())):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        port = int(found.group(1))
+        with smtplib.SMTP("127.0.0.1", port, timeout=5) as first:
+            first.ehlo()
+            with pytest.raises(smtplib.SMTPConnectError) as refused:
+                smtplib.SMTP("127.0.0.1", port, timeout=5)
+            assert refused.value.smtp_code == 421
+    finally:
+        stop.set()
+        server.join(10)
+    assert "2 connections (1 refused over the cap of 1)" in out.getvalue()

@@ -770,6 +770,7 @@ def serve_forever(
     *,
     stop: threading.Event | None = None,
     out: TextIO | None = None,
+    max_connections: int | None = None,
 ) -> SinkCounters:
     """Run a :class:`MailSink` until Ctrl-C, SIGTERM or ``stop`` is set.
 
@@ -784,6 +785,8 @@ def serve_forever(
         port: TCP port (default 1025; ``0`` picks a free one).
         stop: Optional event that ends the server when set (for embedding).
         out: Where to print; default ``sys.stdout``.
+        max_connections: Client connections served at once; one more is greeted with ``421`` and closed
+            (:meth:`SinkFaults.cap_connections`). None: no cap.
 
     Returns:
         SinkCounters: The counters at shutdown.
@@ -801,6 +804,7 @@ def serve_forever(
         done.set()
 
     sink = MailSink(maildir, host, port)
+    sink.faults.cap_connections(max_connections)
     sink.start()
     try:
         if in_main:
@@ -819,7 +823,8 @@ def serve_forever(
     counters = sink.counters()
     print(
         f"mailsink stopped: {counters.accepted} accepted, {counters.rejected} rejected, "
-        f"{counters.dropped} dropped, {counters.connections} connections",
+        f"{counters.dropped} dropped, {counters.connections} connections"
+        + (f" ({counters.capped} refused over the cap of {max_connections})" if max_connections else ""),
         file=stream,
         flush=True,
     )
