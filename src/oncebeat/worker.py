@@ -22,7 +22,8 @@ Lifecycle:
 
 Outcomes of a handler: return → ``completed``; :class:`~oncebeat.errors.Retry`
 → retried after its delay; :class:`~oncebeat.errors.Snooze` → run again after its delay without using
-up an attempt (a wait on something outside the job); :class:`~oncebeat.errors.Discard`, a task's
+up an attempt (a wait on something outside the job; also :class:`~oncebeat.errors.RateLimited`, when a
+task's ``rate_limit`` or ``ctx.rate_limit`` had no permit free); :class:`~oncebeat.errors.Discard`, a task's
 ``permanent_errors`` or :class:`~oncebeat.errors.EffectKeyConflict` →
 ``discarded`` at once; any other exception → retried with exponential backoff
 and jitter until ``max_attempts``, then ``discarded``; every error is kept on

@@ -144,3 +144,35 @@ def test_a_task_level_limit_snoozes_the_jobs_over_it_and_runs_all_of_them_withou
         assert job["max_attempts"] - job["attempt"] == 2  # every snooze gave its attempt back
         assert {e["kind"] for e in job["errors"]} <= {"snooze"}
     assert any(job["errors"] for job in jobs)
+
+
+def test_threads_racing_for_permits_never_exceed_the_limit_in_any_window(store: Store) -> None:
+    import threading
+    import time
+
+    from oncebeat.timebase import SystemClock
+
+    limiter = RateLimiter(store, clock=SystemClock())
+    limit = RateLimit(key="race", limit=10, per_seconds=1.0)
+    acted: list[float] = []
+    lock = threading.Lock()
+    end = time.time() + 3.0
+
+    def race() -> None:
+        while time.time() < end:
+            try:
+                with limiter.permit(limit):
+                    with lock:
+                        acted.append(time.time())  # the action's instant, inside the permit
+            except RateLimited:
+                time.sleep(0.005)
+
+    threads = [threading.Thread(target=race) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    acted.sort()
+    busiest = max(sum(1 for u in acted if t <= u < t + 1.0) for t in acted)
+    assert busiest <= 10
+    assert len(acted) >= 20  # the permits freed and were taken again
