@@ -8,6 +8,7 @@ Public API, by topic:
 - database: :func:`open_store`, :class:`Store`
 - queue: :class:`Queue`, :class:`Job`
 - effects: :class:`EffectLedger` (use ``ctx.effect(key, fn)`` inside handlers)
+- rate limits: :class:`RateLimit` (``@app.task(rate_limit=...)``, ``ctx.rate_limit(...)``), :class:`RateLimiter`
 - processes: :class:`ClockProcess`, :class:`Worker`, :class:`JobContext`
 - provenance: :func:`current_source`, :class:`Source`
 - errors: :class:`OncebeatError` and its subclasses; handler signals :class:`Retry`, :class:`Snooze`, :class:`Discard`
@@ -25,6 +26,7 @@ from .errors import (
                      EffectInDoubt,
                      EffectKeyConflict,
                      OncebeatError,
+                     RateLimited,
                      Retry,
                      ScheduleError,
                      Snooze,
@@ -32,6 +34,7 @@ from .errors import (
 )
 from .provenance import VERSION, Source, current_source
 from .queue import Job, Queue
+from .ratelimit import RateLimit, RateLimiter
 from .schedules import Schedule, parse_schedule
 from .store import Store, open_store
 from .timebase import Clock, SimulatedClock, SystemClock
@@ -45,13 +48,13 @@ __all__ = [
     # schedules and definitions
     "Schedule", "parse_schedule", "App", "ScheduleDef", "TaskDef",
     # database, queue, effects
-    "open_store", "Store", "Queue", "Job", "EffectLedger", "EffectAttempt", "Resolution",
+    "open_store", "Store", "Queue", "Job", "EffectLedger", "EffectAttempt", "Resolution", "RateLimit", "RateLimiter",
     # processes
     "ClockProcess", "Worker", "JobContext",
     # provenance
     "current_source", "Source",
     # errors and handler signals
     "OncebeatError", "ConfigError", "ScheduleError", "StoreError", "EffectBusy", "EffectInDoubt",
-    "EffectKeyConflict", "Retry", "Snooze", "Discard",
+    "EffectKeyConflict", "Retry", "Snooze", "Discard", "RateLimited",
     "__version__",
 ]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
+from .ratelimit import RateLimit
 from .schedules import Schedule
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class TaskDef:
     max_attempts: int = 20
     priority: int = 0
     permanent_errors: tuple[type[BaseException], ...] = ()
+    rate_limit: RateLimit | None = None  # each run takes a permit first (oncebeat.ratelimit); none free: snoozed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -112,14 +114,21 @@ class App:
         self.schedules: dict[str, ScheduleDef] = {}
 
     def task(self, name: str | None = None, *, queue: str = "default", max_attempts: int = 20, priority: int = 0,
-             permanent_errors: tuple[type[BaseException], ...] = ()
+             permanent_errors: tuple[type[BaseException], ...] = (), rate_limit: RateLimit | None = None
              ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator registering ``fn(ctx, **args)`` as a task (name defaults to the function's name)."""
+        """Decorator registering ``fn(ctx, **args)`` as a task (name defaults to the function's name).
+
+        ``rate_limit``: every run of the task first takes a permit of it (:mod:`oncebeat.ratelimit`: at most
+        ``limit`` runs in any ``per_seconds`` window, over every worker, a run counting until it ends); when
+        none is free the job is snoozed (no attempt used up) until one frees. For a limit on one side effect
+        rather than the whole run, use ``ctx.rate_limit(...)`` inside the effect instead.
+        """
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             task_name = name or fn.__name__
             self.tasks[task_name] = TaskDef(name=task_name, fn=fn, queue=queue, max_attempts=max_attempts,
-                                            priority=priority, permanent_errors=permanent_errors)
+                                            priority=priority, permanent_errors=permanent_errors,
+                                            rate_limit=rate_limit)
             return fn
 
         return register

@@ -1068,14 +1068,17 @@ def aging(as_of: str | None, database_url: str | None, config: Path | None, as_j
 @click.option("--maildir", default="maildir", show_default=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=1025, show_default=True)
-def mailsink(maildir: Path, host: str, port: int) -> None:
+@click.option("--max-connections", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Greet a client connection beyond N open at once with 421, as relays capping connections per "
+                   "client do (to try [delivery] max_connections and the pool's shrinking).")
+def mailsink(maildir: Path, host: str, port: int, max_connections: int | None) -> None:
     """Run a local SMTP server that stores every message in a Maildir (development)."""
     import errno
 
     from .mail import serve_forever
 
     try:
-        serve_forever(maildir, host, port)
+        serve_forever(maildir, host, port, max_connections=max_connections)
     except OSError as exc:  # a busy port or an unwritable Maildir is an operator's fix, not a traceback
         if exc.errno == errno.EADDRINUSE:
             raise click.ClickException(f"mailsink: {host}:{port} is already in use (another mailsink?); "

@@ -136,6 +136,15 @@ class TransientMailError(MailError):
     """The SMTP server or network failed in a way that may pass (4xx, reset, timeout)."""
 
 
+class ConnectionCapped(TransientMailError):
+    """The SMTP server refused one more connection (a 4xx greeting such as ``421 too many connections``) while
+    this mailer had others open to it: a cap on connections per client, not an outage. The mailer has
+    shrunk its pool to the connections the server accepted (``connections``); the message was not sent
+    and goes out over one of those once it is free."""
+
+    connections: int = 1
+
+
 class DeliveryUnknown(TransientMailError):
     """The connection was lost after the message content was sent and before the final reply:
     the server may or may not have accepted it."""
@@ -208,6 +217,22 @@ class Snooze(JobSignal):
         super().__init__(reason)
         self.reason = reason
         self.delay = delay
+
+
+class RateLimited(Snooze):
+    """No permit of a rate limit was free (:mod:`oncebeat.ratelimit`): the job runs again once one frees.
+
+    A :class:`Snooze` (no attempt used up, never a failure): raised out of a handler the job goes back with
+    ``run_at`` at ``delay`` seconds from now. ``key``, ``limit`` and ``per_seconds`` name the limit; ``delay``
+    is the seconds until a permit frees (plus a little jitter so waiting jobs do not all wake at once).
+    """
+
+    def __init__(self, key: str, limit: int, per_seconds: float, delay: float) -> None:
+        super().__init__(f"rate limit {key!r} ({limit} per {per_seconds:g} s) reached; next permit in "
+                         f"{delay:.1f} s", delay=delay)
+        self.key = key
+        self.limit = limit
+        self.per_seconds = per_seconds
 
 
 class Discard(JobSignal):

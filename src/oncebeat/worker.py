@@ -22,7 +22,8 @@ Lifecycle:
 
 Outcomes of a handler: return → ``completed``; :class:`~oncebeat.errors.Retry`
 → retried after its delay; :class:`~oncebeat.errors.Snooze` → run again after its delay without using
-up an attempt (a wait on something outside the job); :class:`~oncebeat.errors.Discard`, a task's
+up an attempt (a wait on something outside the job; also :class:`~oncebeat.errors.RateLimited`, when a
+task's ``rate_limit`` or ``ctx.rate_limit`` had no permit free); :class:`~oncebeat.errors.Discard`, a task's
 ``permanent_errors`` or :class:`~oncebeat.errors.EffectKeyConflict` →
 ``discarded`` at once; any other exception → retried with exponential backoff
 and jitter until ``max_attempts``, then ``discarded``; every error is kept on
@@ -48,7 +49,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -70,6 +71,7 @@ from .errors import (
 )
 from .provenance import Source, current_source
 from .queue import Job, LeftBehind, Queue
+from .ratelimit import RateLimit, RateLimiter
 from .store import Store, Tx
 from .timebase import Clock, SystemClock
 
@@ -100,6 +102,7 @@ class JobContext:
         self.queue = worker.queue
         self.source: Source = worker.source
         self._effects = worker.effects
+        self._limiter = worker.limiter
         self._occurrence: dict[str, Any] | None = None
         self.in_doubt: list[str] = []  # effect keys met in doubt during this attempt (skipped or raised)
         self.conflicts: list[str] = []  # effect keys reused with another payload (EffectKeyConflict text)
@@ -147,6 +150,20 @@ class JobContext:
             if not skip:
                 raise
         return None
+
+    def rate_limit(self, limit: RateLimit) -> AbstractContextManager[int]:
+        """A permit of ``limit`` for a ``with`` block, over every worker (:mod:`oncebeat.ratelimit`).
+
+        Take it as late as possible, right before the action it limits (inside the effect function, before its
+        point of no return): the permit counts from then until the block ends (failed or not). Let the
+        :class:`~oncebeat.errors.RateLimited` it raises when none is free out of the handler: the job is
+        snoozed until a permit frees (no attempt used up); raised inside an effect function, the effect is
+        recorded not done (``failed``) and the next attempt takes the key over.
+
+        Raises:
+            RateLimited: no permit is free (a :class:`~oncebeat.errors.Snooze`).
+        """
+        return self._limiter.permit(limit, job_id=self.job.id)
 
     def effect_state(self, key: str) -> str | None:
         """The ledger state of ``key`` (``started``, ``done``, ``in_doubt``, ``failed``), None if never claimed."""
@@ -283,6 +300,7 @@ class Worker:
         self.source = source or current_source("worker")
         self.queue = Queue(store, clock=self.clock, source=self.source, rng=rng, app=app)
         self.effects = EffectLedger(store, clock=self.clock, source=self.source)
+        self.limiter = RateLimiter(store, clock=self.clock)
         self.process_id: int | None = None
         self.stop_requested = threading.Event()
         self.stop_reason = "stopped"  # why run() ended, for its stop line
@@ -417,9 +435,10 @@ class Worker:
         ctx = JobContext(self, job)
         error: Exception | None = None
         try:
-            task.fn(ctx, **job.args)
+            with ctx.rate_limit(task.rate_limit) if task.rate_limit is not None else nullcontext():
+                task.fn(ctx, **job.args)
         except Exception as exc:  # noqa: BLE001 - every outcome is recorded below (a SimulatedCrash passes)
-            error = exc
+            error = exc  # a RateLimited task-level permit is a Snooze: recorded as one
         if ctx.lease_lost or isinstance(error, LeaseLost):
             lost = error if isinstance(error, LeaseLost) else LeaseLost(job.id, job.attempt, "an effect was refused")
             self._drop(job, lost, started=True)  # the current holder or the rescue owns it: record nothing

@@ -25,7 +25,8 @@ from oncebeat.store.sqlfiles import (
 )
 
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
-                 "processes", "events", "idempotency_keys"}
+                 "processes", "events", "idempotency_keys",
+                 "rate_limits", "rate_permits"}
 DOMAIN_TABLES = {"customers", "invoices", "reminders", "stripe_events"}
 
 

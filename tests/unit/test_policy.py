@@ -398,3 +398,25 @@ def test_retention_is_off_by_default_and_reads_a_duration_of_at_least_a_day():
     msg = error_of({"retention": {"older_than": "12h"}})
     assert "[retention] older_than" in msg and "shorter than a day" in msg and "30d" in msg
     assert "[retention] cron" in error_of({"retention": {"cron": "not cron"}})
+
+
+def test_delivery_relay_limits_are_read_and_default_to_none() -> None:
+    assert (Policy().max_per_minute, Policy().max_connections, Policy().rate_window) == (None, None, 60.0)
+    policy = policy_from_dict({"delivery": {"max_per_minute": 60, "max_connections": 4, "rate_window": "5s"}})
+    assert (policy.max_per_minute, policy.max_connections, policy.rate_window) == (60, 4, 5.0)
+
+
+@pytest.mark.parametrize(("key", "value", "problem"), [
+    ("max_per_minute", 0, "[delivery] max_per_minute = 0 must be from 1 to 1000000. Write how many emails"),
+    ("max_per_minute", "60", '[delivery] max_per_minute = "60" must be a whole number, got string'),
+    ("max_per_minute", 1.5, "[delivery] max_per_minute = 1.5 must be a whole number, got"),
+    ("max_connections", 0, "[delivery] max_connections = 0 must be from 1 to 1024. Write how many connections"),
+    ("max_connections", True, "[delivery] max_connections = true must be a whole number, got boolean"),
+    ("rate_window", "2h", '[delivery] rate_window = "2h" must be from 1s to 1h. Write a duration from 1s to 1h'),
+    ("rate_window", "soon", '[delivery] rate_window = "soon" is not a duration'),
+])
+def test_bad_relay_limits_are_refused_naming_the_file_the_key_and_the_fix(key: str, value: object,
+                                                                          problem: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        policy_from_dict({"delivery": {key: value}}, "oncebeat.toml")
+    assert str(refused.value).startswith(f"oncebeat.toml: {problem}"), str(refused.value)

@@ -33,6 +33,7 @@ OWNERS: dict[tuple[str, str], str] = {
     ("engine", "ledger.sql"): "oncebeat.ledger",
     ("engine", "processes.sql"): "oncebeat.processes",
     ("engine", "queue.sql"): "oncebeat.queue",
+    ("engine", "ratelimit.sql"): "oncebeat.ratelimit",
     ("engine", "retention.sql"): "oncebeat.retention",
     ("engine", "schedule_admin.sql"): "oncebeat.schedule_admin",
     ("engine", "schedules_report.sql"): "oncebeat.schedules_report",

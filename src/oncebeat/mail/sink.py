@@ -29,6 +29,9 @@ Fault injection (:class:`SinkFaults`, thread-safe, effective immediately):
 * ``drop_before_reply_next(n)`` — close the connection after the content was
   received, without storing or replying (ambiguous for the client, but the
   message was *not* delivered).
+* ``cap_connections(n)`` — greet each client connection beyond ``n`` open
+  at once with ``421 4.7.0 too many connections`` and close it (a relay's
+  cap on connections per client).
 * ``stall_next(n, seconds)`` — wait ``seconds`` before sending the reply to
   the content (to provoke client timeouts). The message is stored *before*
   the wait (unless a fail/drop-before-reply fault applies too), so a client
@@ -103,6 +106,25 @@ class SinkFaults:
         self._drop_before = 0
         self._drop_after = 0
         self._rejected: dict[str, str] = {}
+        self._connection_cap: int | None = None
+
+    def cap_connections(self, n: int | None) -> None:
+        """Greet a client connection beyond ``n`` open at once with ``421 4.7.0 too many connections`` and close
+        it, as relays that cap connections per client do; None lifts the cap (also :meth:`clear`).
+
+        Raises:
+            ValueError: ``n`` is not None nor a whole number >= 1.
+        """
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError(f"connection cap must be a whole number >= 1 or None, not {n!r}")
+        with self._lock:
+            self._connection_cap = n
+
+    @property
+    def connection_cap(self) -> int | None:
+        """Client connections served at once at most (:meth:`cap_connections`); None: no cap."""
+        with self._lock:
+            return self._connection_cap
 
     def fail_next(self, n: int = 1, code: int = 451, text: str = "try later") -> None:
         """Reply ``code text`` to the content of the next ``n`` messages (not stored).
@@ -168,6 +190,7 @@ class SinkFaults:
             self._drop_before = 0
             self._drop_after = 0
             self._rejected.clear()
+            self._connection_cap = None
 
     def pending(self) -> dict[str, Any]:
         """A snapshot of the pending faults, for debugging and assertions."""
@@ -220,12 +243,15 @@ class SinkCounters:
         dropped: Connections closed by ``drop_*`` faults.
         connections: Client connections opened (the sink's own start-up probe
             is not counted).
+        capped: Client connections refused with 421 over the connection cap
+            (:meth:`SinkFaults.cap_connections`; counted in ``connections`` too).
     """
 
     accepted: int = 0
     rejected: int = 0
     dropped: int = 0
     connections: int = 0
+    capped: int = 0
 
 
 class _State:
@@ -264,6 +290,8 @@ class _SinkSMTP(SMTP):
     def __init__(self, handler: Any, *, state: _State, **kwargs: Any) -> None:
         super().__init__(handler, **kwargs)
         self._sink_state = state
+        self._sink_faults: SinkFaults | None = getattr(handler, "faults", None)
+        self._over_cap = False
 
     def _create_session(self) -> Session:
         return _SinkSession(self.loop)
@@ -277,9 +305,22 @@ class _SinkSMTP(SMTP):
             # with it on, the 2nd reply to a pipelined group waited for the client's delayed ACK (~40 ms).
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if not upgrading:
+            cap = self._sink_faults.connection_cap if self._sink_faults is not None else None
             with self._sink_state.lock:
                 self._sink_state.counts["connections"] += 1
-                self._sink_state.live.add(self)
+                if cap is not None and len(self._sink_state.live) >= cap:
+                    self._over_cap = True  # greeted with 421 and closed by _handle_client
+                    self._sink_state.counts["capped"] += 1
+                else:
+                    self._sink_state.live.add(self)
+
+    async def _handle_client(self) -> None:
+        if self._over_cap:
+            await self.push("421 4.7.0 too many connections from your host, try again later")
+            assert self.transport is not None
+            self.transport.close()
+            return
+        await super()._handle_client()
 
     def connection_lost(self, error: Exception | None) -> None:
         with self._sink_state.lock:
@@ -293,6 +334,7 @@ class _SinkHandler:
     def __init__(self, maildir: mailbox.Maildir, faults: SinkFaults, state: _State, *, pipelining: bool) -> None:
         self._maildir = maildir
         self._faults = faults
+        self.faults = faults  # read by each connection (the connection cap)
         self._state = state
         self._pipelining = pipelining
 
@@ -452,8 +494,8 @@ class MailSink:
         with self._state.lock:
             c = self._state.counts
             return SinkCounters(
-                accepted=c["accepted"], rejected=c["rejected"], dropped=c["dropped"], connections=c["connections"]
-            )
+                accepted=c["accepted"], rejected=c["rejected"], dropped=c["dropped"], connections=c["connections"],
+                capped=c["capped"])
 
     @property
     def accepted(self) -> int:
@@ -728,6 +770,7 @@ def serve_forever(
     *,
     stop: threading.Event | None = None,
     out: TextIO | None = None,
+    max_connections: int | None = None,
 ) -> SinkCounters:
     """Run a :class:`MailSink` until Ctrl-C, SIGTERM or ``stop`` is set.
 
@@ -742,6 +785,8 @@ def serve_forever(
         port: TCP port (default 1025; ``0`` picks a free one).
         stop: Optional event that ends the server when set (for embedding).
         out: Where to print; default ``sys.stdout``.
+        max_connections: Client connections served at once; one more is greeted with ``421`` and closed
+            (:meth:`SinkFaults.cap_connections`). None: no cap.
 
     Returns:
         SinkCounters: The counters at shutdown.
@@ -759,6 +804,7 @@ def serve_forever(
         done.set()
 
     sink = MailSink(maildir, host, port)
+    sink.faults.cap_connections(max_connections)
     sink.start()
     try:
         if in_main:
@@ -777,7 +823,8 @@ def serve_forever(
     counters = sink.counters()
     print(
         f"mailsink stopped: {counters.accepted} accepted, {counters.rejected} rejected, "
-        f"{counters.dropped} dropped, {counters.connections} connections",
+        f"{counters.dropped} dropped, {counters.connections} connections"
+        + (f" ({counters.capped} refused over the cap of {max_connections})" if max_connections else ""),
         file=stream,
         flush=True,
     )

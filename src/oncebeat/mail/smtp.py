@@ -69,12 +69,12 @@ import copy
 import email.utils
 import io
 import logging
-import queue
 import re
 import smtplib
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -91,6 +91,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from oncebeat import telemetry
 from oncebeat.errors import (
     ConfigError,
+    ConnectionCapped,
     DeliveryUnknown,
     MailError,
     PermanentMailError,
@@ -404,6 +405,7 @@ class _Stage:
     content_started: bool = False
 
 
+REGROW_AFTER = 60.0  # seconds without a refused connection before a shrunk pool takes one more
 MAX_CONNECTIONS = 1024  # per Mailer; one slot object each is made up front (the CLI allows 256 handler slots)
 
 
@@ -412,6 +414,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.conn: smtplib.SMTP | None = None
+        self.connecting = False  # its holder is opening a connection (the server may have counted it already)
         self.lock = threading.RLock()
 
 
@@ -433,7 +436,12 @@ class Mailer:
             :func:`ssl.create_default_context` (verifies the certificate).
         local_hostname: Name sent in ``EHLO``; default the host's FQDN.
         connections: Connections kept at most (>= 1); each is opened when first needed. The most recently
-            used free one is taken first, so a single thread keeps reusing one connection.
+            used free one is taken first, so a single thread keeps reusing one connection. A server that
+            refuses one more connection at connect (a 4xx greeting, e.g. ``421 too many connections``) while
+            others are open shrinks the pool to those (:attr:`pool_size`; the send raises
+            :class:`~oncebeat.errors.ConnectionCapped`, to be retried over one of them).
+        regrow_after: Seconds without a refusal after which a shrunk pool grows by one connection again (at
+            the next successful send; one more each such period), up to ``connections``.
 
     Raises:
         ConfigError: ``url`` is a string that :func:`parse_smtp_url` rejects.
@@ -448,6 +456,7 @@ class Mailer:
         ssl_context: ssl.SSLContext | None = None,
         local_hostname: str | None = None,
         connections: int = 1,
+        regrow_after: float = REGROW_AFTER,
     ) -> None:
         if isinstance(connections, bool) or not isinstance(connections, int) or not 1 <= connections <= MAX_CONNECTIONS:
             raise ValueError(f"connections must be a whole number from 1 to {MAX_CONNECTIONS}, not {connections!r}")
@@ -456,10 +465,15 @@ class Mailer:
         _warn_clear_text_auth(self.url)
         self._ssl_context = ssl_context
         self._local_hostname = local_hostname
+        if not regrow_after >= 0:
+            raise ValueError(f"regrow_after must be a number of seconds >= 0, not {regrow_after!r}")
         self._slots = [_Slot() for _ in range(connections)]
-        self._free: queue.LifoQueue[_Slot] = queue.LifoQueue()
-        for slot in reversed(self._slots):
-            self._free.put(slot)
+        self._pool = threading.Condition()  # guards _free, _in_use, _allowed, _changed_at
+        self._free: list[_Slot] = list(reversed(self._slots))  # the end is taken first (most recently used)
+        self._in_use = 0
+        self._allowed = connections  # shrinks when the server refuses one more connection, grows back slowly
+        self._regrow_after = float(regrow_after)
+        self._changed_at = 0.0  # time.monotonic() of the last shrink or growth
         self._held = threading.local()  # .slot: the connection this thread holds, if any
 
     @property
@@ -479,7 +493,15 @@ class Mailer:
         if held is not None:
             yield held
             return
-        slot = self._free.get()
+        with self._pool:
+            while self._in_use >= self._allowed or not self._free:
+                self._pool.wait()
+            # A free slot with an open connection first (most recently used): after a shrink, the connections
+            # the server accepted are the ones reused.
+            index = next((i for i in range(len(self._free) - 1, -1, -1) if self._free[i].conn is not None),
+                         len(self._free) - 1)
+            slot = self._free.pop(index)
+            self._in_use += 1
         try:
             with slot.lock:
                 self._held.slot = slot
@@ -488,7 +510,42 @@ class Mailer:
                 finally:
                     self._held.slot = None
         finally:
-            self._free.put(slot)
+            with self._pool:
+                self._in_use -= 1
+                self._free.append(slot)
+                self._pool.notify_all()
+
+    @property
+    def pool_size(self) -> int:
+        """Connections this mailer uses at once now: ``connections``, less after the server refused one more."""
+        with self._pool:
+            return self._allowed
+
+    def _shrink(self) -> int | None:
+        """The server refused one more connection: keep at most the others open now; None if none is open."""
+        held = getattr(self._held, "slot", None)
+        with self._pool:
+            # Open ones, and those being opened (the server may count them already): several refused at once
+            # each shrink to what they see, the last to what the server really took.
+            others = sum(1 for s in self._slots if s is not held and (s.conn is not None or s.connecting))
+            if others == 0:
+                return None
+            if others < self._allowed:
+                self._allowed = others
+                self._changed_at = time.monotonic()
+                log.warning("SMTP %s refused connection %d: keeping at most %d connection(s) open (grows back "
+                            "after %g s without a refusal)", self.url.redacted(), others + 1, others,
+                            self._regrow_after, extra={"event": "mail.pool_shrunk", "connections": others})
+            return self._allowed
+
+    def _regrow(self) -> None:
+        """After a send: one more connection allowed if ``regrow_after`` seconds passed since the last change."""
+        with self._pool:
+            if self._allowed >= len(self._slots) or time.monotonic() - self._changed_at < self._regrow_after:
+                return
+            self._allowed += 1
+            self._changed_at = time.monotonic()
+            self._pool.notify_all()
 
     def __repr__(self) -> str:
         return f"Mailer({self.url.redacted()!r}, connected={self.connected})"
@@ -511,7 +568,7 @@ class Mailer:
             yield self
 
     def send(self, msg: EmailMessage | bytes, *, before_final_dot: Callable[[], None] | None = None,
-             envelope: Envelope | None = None) -> str:
+             envelope: Envelope | None = None, before_transaction: Callable[[], None] | None = None) -> str:
         """Deliver ``msg`` to its ``To``/``Cc``/``Bcc`` recipients.
 
         The envelope sender is ``Sender`` or else ``From``; ``Bcc`` headers are
@@ -528,6 +585,9 @@ class Mailer:
                 (:func:`~oncebeat.mail.message.build_message_envelope`): the header block is then not parsed
                 back (the strict header registry cost ~0.5 ms per message). The caller vouches that it is
                 the envelope of exactly these bytes; None reads it from their ``From``/``To``/``Cc``/``Bcc``.
+            before_transaction: called once, when the connection is open and right before ``MAIL FROM`` (e.g.
+                to take a rate-limit permit as late as possible, never for a connection the server refused). If
+                it raises, nothing is sent, the connection is kept and its exception propagates.
 
         Returns:
             str: The server's final reply to the message content, code first,
@@ -541,16 +601,17 @@ class Mailer:
                 no recipients/sender, or SMTPUTF8 needed but not offered.
         """
         try:
-            reply = self._send(msg, before_final_dot, envelope)
+            reply = self._send(msg, before_final_dot, envelope, before_transaction)
         except MailError as exc:
             code = getattr(exc, "code", None)
             telemetry.emit("mail.reply", {"reply_class": f"{code // 100}xx" if code else "none"})
             raise
         telemetry.emit("mail.reply", {"reply_class": "2xx"})
+        self._regrow()
         return reply
 
     def _send(self, msg: EmailMessage | bytes, before_final_dot: Callable[[], None] | None,
-              envelope: Envelope | None) -> str:
+              envelope: Envelope | None, before_transaction: Callable[[], None] | None = None) -> str:
         if isinstance(msg, bytes):
             envelope = envelope if envelope is not None else envelope_of_bytes(msg)
             payload = _dot_stuff(re.sub(rb"\r\n|\n|\r", b"\r\n", msg))
@@ -563,8 +624,12 @@ class Mailer:
                 reused = self.connected
                 if not reused:
                     telemetry.emit("mail.connecting", {})
-                conn = self._conn if reused else self._connect()
+                conn = self._conn if reused else self._open()
                 assert conn is not None
+                if before_transaction is not None:
+                    ready: Callable[[], None] = before_transaction
+                    before_transaction = None  # once per send, even if a dead reused connection is replaced
+                    ready()
                 try:
                     return self._transaction(conn, envelope, payload, before_final_dot)
                 except _Retryable as retry:
@@ -645,6 +710,15 @@ class Mailer:
             self._ssl_context = ssl.create_default_context()
         return self._ssl_context
 
+    def _open(self) -> smtplib.SMTP:
+        """:meth:`_connect` on the held slot, marked as being opened meanwhile (see :meth:`_shrink`)."""
+        slot: _Slot = self._held.slot
+        slot.connecting = True
+        try:
+            return self._connect()
+        finally:
+            slot.connecting = False
+
     def _connect(self) -> smtplib.SMTP:
         url = self.url
         stage = "connect"
@@ -656,6 +730,13 @@ class Mailer:
             else:
                 conn = smtplib.SMTP(url.host, url.port, local_hostname=self._local_hostname, timeout=self.timeout)
         except smtplib.SMTPResponseException as exc:  # greeting other than 220
+            capped = self._shrink() if 400 <= exc.smtp_code <= 499 else None
+            if capped is not None:  # the server has our other connections open: a cap per client, not an outage
+                error = self._error(
+                    ConnectionCapped, f"refused one more connection; keeping at most {capped} connection(s)",
+                    code=exc.smtp_code, reply=_reply_text(exc.smtp_error), stage=stage)
+                error.connections = capped  # type: ignore[attr-defined]
+                raise error from None
             raise self._error(
                 TransientMailError, "greeting refused", code=exc.smtp_code, reply=_reply_text(exc.smtp_error),
                 stage=stage) from None

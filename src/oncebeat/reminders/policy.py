@@ -24,6 +24,9 @@ The policy lives in one TOML file, ``oncebeat.toml`` (DESIGN.md §6, §7)::
 
     [delivery]
     outage_retry = "24h"         # how long a mail outage is waited out before a reminder is failed (>= 1h)
+    max_per_minute = 60          # optional: sends to the relay in any minute, over every worker (the database)
+    rate_window = "1m"           # optional: the window max_per_minute counts over (1s to 1h; default 1 minute)
+    max_connections = 4          # optional: SMTP connections per worker process (default: its --concurrency)
 
 Every key is optional: a missing key keeps its default, and a missing file
 (or no file at all) gives :class:`Policy` with all defaults. Unknown keys are
@@ -93,6 +96,11 @@ MAX_STAGE = 3650
 #: ``[delivery] outage_retry`` bounds (seconds): an outage shorter than an hour must never fail a reminder.
 MIN_OUTAGE_RETRY = 3600.0
 MAX_OUTAGE_RETRY = 31 * 86400.0
+#: ``[delivery] max_per_minute`` / ``max_connections`` / ``rate_window`` bounds.
+MAX_PER_MINUTE = 1_000_000
+MAX_SMTP_CONNECTIONS = 1024  # oncebeat.mail.smtp.MAX_CONNECTIONS
+MIN_RATE_WINDOW = 1.0
+MAX_RATE_WINDOW = 3600.0
 
 _DEFAULT_STAGES_EXAMPLE = "[1, 7, 14, 30]"
 
@@ -136,6 +144,9 @@ class Policy:
     fallback_locale: str = DEFAULT_FALLBACK_LOCALE  # locale of emails whose customer's language has no catalog
     company: str = "Example Co"  # shown in emails
     outage_retry: float = 86400.0  # seconds a mail outage (connect, TLS, auth, 4xx) is waited out per reminder
+    max_per_minute: int | None = None  # sends to the relay per rate_window over every worker; None: no limit
+    rate_window: float = 60.0  # seconds: the sliding window max_per_minute counts over
+    max_connections: int | None = None  # SMTP connections per worker process; None: one per handler slot
     retention: float | None = None  # seconds of engine history kept by the daily prune; None: never pruned
     retention_cron: str = "30 3 * * *"  # when the prune runs, in the [schedule] zone
     # [[schedules]]: schedules pushed to the team's own workers (oncebeat.targets), validated by that module
@@ -414,6 +425,39 @@ def _check_outage_retry(value: Any) -> float:
     return seconds
 
 
+def _whole_number(value: Any, low: int, high: int, fix: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(f"must be a whole number, got {_type_name(value)}", fix, value=value)
+    if not low <= value <= high:
+        raise _Invalid(f"must be from {low} to {high}", fix, value=value)
+    return value
+
+
+def _check_max_per_minute(value: Any) -> int | None:
+    return _whole_number(value, 1, MAX_PER_MINUTE, "Write how many emails your relay accepts per minute, e.g. 60 "
+                         "(counted over every worker), or remove the key for no limit.")
+
+
+def _check_max_connections(value: Any) -> int | None:
+    return _whole_number(value, 1, MAX_SMTP_CONNECTIONS, "Write how many connections your relay allows at once "
+                         "from one worker process, e.g. 4, or remove the key (one per handler slot).")
+
+
+def _check_rate_window(value: Any) -> float:
+    fix = 'Write a duration from 1s to 1h, e.g. "1m" (the default).'
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _Invalid(f"must be a duration, got {_type_name(value)}", fix, value=value)
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise _Invalid("is not a duration", fix, value=value) from None
+    if not MIN_RATE_WINDOW <= seconds <= MAX_RATE_WINDOW:
+        raise _Invalid("must be from 1s to 1h", fix, value=value)
+    return seconds
+
+
 COLLAPSE_MODES = ("next", "highest")
 SEND_ZONES = ("schedule", "customer")
 DEFAULT_SCHEDULE = "0 8 * * *"
@@ -603,6 +647,9 @@ _CHECKS = {
     "fallback_locale": _check_fallback_locale,
     "company": _check_company,
     "outage_retry": _check_outage_retry,
+    "max_per_minute": _check_max_per_minute,
+    "rate_window": _check_rate_window,
+    "max_connections": _check_max_connections,
     "retention": _check_retention,
     "retention_cron": _check_schedule,
     "schedules": _check_target_schedules,
@@ -618,7 +665,8 @@ _LAYOUT: dict[str, dict[str, str]] = {
     "reminders": {"stages": "stages", "collapse": "collapse", "send_zone": "send_zone", "send_at": "send_at",
                   "templates": "templates", "fallback_locale": "fallback_locale"},
     "sender": {"from": "sender", "reply_to": "reply_to", "company": "company"},
-    "delivery": {"outage_retry": "outage_retry"},
+    "delivery": {"outage_retry": "outage_retry", "max_per_minute": "max_per_minute", "rate_window": "rate_window",
+                 "max_connections": "max_connections"},
     "retention": {"older_than": "retention", "cron": "retention_cron"},
 }
 
@@ -866,6 +914,18 @@ company = {json.dumps(p.company)}
 # delay, not a failure: each reminder due then is retried with backoff, without
 # using up its attempts, for this long before it is marked failed. At least "1h".
 outage_retry = {json.dumps(format_duration(p.outage_retry))}
+# A relay that caps messages per minute: at most this many sends in ANY minute
+# (a sliding window, not per clock minute), counted over every worker through
+# the database. A send over the limit waits (its job is snoozed), never fails.
+# max_per_minute = 60
+# The window max_per_minute counts over, from 1s to 1h ("1h" with the hourly cap
+# for a relay that counts per hour).
+# rate_window = "1m"
+# A relay that caps connections per client: SMTP connections each worker
+# PROCESS keeps at most (default: one per handler slot, --concurrency). A relay
+# refusing one more (421 at connect) shrinks the pool by itself; that is a
+# delay, not an outage.
+# max_connections = 4
 
 # [retention]
 # Prune the engine's history (finished jobs, old occurrences, effects, audit

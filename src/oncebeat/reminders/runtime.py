@@ -51,7 +51,8 @@ def load_runtime(*, config: Path | None = None, database_url: str | None = None,
 
     ``need_smtp`` makes a missing ``SMTP_URL`` an error. With ``migrate=False`` (read-only
     commands) the database must already exist and hold oncebeat's schema. ``smtp_connections``: SMTP
-    connections the mailer keeps at most (a worker passes its handler slots, so they send side by side).
+    connections the mailer keeps at most (a worker passes its handler slots, so they send side by side),
+    capped by the policy's ``[delivery] max_connections``.
 
     Raises:
         ConfigError: bad policy file, missing SMTP_URL, bad --app.
@@ -64,6 +65,8 @@ def load_runtime(*, config: Path | None = None, database_url: str | None = None,
         raise ConfigError("SMTP_URL is not set: workers need it to send reminders, e.g. "
                           "SMTP_URL=smtp://user:password@mail.example.com:587?starttls=true "
                           "(for local testing run `oncebeat mailsink` and use smtp://127.0.0.1:1025)")
+    if policy.max_connections is not None:  # [delivery] max_connections caps this process's pool
+        smtp_connections = min(smtp_connections, policy.max_connections)
     mailer = Mailer(smtp, connections=smtp_connections) if smtp else None
     store = open_store_for(deployment_url(database_url), migrate=migrate)
     clock = clock or SystemClock()

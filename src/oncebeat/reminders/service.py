@@ -15,12 +15,19 @@ login refused, any 4xx reply) says nothing about the reminder, so its send job i
 (:class:`~oncebeat.errors.Snooze`: no attempt used up) while ``policy.outage_retry`` (default 24 h) has not
 passed since the first refusal (``reminders.deferred_since``); after that it ends ``failed``. A 5xx for the
 recipient fails it at once. ``retry_failed`` puts failed reminders back (never a sent or in-doubt one).
+
+Relay limits are delays too: with ``policy.max_per_minute`` each send takes a permit of the relay's rate
+limit (:meth:`ReminderService.relay_limit`, counted over every worker by the database) on its open connection,
+right before ``MAIL FROM``; none free snoozes the job until one frees (:class:`~oncebeat.errors.RateLimited`,
+not counted into ``outage_retry``). A relay refusing one more connection
+(:class:`~oncebeat.errors.ConnectionCapped`) shrinks the worker's SMTP pool and snoozes the send briefly.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from email.headerregistry import Address
@@ -31,6 +38,7 @@ from zoneinfo import ZoneInfoNotFoundError
 from .. import audit, telemetry
 from ..effects import EffectAttempt, EffectLedger
 from ..errors import (
+    ConnectionCapped,
     DeliveryUnknown,
     Discard,
     EffectInDoubt,
@@ -54,6 +62,7 @@ from ..mail import (
 )
 from ..provenance import Source, current_source
 from ..queue import Queue
+from ..ratelimit import RateLimit
 from ..store import Json, Store, Tx
 from ..timebase import Clock
 from .bulk import BulkOptions, import_invoices, import_payments
@@ -82,6 +91,7 @@ SCAN_TASK = "reminders.scan"
 SEND_TASK = "reminders.send"
 SEND_MAX_ATTEMPTS = 8  # backoff 2 s … ~4 min; then the reminder is recorded failed, never left pending
 OUTAGE_FIRST_WAIT = 5.0  # seconds before the first retry of a reminder refused by a mail outage
+CAPPED_WAIT = 0.5  # seconds before a send refused one more SMTP connection tries again (over a kept one)
 OUTAGE_MAX_WAIT = 900.0  # the longest wait between two tries during an outage (a recovery is seen within 15 min)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -334,6 +344,7 @@ class ReminderService:
         mailer = self.mailer
         if mailer is None:
             raise Discard("no SMTP_URL configured for this worker")
+        relay = self.relay_limit()
 
         def deliver(attempt: EffectAttempt) -> dict[str, Any]:
             # attempt.frozen: the message as rendered at the key's first attempt; a retry or an approved
@@ -345,10 +356,17 @@ class ReminderService:
                     raise _InvoiceClosed(now_rows[0])  # recorded failed: nothing was sent
             # Frozen by an earlier attempt (another Date): the mailer reads that message's own envelope.
             known = envelope if attempt.frozen == data else None
-            try:
-                reply = mailer.send(attempt.frozen, before_final_dot=attempt.point_of_no_return, envelope=known)
-            except DeliveryUnknown as exc:  # the final "." went out, but no reply: never resend blindly (G4)
-                raise EffectOutcomeUnknown(str(exc)) from exc
+            with ExitStack() as permit:  # the relay's permit, if limited: taken on an open connection, held
+                # until the send ended (sent or not: the relay saw it); none free raises RateLimited (a Snooze)
+                def take() -> None:
+                    if relay is not None:
+                        permit.enter_context(ctx.rate_limit(relay))
+
+                try:
+                    reply = mailer.send(attempt.frozen, before_final_dot=attempt.point_of_no_return, envelope=known,
+                                        before_transaction=take)
+                except DeliveryUnknown as exc:  # the final "." went out, but no reply: never resend blindly (G4)
+                    raise EffectOutcomeUnknown(str(exc)) from exc
             return {"message_id": message_id, "reply": reply}
 
         recorded: list[bool] = []
@@ -369,12 +387,23 @@ class ReminderService:
             return self._finish(reminder_id, "failed", str(exc))
         except PermanentMailError as exc:
             return self._finish(reminder_id, "failed", f"SMTP rejected: {exc}")
+        except ConnectionCapped as exc:  # the relay refused one more connection: the pool shrank; not an outage
+            raise Snooze(f"waiting for a free SMTP connection: {exc}", delay=CAPPED_WAIT) from exc
         except TransientMailError as exc:  # connect, TLS, auth or a 4xx: a mail outage, not this reminder's fault
             return self._wait_out_outage(reminder_id, exc)
         if recorded:
             return "sent"
         # Done by an earlier attempt or by a reconcile: its own transaction records the reminder (if still pending).
         return self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now())
+
+    def relay_limit(self) -> RateLimit | None:
+        """The relay's rate limit from ``[delivery] max_per_minute`` (per ``rate_window``), keyed by the relay's
+        host and port (``smtp:HOST:PORT``) so every worker sending to it shares one count; None: no limit."""
+        if self.policy.max_per_minute is None or self.mailer is None:
+            return None
+        url = self.mailer.url
+        return RateLimit(key=f"smtp:{url.host}:{url.port}", limit=self.policy.max_per_minute,
+                         per_seconds=self.policy.rate_window)
 
     def _wait_out_outage(self, reminder_id: int, exc: TransientMailError) -> str:
         """Snooze the send (no attempt used up) until ``policy.outage_retry`` has passed since the first refusal;

@@ -538,7 +538,8 @@ class _FaultyMailer(Mailer):
         self.sim = sim
         self.sink = sink
 
-    def send(self, msg: Any, *, before_final_dot: Callable[[], None] | None = None, envelope: Any = None) -> str:
+    def send(self, msg: Any, *, before_final_dot: Callable[[], None] | None = None, envelope: Any = None,
+             before_transaction: Callable[[], None] | None = None) -> str:
         sim = self.sim
         rate = sim._rate("smtp-transient")
         if rate and sim.rng.random() < rate:
@@ -551,7 +552,8 @@ class _FaultyMailer(Mailer):
                 sim.doubt_budget += 1  # the client cannot know whether the server kept it
             else:
                 self.sink.faults.drop_after_accept_next(1)
-        return super().send(msg, before_final_dot=before_final_dot, envelope=envelope)
+        return super().send(msg, before_final_dot=before_final_dot, envelope=envelope,
+                            before_transaction=before_transaction)
 
 
 def simulate(cfg: SimConfig) -> SimReport:
