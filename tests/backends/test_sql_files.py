@@ -25,7 +25,7 @@ from oncebeat.store.sqlfiles import (
 )
 
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
-                 "processes", "events"}
+                 "processes", "events", "paused_queues"}
 DOMAIN_TABLES = {"customers", "invoices", "reminders", "stripe_events"}
 
 
@@ -274,8 +274,8 @@ def test_a_library_app_migrating_a_0_1_database_first_leaves_the_reminder_versio
         old.migrate(target=5, lines=(LINES[1],))  # the reminder tables as 0.1 left them (line version 5)
         _as_v01(old, [v for v, _ in V01_MIGRATIONS])
         # nothing re-applied: the engine claims 1, 3, 4, 5, 10, 11, 12 and applies only what came after 0.1
-        assert old.migrate(lines=(ENGINE,)) == [("engine", 8)]
-        assert old.schema_versions() == {"": [2, 6, 7, 8, 9], "engine": [1, 2, 3, 4, 5, 6, 7, 8]}
+        assert old.migrate(lines=(ENGINE,)) == [("engine", 8), ("engine", 9)]
+        assert old.schema_versions() == {"": [2, 6, 7, 8, 9], "engine": [1, 2, 3, 4, 5, 6, 7, 8, 9]}
         # the app claims the rest, applies what is new
         assert old.migrate() == [("reminders", 6), ("reminders", 7), ("reminders", 8)]
         assert old.schema_versions() == {"engine": [1, 2, 3, 4, 5, 6, 7, 8], "reminders": [1, 2, 3, 4, 5, 6, 7, 8]}

@@ -31,6 +31,7 @@ OWNERS: dict[tuple[str, str], str] = {
     ("engine", "effects.sql"): "oncebeat.effects",
     ("engine", "ledger.sql"): "oncebeat.ledger",
     ("engine", "processes.sql"): "oncebeat.processes",
+    ("engine", "pauses.sql"): "oncebeat.pauses",
     ("engine", "queue.sql"): "oncebeat.queue",
     ("engine", "schedule_admin.sql"): "oncebeat.schedule_admin",
     ("engine", "schedules_report.sql"): "oncebeat.schedules_report",
