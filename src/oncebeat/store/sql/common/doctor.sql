@@ -42,7 +42,7 @@ SELECT * FROM jobs WHERE state = 'running' AND lease_expires_at < :now ORDER BY 
 SELECT * FROM jobs
 WHERE state IN ('available', 'scheduled', 'retryable') AND run_at < :before
   AND queue NOT IN (SELECT p.queue FROM paused_queues p)
-  AND (run_of IS NULL OR NOT EXISTS (
-      SELECT 1 FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
-      WHERE o.id = jobs.run_of AND s.state = 'paused'))
+  AND (run_of IS NULL OR COALESCE((
+      SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+      WHERE o.id = jobs.run_of), '') <> 'paused')
 ORDER BY run_at, id LIMIT :limit;

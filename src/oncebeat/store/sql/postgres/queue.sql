@@ -48,9 +48,9 @@ FROM (
     SELECT ctid FROM jobs
     WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
       AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = :queue)
-      AND (run_of IS NULL OR NOT EXISTS (
-          SELECT 1 FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
-          WHERE o.id = jobs.run_of AND s.state = 'paused'))
+      AND (run_of IS NULL OR COALESCE((
+          SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+          WHERE o.id = jobs.run_of), '') <> 'paused')
     ORDER BY priority, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED) AS picked
@@ -112,9 +112,9 @@ RETURNING id, state, attempt, worker_id, task;
 SELECT MIN(run_at) AS run_at FROM jobs
 WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT unnest(CAST(:queues AS text[])))
   AND queue NOT IN (SELECT p.queue FROM paused_queues p)
-  AND (run_of IS NULL OR NOT EXISTS (
-      SELECT 1 FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
-      WHERE o.id = jobs.run_of AND s.state = 'paused'));
+  AND (run_of IS NULL OR COALESCE((
+      SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+      WHERE o.id = jobs.run_of), '') <> 'paused');
 
 -- name: jobs_left_behind
 -- What a burst worker could not take in :queues: jobs running under another worker's lease ("leased": until the
@@ -129,9 +129,9 @@ WHERE queue IN (SELECT unnest(CAST(:queues AS text[])))
   AND ((state = 'running' AND (worker_id IS NULL OR worker_id <> :worker_id))
        OR (state IN ('available', 'scheduled', 'retryable') AND run_at > :now AND run_at < :held_until
            AND queue NOT IN (SELECT p.queue FROM paused_queues p)
-           AND (run_of IS NULL OR NOT EXISTS (
-               SELECT 1 FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
-               WHERE o.id = jobs.run_of AND s.state = 'paused'))))
+           AND (run_of IS NULL OR COALESCE((
+               SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+               WHERE o.id = jobs.run_of), '') <> 'paused')))
 GROUP BY CASE WHEN state = 'running' THEN 'leased' ELSE 'later' END;
 
 -- name: finished_jobs_histogram

@@ -44,9 +44,9 @@ WHERE id IN (
     SELECT id FROM jobs INDEXED BY jobs_fetch
     WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
       AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = :queue)
-      AND (run_of IS NULL OR NOT EXISTS (
-          SELECT 1 FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
-          WHERE o.id = jobs.run_of AND s.state = 'paused'))
+      AND (run_of IS NULL OR COALESCE((
+          SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+          WHERE o.id = jobs.run_of), '') <> 'paused')
     ORDER BY priority, run_at, id
     LIMIT :limit)
 RETURNING id, queue, task, args, priority, attempt, max_attempts, run_at, occurrence_id, unique_key,
@@ -101,9 +101,9 @@ RETURNING id, state, attempt, worker_id, task;
 SELECT MIN(run_at) AS "run_at [TIMESTAMPTZ]" FROM jobs
 WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT value FROM json_each(:queues))
   AND queue NOT IN (SELECT p.queue FROM paused_queues p)
-  AND (run_of IS NULL OR NOT EXISTS (
-      SELECT 1 FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
-      WHERE o.id = jobs.run_of AND s.state = 'paused'));
+  AND (run_of IS NULL OR COALESCE((
+      SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+      WHERE o.id = jobs.run_of), '') <> 'paused');
 
 -- name: jobs_left_behind
 -- What a burst worker could not take in :queues: jobs running under another worker's lease ("leased": until the
@@ -118,9 +118,9 @@ WHERE queue IN (SELECT value FROM json_each(:queues))
   AND ((state = 'running' AND (worker_id IS NULL OR worker_id <> :worker_id))
        OR (state IN ('available', 'scheduled', 'retryable') AND run_at > :now AND run_at < :held_until
            AND queue NOT IN (SELECT p.queue FROM paused_queues p)
-           AND (run_of IS NULL OR NOT EXISTS (
-               SELECT 1 FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
-               WHERE o.id = jobs.run_of AND s.state = 'paused'))))
+           AND (run_of IS NULL OR COALESCE((
+               SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+               WHERE o.id = jobs.run_of), '') <> 'paused')))
 GROUP BY CASE WHEN state = 'running' THEN 'leased' ELSE 'later' END;
 
 -- name: finished_jobs_histogram
