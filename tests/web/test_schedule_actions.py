@@ -174,6 +174,7 @@ def test_a_paused_schedule_page_shows_its_held_runs_and_resume_releases_them(
     assert _form(client, PAGE + "/pause")[0] == 303
     page = client.get(PAGE).text
     assert '<span class="badge paused">1 held</span>' in page and "schedule reminders paused" in page
+    assert "held: schedule reminders paused</span>" in client.get("/jobs").text  # the jobs list marks it
     assert _form(client, PAGE + "/resume")[0] == 303
     assert "held runs" not in client.get(PAGE).text
     [resumed] = runtime.store.read("events_of_subject", subject="schedule:reminders", limit=1)
