@@ -73,3 +73,4 @@ LIMIT 1;
 SELECT id, state FROM jobs
 WHERE run_of = :run_of AND state IN ('available', 'scheduled', 'running', 'retryable')
 ORDER BY id LIMIT 1;
+
