@@ -158,6 +158,25 @@ def test_a_run_in_a_paused_queue_is_held_by_the_queue_and_a_schedule_resume_does
     assert len(ran) == 1
 
 
+def test_a_pause_does_not_stop_a_run_already_running(store: Store, sim_clock: SimulatedClock) -> None:
+    ran: list[dict[str, Any]] = []
+    app = make_app(ran)
+    clock = ClockProcess(app, store, clock=sim_clock)
+    sim_clock.set(at(7, 59))
+    clock.start()
+    sim_clock.set(at(8, 0))
+    clock.tick()
+    queue = Queue(store, clock=sim_clock, source=current_source("worker"))
+    [job] = queue.claim(7)  # a worker took the run before the pause committed
+    pause_schedule(store, app, KEY, clock=sim_clock, source=current_source("cli"))
+    pause_queue(store, "default", source=current_source("cli"), clock=sim_clock)
+    assert queue.extend_leases(7, [job.id]) == {job.id: 1}, "its lease is still renewed"
+    queue.complete(7, [job.id])
+    record = queue.get(job.id)
+    assert record is not None and record.state == "completed"
+    assert held_jobs(store) == []
+
+
 @pytest.mark.parametrize("name", ["", "  ", "mail\n", "x" * 201])
 def test_a_bad_queue_name_is_refused_with_what_is_wrong(store: Store, name: str) -> None:
     with pytest.raises(OncebeatError, match="queue name"):
