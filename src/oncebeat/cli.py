@@ -549,6 +549,11 @@ def _left_text(left: Any) -> str:
                      "latest; --wait-for-leases SECONDS waits for them)")
     if left.later:
         parts.append(f"{left.later} due later (the first at {_utc(left.later_from)})")
+    for h in left.held:
+        resume = f"oncebeat {'queues' if h.kind == 'queue' else 'schedules'} resume {h.name}"
+        parts.append(f"{h.n} held: {_printable(h.describe())}"
+                     + (f" (queue {_printable(h.queue)})" if h.kind == "schedule" else "")
+                     + f"; `{_printable(resume)}` releases them")
     return "; left: " + ", ".join(parts) if parts else "; nothing left that is due"
 
 
@@ -822,15 +827,26 @@ def schedules_next(expression: str, tz: str, after: str | None, count: int, dst_
 
 
 def _set_state(key: str, state: str, database_url: str | None, config: Path | None, app: str | None) -> None:
+    from .pauses import held_jobs
     from .schedule_admin import pause_schedule, resume_schedule
 
     verb = pause_schedule if state == "paused" else resume_schedule
     rt = _runtime(config=config, database_url=database_url, app=app)
     try:
+        held = sum(h.n for h in held_jobs(rt.store, schedule_key=key) if h.kind == "schedule")
         changed = verb(rt.store, rt.app, key, source=_operator(), clock=rt.clock)
+        if state == "paused":
+            held = sum(h.n for h in held_jobs(rt.store, schedule_key=key) if h.kind == "schedule")
     finally:
         rt.close()
-    click.echo(f"{key}: {state}" if changed else f"{key}: no change (already {state})")
+    if not changed:
+        click.echo(f"{key}: no change (already {state})")
+    elif state == "paused":
+        click.echo(f"{key}: paused; {held} queued run(s) held (no worker takes them) until "
+                   f"`oncebeat schedules resume {key}`; a run already running finishes")
+    else:
+        click.echo(f"{key}: resumed; {held} held run(s) released, each runs once; the occurrences during the "
+                   "pause stay recorded 'paused' (no burst)")
 
 
 @schedules.command(name="pause")
@@ -971,8 +987,73 @@ def jobs(state: str | None, limit: int, cancel_id: int | None, retry_id: int | N
     click.echo("jobs: " + (", ".join(f"{n} {s}" for s, n in counts.items()) or "none"))
     for r in rows:
         err = f"  last error: {r['last_error'][:80]}" if r["last_error"] else ""
-        click.echo(f"  #{r['id']} {r['task']} {r['state']} attempt {r['attempt']}/{r['max_attempts']} "
+        held = f" (held: {_printable(r['held'])})" if r.get("held") else ""
+        click.echo(f"  #{r['id']} {r['task']} {r['state']}{held} attempt {r['attempt']}/{r['max_attempts']} "
                    f"run_at {r['run_at'].isoformat()} by {r['source_kind']}@{r['source_host']}{err}")
+
+
+@cli.group(invoke_without_command=True)
+@DB_OPTION
+@APP_OPTION
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def queues(ctx: click.Context, database_url: str | None, app: str | None, as_json: bool) -> None:
+    """List queues: waiting, running and held jobs, and whether the queue is paused."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .pauses import queue_overview
+
+    rt = _runtime(database_url=database_url, app=app, migrate=False, need_smtp=False)
+    try:
+        rows = queue_overview(rt.store, known=tuple(sorted({t.queue for t in rt.app.tasks.values()})))
+    finally:
+        rt.close()
+    if as_json:
+        _print_json([r.to_json() for r in rows])
+        return
+    if not rows:
+        click.echo("no queues: no task, job or pause names one yet")
+    for r in rows:
+        state = f"PAUSED since {_utc(r.paused_at)} by {_printable(r.paused_by or '?')}" if r.paused else "active"
+        held = f" ({', '.join(_printable(h) for h in r.held_by)})" if r.held_by else ""
+        click.echo(f"{_printable(r.queue)}: {state}; {r.waiting} waiting, {r.running} running, {r.held} held{held}")
+
+
+def _queue_pause(name: str, pause: bool, database_url: str | None) -> None:
+    from .pauses import held_jobs, pause_queue, resume_queue
+
+    rt = _runtime(database_url=database_url, need_smtp=False)
+    try:
+        held = sum(h.n for h in held_jobs(rt.store) if h.kind == "queue" and h.name == name)
+        changed = (pause_queue if pause else resume_queue)(rt.store, name, source=_operator(), clock=rt.clock)
+        if pause:
+            held = sum(h.n for h in held_jobs(rt.store) if h.kind == "queue" and h.name == name)
+    finally:
+        rt.close()
+    shown = _printable(name)
+    if not changed:
+        click.echo(f"queue {shown}: no change (already {'paused' if pause else 'active'})")
+    elif pause:
+        click.echo(f"queue {shown}: paused; no worker claims its jobs ({held} waiting now, held) until "
+                   f"`oncebeat queues resume {shown}`; jobs already running finish")
+    else:
+        click.echo(f"queue {shown}: resumed; {held} held job(s) released, each runs once")
+
+
+@queues.command(name="pause")
+@click.argument("name")
+@DB_OPTION
+def queues_pause(name: str, database_url: str | None) -> None:
+    """Pause queue NAME: no worker in any process claims its jobs until resumed (enqueueing goes on)."""
+    _queue_pause(name, True, database_url)
+
+
+@queues.command(name="resume")
+@click.argument("name")
+@DB_OPTION
+def queues_resume(name: str, database_url: str | None) -> None:
+    """Resume queue NAME: its held jobs become claimable again, each as it was."""
+    _queue_pause(name, False, database_url)
 
 
 def _cancel_job(q: Any, job_id: int) -> None:

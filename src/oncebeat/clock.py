@@ -70,6 +70,7 @@ from .app import App, ScheduleDef
 from .cursors import Cursors
 from .dbtime import describe_time_source
 from .errors import ConfigError, OncebeatError, StoreError
+from .pauses import held_jobs
 from .provenance import Source, current_source
 from .queue import HELD_UNTIL, Queue  # HELD_UNTIL: run_at of a run held by overlap buffer_one until released
 from .schedules import Schedule, period_bounds
@@ -339,6 +340,11 @@ class _PassedOver:
             self.summary_at = self.kept[0]
         self.kept.append(instant)
         self.count += 1
+
+
+def _held_runs(tx: Tx, key: str) -> int:
+    """The runs of ``key``'s occurrences waiting unclaimed that its pause holds (or would hold)."""
+    return sum(h.n for h in held_jobs(tx, schedule_key=key) if h.kind == "schedule")
 
 
 class ClockProcess:
@@ -1073,6 +1079,9 @@ class ClockProcess:
     def set_state(self, key: str, state: str, *, tx: Tx | None = None) -> bool:
         """Pause (``paused``) or resume (``active``) a schedule. Resuming never bursts: it counts from now.
 
+        A pause also holds the schedule's runs not yet started (no worker claims them); resuming releases them,
+        each to run once (:mod:`oncebeat.pauses`). The audit event counts them (``held_runs``, ``released_runs``).
+
         ``tx``: change it in the caller's transaction (call :meth:`known` before opening it).
 
         Returns:
@@ -1088,11 +1097,14 @@ class ClockProcess:
                 return self.set_state(key, state, tx=own)
         self._definition_for(key, tx)
         now = self.clock.now()
+        # the runs its pause holds (queued, not started: oncebeat.pauses), counted while the schedule is paused
+        before = None if state == "paused" else _held_runs(tx, key)
         changed = ledger.set_schedule_state(tx, key, state, now)
         if changed:
             kind = "api" if self.source.kind == "api" else "cli"  # an API client's pause says so (G8)
+            detail = {"held_runs": _held_runs(tx, key)} if before is None else {"released_runs": before}
             audit.record(tx, now=now, kind=f"schedule.{'paused' if state == 'paused' else 'resumed'}",
-                         subject=f"schedule:{key}", source=self.source.with_kind(kind))
+                         subject=f"schedule:{key}", source=self.source.with_kind(kind), detail=detail)
         self._last_load = None
         return changed
 

@@ -41,6 +41,7 @@ from typing import Any, Self
 from . import audit, telemetry
 from .app import App
 from .errors import OncebeatError, RunUnfinished, UniqueConflict
+from .pauses import Held, held_jobs
 from .provenance import Source
 from .store import Json, Store, Tx
 from .store.base import instant_text
@@ -65,7 +66,9 @@ class LeftBehind:
         leased: jobs running under another worker's lease; ``leased_until`` the last of those leases' ends
             (a live worker renews it; a dead one's job is rescued after it).
         later: unclaimed jobs due after now (retries with backoff, jobs enqueued for later); ``later_from`` the
-            first one's ``run_at``. Runs held by overlap ``buffer_one`` are not counted.
+            first one's ``run_at``. Runs held by overlap ``buffer_one`` are not counted, nor jobs a pause holds.
+        held: the jobs a pause holds (a paused queue, a paused schedule's runs), per cause and queue: they wait
+            for a resume, not for a worker.
     """
 
     leased: int = 0
@@ -73,6 +76,7 @@ class LeftBehind:
     leased_until: datetime | None = None
     later: int = 0
     later_from: datetime | None = None
+    held: tuple[Held, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -331,6 +335,9 @@ class Queue:
         """Claim up to ``limit`` due jobs (priority, then run_at, then id) with a lease of ``lease_seconds``.
 
         ``queues`` are served in the order given: a later queue gets what the earlier ones leave of ``limit``.
+        A paused queue yields nothing, and a run of a paused schedule's occurrence is passed over
+        (:mod:`oncebeat.pauses`): the claim statement reads the pauses, so every process sees one committed
+        before its claim began.
 
         Args:
             complete: ids of jobs this worker finished, marked ``completed`` in the same
@@ -522,8 +529,9 @@ class Queue:
         """Jobs newest first, filtered (each filter optional), ``limit`` per page.
 
         Keyset pagination: pass the last row's ``id`` as ``before_id``. ``since``/``until`` bound
-        ``created_at`` (aware). Rows carry the job's columns without ``errors``, plus ``error_count``
-        and ``last_error``.
+        ``created_at`` (aware). Rows carry the job's columns without ``errors``, plus ``error_count``,
+        ``last_error`` and ``held`` (``queue Q paused`` / ``schedule K paused`` for a waiting job a pause holds,
+        else None).
         """
         return self.store.read("list_jobs_page", state=state, task=task, queue=queue,
                                since=require_aware(since, "since") if since else None,
@@ -536,7 +544,8 @@ class Queue:
         return JobRecord.from_row(row) if row else None
 
     def next_run_at(self, queues: Sequence[str] = ("default",)) -> datetime | None:
-        """Earliest ``run_at`` of unfinished, unclaimed jobs in ``queues`` (None if none)."""
+        """Earliest ``run_at`` of unfinished, unclaimed jobs in ``queues`` that a claim may take (None if none):
+        a job a pause holds is left out (it is due only after a resume)."""
         rows = self.store.read("next_run_at", queues=list(queues))
         return rows[0]["run_at"] if rows else None
 
@@ -545,10 +554,12 @@ class Queue:
         rows = {r["kind"]: r for r in self.store.read("jobs_left_behind", queues=list(queues), worker_id=worker_id,
                                                       now=self.clock.now(), held_until=HELD_UNTIL)}
         leased, later = rows.get("leased"), rows.get("later")
+        held = tuple(h for h in held_jobs(self.store) if h.queue in queues)
         return LeftBehind(leased=int(leased["n"]) if leased else 0,
                           leased_from=leased["first_at"] if leased else None,
                           leased_until=leased["last_at"] if leased else None,
-                          later=int(later["n"]) if later else 0, later_from=later["first_at"] if later else None)
+                          later=int(later["n"]) if later else 0, later_from=later["first_at"] if later else None,
+                          held=held)
 
     def counts(self) -> dict[str, int]:
         """Jobs per state."""

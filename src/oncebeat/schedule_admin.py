@@ -263,7 +263,9 @@ def backfill_schedule(store: Store, app: App, key: str, start: datetime, end: da
 
 def pause_schedule(store: Store, app: App, key: str, *, source: Source | None = None,
                    clock: Clock | None = None, tx: Tx | None = None) -> bool:
-    """Pause ``key``: its occurrences are recorded ``paused`` and enqueue nothing (one audit event per pause).
+    """Pause ``key``: its occurrences are recorded ``paused`` and enqueue nothing, and its runs queued and not yet
+    started are held (no worker claims them) until :func:`resume_schedule` (one audit event per pause, counting
+    them as ``held_runs``). A run already running is not stopped (:mod:`oncebeat.pauses`).
 
     ``tx``: in the caller's transaction (after :func:`schedule_known`).
     Returns False when it was already paused. Raises :class:`OncebeatError` for an unknown or retired key.
@@ -274,6 +276,9 @@ def pause_schedule(store: Store, app: App, key: str, *, source: Source | None = 
 def resume_schedule(store: Store, app: App, key: str, *, source: Source | None = None,
                     clock: Clock | None = None, tx: Tx | None = None) -> bool:
     """Resume ``key`` from now on (no burst of the occurrences paused). False when it was not paused.
+
+    The runs its pause held become claimable at once, each to run once, however old its occurrence
+    (``released_runs`` in the audit event).
 
     ``tx``: in the caller's transaction (after :func:`schedule_known`).
     Raises :class:`OncebeatError` for an unknown or retired key.

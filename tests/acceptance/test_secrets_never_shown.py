@@ -54,6 +54,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["tick"], ["occurrences", "rerun", "1"], ["schedules", "set", "reminders", "--cron", "0 9 * * *", "--tz", "UTC"],
     ["schedules", "retire", "reminders"], ["schedules", "describe", "reminders"], ["reminders", "retry", "--failed"],
     ["prune"], ["prune", "--older-than", "1d", "--apply"],
+    ["queues"], ["queues", "pause", "mail"], ["queues", "resume", "mail"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")
 
@@ -68,7 +69,7 @@ def test_the_fuzz_covers_every_command_that_takes_a_database_url() -> None:
         if any(p.name == "database_url" for p in command.params):
             yield " ".join(path)
 
-    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects", "occurrences", "reminders") and len(c) > 1 and not c[1].startswith("-")
+    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects", "occurrences", "reminders", "queues") and len(c) > 1 and not c[1].startswith("-")
                         else c[:1]) for c in SHORT_COMMANDS} | set(LONG_COMMANDS)
     assert set(walk(cli.cli, ())) <= covered
 

@@ -175,3 +175,29 @@ def test_simulate_cli_prints_json_with_invariants_and_faults(tmp_path: Path) -> 
     data = json.loads(out.stdout)
     assert data["pass"] is True and set(data["invariants"]) >= {"no-duplicate-delivery", "due-reminders-terminal"}
     assert set(data["faults_injected"]) <= {"worker-crash", "db-blip"}
+
+
+def test_a_run_queued_before_a_pause_runs_once_after_the_resume_in_the_simulator(tmp_path: Path, db_url: str) -> None:
+    """Issue 22 item 2 over simulated days: each pause lands just after a fire (its run queued, unclaimed); the run
+    starts only after the resume, once, and every invariant holds."""
+    from datetime import UTC, datetime
+
+    from oncebeat.audit import list_events
+    from oncebeat.queue import all_jobs
+
+    report = run(tmp_path, db_url, "pause=0.5")
+    assert report.passed, report.to_text()
+    assert report.faults_injected.get("pause", 0) >= 2, report.faults_injected
+    with open_store(db_url) as store:
+        events = [e for e in list_events(store, since=datetime(2020, 1, 1, tzinfo=UTC), subject="schedule:reminders")
+                  if e["kind"] in ("schedule.paused", "schedule.resumed")]
+        occurrences = {o["fire_at"]: o for o in store.read("list_occurrences", schedule_key="reminders")}
+        jobs = all_jobs(store, task="reminders.scan")
+    pairs = list(zip(events[::2], events[1::2], strict=True))
+    assert pairs and all((p["kind"], r["kind"]) == ("schedule.paused", "schedule.resumed") for p, r in pairs)
+    for paused, resumed in pairs:
+        assert paused["detail"]["held_runs"] == 1 and resumed["detail"]["released_runs"] == 1
+        occ = occurrences[paused["at"]]  # paused at its fire instant, after the clock enqueued its run
+        [held] = [j for j in jobs if j["occurrence_id"] == occ["id"]]
+        assert held["state"] == "completed" and held["attempt"] == 1
+        assert held["started_at"] >= resumed["at"], "the held run did not start while the schedule was paused"

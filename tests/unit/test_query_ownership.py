@@ -32,6 +32,7 @@ OWNERS: dict[tuple[str, str], str] = {
     ("engine", "idempotency.sql"): "oncebeat.idempotency",
     ("engine", "ledger.sql"): "oncebeat.ledger",
     ("engine", "processes.sql"): "oncebeat.processes",
+    ("engine", "pauses.sql"): "oncebeat.pauses",
     ("engine", "queue.sql"): "oncebeat.queue",
     ("engine", "ratelimit.sql"): "oncebeat.ratelimit",
     ("engine", "retention.sql"): "oncebeat.retention",

@@ -160,3 +160,22 @@ def test_rerun_and_retry_now_are_hidden_while_a_run_of_the_occurrence_is_unfinis
     assert f'action="{rerun_url}"' in client.get(PAGE).text
     assert _form(client, retry_url)[0] == 303
     assert queue.get(job.id).state == "available"  # type: ignore[union-attr]
+
+
+def test_a_paused_schedule_page_shows_its_held_runs_and_resume_releases_them(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    """Issue 22 item 2: a run queued before the pause waits; the page says how many and that resume releases."""
+    from oncebeat.schedule_admin import trigger_schedule
+
+    ClockProcess(runtime.app, runtime.store, clock=runtime.clock).sync()
+    trigger_schedule(runtime.store, runtime.app, "reminders", clock=runtime.clock)  # a run queued, no worker up
+    client = dashboard_client()
+    login(client)
+    assert _form(client, PAGE + "/pause")[0] == 303
+    page = client.get(PAGE).text
+    assert '<span class="badge paused">1 held</span>' in page and "schedule reminders paused" in page
+    assert "held: schedule reminders paused</span>" in client.get("/jobs").text  # the jobs list marks it
+    assert _form(client, PAGE + "/resume")[0] == 303
+    assert "held runs" not in client.get(PAGE).text
+    [resumed] = runtime.store.read("events_of_subject", subject="schedule:reminders", limit=1)
+    assert resumed["kind"] == "schedule.resumed" and resumed["detail"]["released_runs"] == 1

@@ -17,6 +17,7 @@ from typing import Any
 from .. import ledger
 from ..app import ScheduleDef
 from ..effects import list_effects
+from ..pauses import held_jobs
 from ..provenance import Operator
 from ..schedules import Schedule
 from . import evidence as ev
@@ -859,11 +860,12 @@ def _message(facts: Facts, m: Any, tz: str | None = None) -> Evidence:
 
 
 def check_lost(facts: Facts) -> list[Finding]:
-    """The engine's losses: occurrences without a job, jobs past their lease, due jobs nobody claims.
+    """The engine's losses: occurrences without a job, jobs past their lease, due jobs nobody claims; jobs a pause
+    holds are neither lost nor late (an ``info`` finding says what holds them and how to release them).
 
     (An app adds its own part of ``lost``: its work that nothing will do.)
     """
-    return _occurrences_without_job(facts) + _expired_leases(facts) + _unclaimed_jobs(facts)
+    return _occurrences_without_job(facts) + _expired_leases(facts) + _unclaimed_jobs(facts) + _held_by_pause(facts)
 
 
 def _occurrences_without_job(facts: Facts) -> list[Finding]:
@@ -931,6 +933,22 @@ def _unclaimed_jobs(facts: Facts) -> list[Finding]:
                      f"{plural(len(workers), 'worker')} alive"),
             subject=f"job:{overdue[0]['id']}", evidence=capped(items, total=len(overdue) + len(workers)),
             fix="Start workers for those queues (`oncebeat worker --queue NAME`); jobs wait, they are not lost."))
+    return findings
+
+
+def _held_by_pause(facts: Facts) -> list[Finding]:
+    """Jobs a pause holds (a paused queue, a paused schedule's queued runs): waiting for a resume, not lost."""
+    findings: list[Finding] = []
+    for h in held_jobs(facts.store):
+        if h.kind == "schedule" and not facts.schedule_ok(h.name):
+            continue
+        resume = f"oncebeat {'queues' if h.kind == 'queue' else 'schedules'} resume {h.name}"
+        findings.append(Finding(
+            code="lost", severity="info",
+            summary=(f"{plural(h.n, 'job')} of queue {h.queue} held: {h.describe()}; they are not lost and not "
+                     "late: no worker takes them until the pause ends"),
+            subject=f"{h.kind}:{h.name}",
+            fix=f"`{resume}` releases them (each runs once); leave it paused to keep holding them."))
     return findings
 
 

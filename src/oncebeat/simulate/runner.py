@@ -35,6 +35,7 @@ from ..reminders.rows import pending_reminders
 from ..reminders.service import ReminderService
 from ..reminders.tasks import SCHEDULE_KEY, build_app
 from ..sample import DEFAULT_DEMO_START, Book, load_book, payment_instant, prepare_workdir
+from ..schedule_admin import pause_schedule, resume_schedule
 from ..store import Store, open_store, redact_url
 from ..timebase import SimulatedClock
 from ..worker import Worker
@@ -162,6 +163,9 @@ def _host_tz(zone: str | None) -> Iterator[None]:
 _LEFTOVER = Source(kind="cli", host="old-cron-host", pid=4242, name="cron: oncebeat trigger reminders",
                    version="0.0.9")
 
+#: The operator who pauses and resumes the reminder schedule (fault ``pause``).
+_OPERATOR = Source(kind="cli", host="ops-laptop", pid=7, name="oncebeat schedules pause")
+
 
 def _attempt(fn: Callable[[], Any]) -> bool:
     """Run ``fn``; False when an (injected) transient database error stopped it."""
@@ -189,6 +193,7 @@ class _World:
     events: list[tuple[datetime, str, Any]] = field(default_factory=list)  # planned: (instant, kind, payload)
     payments: list[Payment] = field(default_factory=list)  # still to arrive, by instant
     workers: list[Worker] = field(default_factory=list)
+    holds: list[str] = field(default_factory=list)  # pauses due now, applied once the clocks have ticked
 
 
 class _Sim:
@@ -385,6 +390,14 @@ class _Sim:
                 hour += timedelta(hours=1)
         if "schedule-change" in self.faults:
             events.append((t0 + (t_end - t0) * 0.4, "change", None))
+        if "pause" in self.faults:
+            # its own generator: the draws of the faults above stay as they were, so their runs repeat exactly
+            hold_rng = random.Random(self.cfg.seed * 7919 + 22)
+            for t in reminder_fires:
+                if hold_rng.random() < self.faults["pause"]:
+                    resume = min(t + timedelta(hours=hold_rng.uniform(1, 30)), t_end)
+                    events += [(t, "pause", SCHEDULE_KEY), (max(resume, t + timedelta(minutes=1)), "resume",
+                                                            SCHEDULE_KEY)]
         events.sort(key=lambda e: e[0])
         return events
 
@@ -413,6 +426,7 @@ class _Sim:
                         w.pending_start.discard(name)
                     continue
                 _attempt(clk.tick)
+            self._apply_holds(w)  # a pause at a fire instant comes after the fire: its run is queued, unclaimed
             # 4. workers: rescue, then drain
             _attempt(w.workers[0].rescue)
             self._drain(w.workers, w.app, w.store, w.clock, w.sink, w.service)
@@ -431,6 +445,11 @@ class _Sim:
                 w.generation[payload] += 1
                 w.clocks[payload] = self._new_clock(w, w.app, f"clock.1 (restart {w.generation[payload]})")
                 w.pending_start.add(payload)
+            elif kind == "pause" and self.active:
+                w.holds.append(payload)
+            elif kind == "resume":  # even while settling: a pause always ends, and what it held runs then
+                with self.quiet():
+                    resume_schedule(w.store, w.app, payload, source=_OPERATOR, clock=w.clock)
             elif kind == "import":  # a late invoice: its CSV import or webhook arrives now
                 with self.quiet():
                     w.service.upsert([], [payload])
@@ -445,6 +464,14 @@ class _Sim:
                 self.injected["schedule-change"] += 1
                 w.clocks["primary"] = self._new_clock(w, w.app, "clock.1 (new config)")
                 w.pending_start.add("primary")
+
+    def _apply_holds(self, w: _World) -> None:
+        """Fault ``pause``: pause the schedule now, after the clocks fired (no worker has claimed the run yet)."""
+        for key in w.holds:
+            with self.quiet():
+                if pause_schedule(w.store, w.app, key, source=_OPERATOR, clock=w.clock):
+                    self.injected["pause"] += 1
+        w.holds.clear()
 
     def _next_wake(self, w: _World, now: datetime, t_settled: datetime) -> datetime:
         """The earliest instant anything can happen next: a fire, a payment, an event, a lease or a retry."""

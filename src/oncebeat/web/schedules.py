@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from ..app import CATCHUP_POLICIES, OVERLAP_POLICIES
 from ..errors import OncebeatError
+from ..pauses import held_jobs
 from ..provenance import Source, current_source, dashboard_operator
 from ..schedule_admin import (
     backfill_schedule,
@@ -99,8 +100,9 @@ def schedule_page(request: Request) -> Response:
     end = parse_instant(request.query_params.get("until"), str(s["tz"]), "until")
     if start is not None and end is not None:
         preview = backfill_preview(rt.store, key, start, end, now=rt.clock.now())
+    held = held_jobs(rt.store, schedule_key=key)  # its queued runs a pause holds (its own or its queue's)
     return render(request, "schedule.html", {
-        "title": f"Schedule {key}", "s": s, "timeline": timeline,
+        "title": f"Schedule {key}", "s": s, "timeline": timeline, "held": held,
         "options": {"dst_gap": DST_GAP_OPTIONS, "dst_fold": DST_FOLD_OPTIONS, "catchup": CATCHUP_POLICIES,
                     "overlap": OVERLAP_POLICIES},
         "next_before": timeline[-1]["fire_at"].isoformat() if more else None,

@@ -37,6 +37,12 @@ SELECT * FROM jobs WHERE state = 'discarded' AND finished_at >= :since ORDER BY 
 SELECT * FROM jobs WHERE state = 'running' AND lease_expires_at < :now ORDER BY lease_expires_at, id;
 
 -- name: doctor_overdue_jobs
+-- A job a pause holds (engine migration 0009: a paused queue, a paused schedule's run) waits for a resume, not for
+-- a worker: it is left out here (check_lost reports it as held).
 SELECT * FROM jobs
 WHERE state IN ('available', 'scheduled', 'retryable') AND run_at < :before
+  AND queue NOT IN (SELECT p.queue FROM paused_queues p)
+  AND (run_of IS NULL OR COALESCE((
+      SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+      WHERE o.id = jobs.run_of), '') <> 'paused')
 ORDER BY run_at, id LIMIT :limit;

@@ -36,6 +36,9 @@ FROM (SELECT r ->> 0 AS q, r ->> 1 AS t, r -> 2 AS a, CAST(r ->> 3 AS integer) A
 -- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
 -- order, so a claim reads about :limit rows however long the backlog is and whatever the table
 -- statistics say (no sort of the whole queue after an idle period).
+-- A pause holds what it names (engine migration 0009, oncebeat.pauses): a paused queue is not read at all (the
+-- uncorrelated NOT EXISTS is a one-time filter), and a run of a paused schedule's occurrence (run_of) is passed
+-- over; only a run is looked up (two primary-key probes), so a queue of plain jobs pays nothing per row.
 -- The rows picked are updated by their physical address (ctid, a Tid Scan), not looked up again in jobs_pkey:
 -- the row lock taken by the pick keeps that address current until the update, which is in the same statement.
 UPDATE jobs
@@ -44,6 +47,10 @@ SET state = 'running', attempt = attempt + 1, worker_id = :worker_id, lease_expi
 FROM (
     SELECT ctid FROM jobs
     WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = :queue)
+      AND (run_of IS NULL OR COALESCE((
+          SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+          WHERE o.id = jobs.run_of), '') <> 'paused')
     ORDER BY priority, run_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED) AS picked
@@ -101,20 +108,30 @@ WHERE id IN (SELECT id FROM jobs
 RETURNING id, state, attempt, worker_id, task;
 
 -- name: next_run_at
+-- Claimable jobs only: a job a pause holds (engine migration 0009) is not due whatever its run_at.
 SELECT MIN(run_at) AS run_at FROM jobs
-WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT unnest(CAST(:queues AS text[])));
+WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT unnest(CAST(:queues AS text[])))
+  AND queue NOT IN (SELECT p.queue FROM paused_queues p)
+  AND (run_of IS NULL OR COALESCE((
+      SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+      WHERE o.id = jobs.run_of), '') <> 'paused');
 
 -- name: jobs_left_behind
 -- What a burst worker could not take in :queues: jobs running under another worker's lease ("leased": until the
 -- last lease ends) and unclaimed jobs due after :now ("later": from the first run_at), a run held by overlap
--- buffer_one (run_at :held_until) left out. One row per kind present.
+-- buffer_one (run_at :held_until) and jobs a pause holds (jobs_held counts those) left out. One row per
+-- kind present.
 SELECT CASE WHEN state = 'running' THEN 'leased' ELSE 'later' END AS kind, COUNT(*) AS n,
        MIN(CASE WHEN state = 'running' THEN lease_expires_at ELSE run_at END) AS first_at,
        MAX(CASE WHEN state = 'running' THEN lease_expires_at ELSE run_at END) AS last_at
 FROM jobs
 WHERE queue IN (SELECT unnest(CAST(:queues AS text[])))
   AND ((state = 'running' AND (worker_id IS NULL OR worker_id <> :worker_id))
-       OR (state IN ('available', 'scheduled', 'retryable') AND run_at > :now AND run_at < :held_until))
+       OR (state IN ('available', 'scheduled', 'retryable') AND run_at > :now AND run_at < :held_until
+           AND queue NOT IN (SELECT p.queue FROM paused_queues p)
+           AND (run_of IS NULL OR COALESCE((
+               SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+               WHERE o.id = jobs.run_of), '') <> 'paused')))
 GROUP BY CASE WHEN state = 'running' THEN 'leased' ELSE 'later' END;
 
 -- name: finished_jobs_histogram
@@ -126,10 +143,15 @@ GROUP BY slot, state ORDER BY slot, state;
 
 -- name: list_jobs_page
 -- Newest first, keyset on id; each filter may be NULL. Reads jobs_state_id / jobs_task_id / the primary key.
+-- held: what holds a waiting job ('queue Q paused', 'schedule K paused'), else NULL.
 SELECT id, queue, task, args, state, priority, attempt, max_attempts, run_at, lease_expires_at, worker_id,
        unique_key, occurrence_id, source_kind, source_host, source_pid, source_name, source_version,
        created_at, started_at, finished_at, jsonb_array_length(errors) AS error_count,
-       errors -> -1 ->> 'error' AS last_error
+       errors -> -1 ->> 'error' AS last_error,
+       CASE WHEN state IN ('available', 'scheduled', 'retryable') THEN COALESCE(
+           (SELECT 'queue ' || p.queue || ' paused' FROM paused_queues p WHERE p.queue = jobs.queue),
+           (SELECT 'schedule ' || s.key || ' paused' FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+            WHERE o.id = jobs.run_of AND s.state = 'paused')) END AS held
 FROM jobs
 WHERE (CAST(:state AS text) IS NULL OR state = :state)
   AND (CAST(:task AS text) IS NULL OR task = :task)

@@ -35,12 +35,18 @@ FROM (SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS t,
 -- running it never reads, to send and decode per row.
 -- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
 -- order, so a claim reads about :limit rows however long the backlog is (no sort of the whole queue).
+-- A pause holds what it names (engine migration 0009, oncebeat.pauses): a paused queue yields nothing, and a run
+-- of a paused schedule's occurrence (run_of) is passed over; only a run is looked up (two primary-key probes).
 UPDATE jobs
 SET state = 'running', attempt = attempt + 1, worker_id = :worker_id, lease_expires_at = :lease_expires_at,
     started_at = :now
 WHERE id IN (
     SELECT id FROM jobs INDEXED BY jobs_fetch
     WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = :queue)
+      AND (run_of IS NULL OR COALESCE((
+          SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+          WHERE o.id = jobs.run_of), '') <> 'paused')
     ORDER BY priority, run_at, id
     LIMIT :limit)
 RETURNING id, queue, task, args, priority, attempt, max_attempts, run_at, occurrence_id, unique_key,
@@ -91,20 +97,30 @@ WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_running_lease
 RETURNING id, state, attempt, worker_id, task;
 
 -- name: next_run_at
+-- Claimable jobs only: a job a pause holds (engine migration 0009) is not due whatever its run_at.
 SELECT MIN(run_at) AS "run_at [TIMESTAMPTZ]" FROM jobs
-WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT value FROM json_each(:queues));
+WHERE state IN ('available', 'scheduled', 'retryable') AND queue IN (SELECT value FROM json_each(:queues))
+  AND queue NOT IN (SELECT p.queue FROM paused_queues p)
+  AND (run_of IS NULL OR COALESCE((
+      SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+      WHERE o.id = jobs.run_of), '') <> 'paused');
 
 -- name: jobs_left_behind
 -- What a burst worker could not take in :queues: jobs running under another worker's lease ("leased": until the
 -- last lease ends) and unclaimed jobs due after :now ("later": from the first run_at), a run held by overlap
--- buffer_one (run_at :held_until) left out. One row per kind present.
+-- buffer_one (run_at :held_until) and jobs a pause holds (jobs_held counts those) left out. One row per
+-- kind present.
 SELECT CASE WHEN state = 'running' THEN 'leased' ELSE 'later' END AS kind, COUNT(*) AS n,
        MIN(CASE WHEN state = 'running' THEN lease_expires_at ELSE run_at END) AS "first_at [TIMESTAMPTZ]",
        MAX(CASE WHEN state = 'running' THEN lease_expires_at ELSE run_at END) AS "last_at [TIMESTAMPTZ]"
 FROM jobs
 WHERE queue IN (SELECT value FROM json_each(:queues))
   AND ((state = 'running' AND (worker_id IS NULL OR worker_id <> :worker_id))
-       OR (state IN ('available', 'scheduled', 'retryable') AND run_at > :now AND run_at < :held_until))
+       OR (state IN ('available', 'scheduled', 'retryable') AND run_at > :now AND run_at < :held_until
+           AND queue NOT IN (SELECT p.queue FROM paused_queues p)
+           AND (run_of IS NULL OR COALESCE((
+               SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+               WHERE o.id = jobs.run_of), '') <> 'paused')))
 GROUP BY CASE WHEN state = 'running' THEN 'leased' ELSE 'later' END;
 
 -- name: finished_jobs_histogram
@@ -116,10 +132,15 @@ GROUP BY slot, state ORDER BY slot, state;
 
 -- name: list_jobs_page
 -- Newest first, keyset on id; each filter may be NULL. Reads jobs_state_id / jobs_task_id / the primary key.
+-- held: what holds a waiting job ('queue Q paused', 'schedule K paused'), else NULL.
 SELECT id, queue, task, args, state, priority, attempt, max_attempts, run_at, lease_expires_at, worker_id,
        unique_key, occurrence_id, source_kind, source_host, source_pid, source_name, source_version,
        created_at, started_at, finished_at, json_array_length(errors) AS error_count,
-       json_extract(errors, '$[#-1].error') AS last_error
+       json_extract(errors, '$[#-1].error') AS last_error,
+       CASE WHEN state IN ('available', 'scheduled', 'retryable') THEN COALESCE(
+           (SELECT 'queue ' || p.queue || ' paused' FROM paused_queues p WHERE p.queue = jobs.queue),
+           (SELECT 'schedule ' || s.key || ' paused' FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
+            WHERE o.id = jobs.run_of AND s.state = 'paused')) END AS held
 FROM jobs
 WHERE (:state IS NULL OR state = :state)
   AND (:task IS NULL OR task = :task)
