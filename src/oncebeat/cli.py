@@ -1318,6 +1318,9 @@ def _add_logging_options(group: click.Group) -> None:
             _add_logging_options(command)
 
 
+from .cli_holds import register as _register_holds  # noqa: E402 - needs the helpers above
+
+_register_holds(cli)
 _add_logging_options(cli)
 
 

@@ -64,7 +64,7 @@ INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-re
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
               "one-job-per-occurrence", "no-fire-on-start", "business-date-local")
 SCAN_TASK = "reminders.scan"
-TERMINAL = ("sent", "skipped", "failed", "in_doubt")
+TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
 
 PaymentWindow = tuple[datetime, datetime]  # the payment happened at some instant in [lo, hi]
