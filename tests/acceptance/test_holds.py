@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
+from oncebeat.doctor.explain import explain
 from oncebeat.provenance import Operator, current_source
 from oncebeat.reminders.holds import HoldError, list_holds, place_hold, release_holds
 from oncebeat.reminders.model import Customer, Payment
@@ -100,6 +101,8 @@ def test_a_hold_placed_before_a_stage_is_due_records_it_held_and_sends_nothing(h
         assert (r["state"], r["hold_id"]) == ("held", hold_id)
         assert r["reason"] == f"held: manual (hold {hold_id})"
     assert harness.messages() == []
+    story = "\n".join(explain(harness.store, "invoice", "INV-1"))
+    assert f"created (held: held: manual (hold {hold_id}))" in story
     _checked(harness)
 
 
@@ -115,6 +118,8 @@ def test_a_hold_after_enqueue_is_rechecked_just_before_sending(harness: Harness)
     (r,) = harness.reminders()
     assert (r["state"], r["hold_id"], r["reason"]) == ("held", hold_id, f"held: dispute (hold {hold_id})")
     assert harness.messages() == []
+    story = "\n".join(explain(harness.store, "invoice", "INV-1"))  # oncebeat doctor explain invoice INV-1
+    assert f"stage 1: held (held: dispute (hold {hold_id}))" in story
     _checked(harness)
 
 
