@@ -28,6 +28,7 @@ from typing import Any
 from ..errors import ImportRejected
 from ..store import Store, Tx
 from .conversions import DateFormat
+from .holds import import_holds
 from .model import Customer, Invoice
 from .sources.invoices import CustomerRow, customer_rule, duplicate_problems, open_invoice_table
 from .sources.payments import open_payment_table
@@ -40,7 +41,8 @@ __all__ = ["PAGE", "BulkOptions", "import_invoices", "import_payments"]
 PAGE = 5_000
 _EMPTY_ROW = {"line": None, "bad": False, "number": None, "email": None, "name": None, "x_locale": None,
               "x_tz": None, "currency": None, "amount_due": None, "issued_on": None, "due_on": None, "status": None,
-              "paid_on": None, "status_on": None, "paid_at": None}
+              "paid_on": None, "status_on": None, "paid_at": None, "hold_reason": None, "promise_until": None,
+              "hold_note": None}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -280,6 +282,9 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
                 counts["new"] += sum(1 for i in invoices if i.number not in states)
                 counts["updated"] += len(states)
                 counts["kept paid"] += sum(1 for i in invoices if keeps_paid(states.get(i.number), i, options.reopen))
+                held = [r for r in page if r["hold_reason"]]
+                if held:  # after the upsert: the invoices exist; a row imported again places no second hold
+                    counts["holds"] = counts.get("holds", 0) + import_holds(tx, held, source=source, now=now)
         counts["rejected"] = _finish(staging, table, options)
         staging.drop()
     return counts

@@ -34,14 +34,14 @@ from zoneinfo import ZoneInfo
 
 from .. import audit
 from ..errors import OncebeatError
-from ..provenance import Source
+from ..provenance import Source, current_source
 from ..store import Store, Tx
 from ..timebase import Clock
+from .model import HOLD_REASONS
 
 __all__ = ["HOLD_REASONS", "Hold", "HoldError", "place_hold", "release_holds", "list_holds", "get_hold",
-           "covering_hold", "next_business_day", "created_by", "holds_of_invoice"]
+           "covering_hold", "next_business_day", "created_by", "holds_of_invoice", "import_holds"]
 
-HOLD_REASONS = ("dispute", "promise", "manual")
 
 
 class HoldError(OncebeatError):
@@ -232,6 +232,30 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
                      detail={"hold": i, "on": hold.target, "reason": hold.reason, "note": note,
                              "resumes_on": hold.resumes_on.isoformat() if hold.resumes_on else None})
     return released
+
+
+def import_holds(tx: Tx, rows: Sequence[dict[str, Any]], *, source: str, now: datetime) -> int:
+    """Place the holds an invoice import's rows give (``number``, ``hold_reason``, ``promise_until``, ``hold_note``;
+    checked by the import), inside its transaction. Keyed by ``import:<number>:<reason>[:<until>]``, so importing
+    the same row again places nothing; a row without a hold never releases one (``oncebeat release`` does).
+    Audited ``reminders.hold_placed`` per hold. Returns the holds placed."""
+    placed = 0
+    src = current_source("cli", name="oncebeat import")
+    for r in rows:
+        until = r["promise_until"]
+        ref = f"import:{r['number']}:{r['hold_reason']}" + (f":{until.isoformat()}" if until else "")
+        invoice = tx.run("invoice_for_hold", number=r["number"])
+        row = tx.one("insert_hold", invoice_id=invoice[0]["id"], customer_id=None, reason=r["hold_reason"],
+                     promise_until=until, resumes_on=next_business_day(until) if until else None,
+                     note=r["hold_note"], external_ref=ref[:255], created_by=f"import:{source}"[:200], now=now)
+        if row is None:
+            continue
+        placed += 1
+        audit.record(tx, now=now, kind="reminders.hold_placed", subject=f"hold:{row['id']}", source=src,
+                     detail={"hold": row["id"], "on": f"invoice {r['number']}", "reason": r["hold_reason"],
+                             "until": until.isoformat() if until else None, "note": r["hold_note"],
+                             "external_ref": ref, "file": source})
+    return placed
 
 
 def get_hold(store: Store, hold_id: int) -> Hold | None:

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-__all__ = ["Customer", "Invoice", "Payment", "INVOICE_STATUSES", "reminder_key", "reminder_id_of_key",
+__all__ = ["Customer", "Invoice", "Payment", "INVOICE_STATUSES", "HOLD_REASONS", "reminder_key", "reminder_id_of_key",
            "superseded_stages", "with_superseded", "SUPERSEDED_REASON"]
 
 INVOICE_STATUSES = ("open", "paid", "void", "uncollectible")
+#: Why reminders of an invoice or customer are held (oncebeat.reminders.holds).
+HOLD_REASONS = ("dispute", "promise", "manual")
 _KEY_PREFIX = "reminder:"  # the SQL of the scan spells it too: 'reminder:' || r.id
 
 
