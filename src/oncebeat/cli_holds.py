@@ -13,8 +13,6 @@ from typing import Any
 
 import click
 
-from .reminders.holds import HOLD_REASONS, describe, list_holds, place_hold, release_holds
-
 Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
 
@@ -31,7 +29,7 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
     @click.option("--invoice", default=None, metavar="NUMBER", help="Hold the reminders of this invoice.")
     @click.option("--customer", default=None, metavar="EMAIL", help="Hold the reminders of every invoice of this "
                   "customer.")
-    @click.option("--reason", required=True, type=click.Choice(HOLD_REASONS),
+    @click.option("--reason", required=True, metavar="dispute|promise|manual",
                   help="dispute, promise (to pay, needs --until) or manual.")
     @click.option("--until", default=None, metavar="YYYY-MM-DD",
                   help="promise: the last day of the promise; unpaid, reminders resume the next business day.")
@@ -43,6 +41,8 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
                      as_json: bool, database_url: str | None, config: Path | None) -> None:
         """Place a hold: no reminder goes out for the invoice (or the customer's invoices) while it holds; each stage
         that comes due meanwhile is recorded held. Prints the hold's id (for `oncebeat release ID`)."""
+        from .reminders.holds import place_hold  # here: `oncebeat --app` never loads the reminder app
+
         day = h._parse_date(until, "--until")
         rt = h._runtime(config=config, database_url=database_url, migrate=True)
         try:
@@ -71,6 +71,8 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
                         as_json: bool, database_url: str | None, config: Path | None) -> None:
         """Release a hold (HOLD_ID), or every hold on --invoice or --customer. Reminders resume the next business day
         with the next due stage only."""
+        from .reminders.holds import release_holds
+
         rt = h._runtime(config=config, database_url=database_url, migrate=True)
         try:
             released = release_holds(rt.store, clock=rt.clock, zone=rt.policy.zone, source=h._operator(),
@@ -95,6 +97,8 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
     @config_option
     def holds_command(active: bool, as_json: bool, database_url: str | None, config: Path | None) -> None:
         """List holds, oldest first: id, invoice or customer, reason, who placed it, state."""
+        from .reminders.holds import describe, list_holds
+
         rt = h._runtime(config=config, database_url=database_url, migrate=True)
         try:
             today = rt.clock.now().astimezone(rt.policy.zone).date()
