@@ -17,7 +17,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from ..reminders.holds import HOLD_REASONS, HoldError, holds_of_invoice, place_hold, release_holds
 from .app import action_form, dashboard, redirect_with, render, route
 from .charts import stacked_bars
 from .schedules import operator_source
@@ -81,6 +80,8 @@ async def search(request: Request) -> Response:
 
 
 def invoice_page(request: Request) -> Response:
+    from ..reminders.holds import HOLD_REASONS, holds_of_invoice  # here: a library app's dashboard never loads it
+
     rt = dashboard(request).runtime
     number = request.path_params["number"]
     story = rt.service.invoice_story(number)
@@ -99,6 +100,8 @@ def invoice_page(request: Request) -> Response:
 
 async def place_hold_action(request: Request) -> Response:
     """An admin places a hold on the invoice (or on its customer): CSRF and operator session checked, audited."""
+    from ..reminders.holds import HoldError, place_hold
+
     form = await action_form(request)
     rt = dashboard(request).runtime
     number = request.path_params["number"]
@@ -120,6 +123,8 @@ async def place_hold_action(request: Request) -> Response:
 
 async def release_hold_action(request: Request) -> Response:
     """An admin releases hold ``id``: reminders resume the next business day. CSRF and session checked, audited."""
+    from ..reminders.holds import release_holds
+
     form = await action_form(request)
     rt = dashboard(request).runtime
     released = await run_in_threadpool(lambda: release_holds(
