@@ -1472,6 +1472,9 @@ def _add_logging_options(group: click.Group) -> None:
             _add_logging_options(command)
 
 
+from .cli_holds import register as _register_holds  # noqa: E402 - its commands use the helpers above
+
+_register_holds(cli, sys.modules[__name__])
 _add_logging_options(cli)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from ..errors import ImportRejected
 from ..store import Store, Tx
 from .conversions import DateFormat
+from .holds import import_holds
 from .model import Customer, Invoice
 from .records import mark_paid, write_customers, write_invoices
 from .sources.invoices import CustomerRow, customer_rule, duplicate_problems, open_invoice_table
@@ -41,7 +42,8 @@ __all__ = ["PAGE", "BulkOptions", "import_invoices", "import_payments"]
 PAGE = 5_000
 _EMPTY_ROW = {"line": None, "bad": False, "number": None, "email": None, "name": None, "x_locale": None,
               "x_tz": None, "currency": None, "amount_due": None, "issued_on": None, "due_on": None, "status": None,
-              "paid_on": None, "status_on": None, "paid_at": None}
+              "paid_on": None, "status_on": None, "paid_at": None, "hold_reason": None, "promise_until": None,
+              "hold_note": None}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -276,6 +278,9 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
                 counts["updated"] += done.updated
                 counts["kept paid"] += done.kept_paid
                 counts["stale"] += done.stale
+                held = [r for r in page if r["hold_reason"]]
+                if held:  # after the upsert: the invoices exist; a row imported again places no second hold
+                    counts["holds"] = counts.get("holds", 0) + import_holds(tx, held, source=source, now=now)
         counts["rejected"] = _finish(staging, table, options)
         staging.drop()
     return counts

@@ -307,15 +307,23 @@ def _reminder_story(store: Store, story: Story, r: dict[str, Any], occs: dict[in
     by = (f" by the scan of occurrence {occ['id']} ({occ['schedule_key']} at {face.text(occ['fire_at'], tz)}, "
           f"{occ['outcome']} by {source_text(occ)})" if occ else "")
     story.add(r["created_at"], f"reminder {r['id']} stage {r['stage']} created "
-                               f"({'pending' if r['state'] != 'skipped' else 'skipped: ' + str(r['reason'])}) for "
+                               f"({_created_as(r)}) for "
                                f"business date {r['business_date']}{by}", CREATED)
     for j in jobs_by_unique_keys(store, [f"{_PREFIX}{r['id']}"]):
         job_entries(store, story, j, prefix=f"send job {j['id']}: ")
     if r["sent_at"] is not None:
         story.add(r["sent_at"], f"reminder {r['id']} stage {r['stage']} sent, Message-ID {r['message_id']}",
                   EFFECT_END)
-    elif r["state"] in ("failed", "in_doubt") or (r["state"] == "skipped" and r["updated_at"] != r["created_at"]):
+    elif r["state"] in ("failed", "in_doubt") or (r["state"] in ("skipped", "held")
+                                                   and r["updated_at"] != r["created_at"]):
         story.add(r["updated_at"], f"reminder {r['id']} stage {r['stage']} {r['state']}: {r['reason']}", FAILED)
+
+
+def _created_as(r: Mapping[str, Any]) -> str:
+    """How a reminder was created: pending, or decided by the scan itself (skipped; held by a hold, reminders 0009)."""
+    if r["state"] == "skipped" or (r["state"] == "held" and r["updated_at"] == r["created_at"]):
+        return f"{r['state']}: {r['reason']}"
+    return "pending"
 
 
 def _superseded_text(r: Mapping[str, Any]) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from .sources.invoices import (
     DEFAULT_LOCALE,
     DEFAULT_TZ,
+    HOLD_COLUMNS,
     INVOICE_CSV_HELP,
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
@@ -45,6 +46,7 @@ __all__ = [
     "STANDARD_COLUMNS",
     "REQUIRED_COLUMNS",
     "OPTIONAL_COLUMNS",
+    "HOLD_COLUMNS",
     "PAYMENT_COLUMNS",
     "PAYMENT_OPTIONAL_COLUMNS",
     "INVOICE_CSV_HELP",
@@ -63,6 +65,7 @@ __all__ = [
 ]
 
 
-def parse_column_map(spec: str | Sequence[str] | None, *, columns: Sequence[str] = STANDARD_COLUMNS) -> dict[str, str]:
+def parse_column_map(spec: str | Sequence[str] | None, *,
+                     columns: Sequence[str] = STANDARD_COLUMNS + HOLD_COLUMNS) -> dict[str, str]:
     """Parse ``--map`` for an invoice file (or ``columns``); see :func:`.sources.table.parse_column_map`."""
     return _parse_column_map(spec, columns=columns)

@@ -52,7 +52,10 @@ date), ``days_overdue`` (``max(0, days_past_due)``), ``days_until_due``
 (``max(0, -days_past_due)``), ``days_text`` ("1 day", "7 days"),
 ``status_text`` ("is 7 days past due", "is due in 3 days", "is due today"),
 ``locale`` (the locale used), ``language`` (the language of the words:
-"en", "de", "fr" or "es") and, in the text and HTML parts, ``subject``.
+"en", "de", "fr" or "es"), ``promise_missed`` (True in the first reminder
+after a promise to pay passed unpaid) with ``promise_date`` (the promised
+date, long, in the customer's locale; "" otherwise) and, in the text and HTML
+parts, ``subject``.
 ``amount``, ``due_date`` and ``issued_date`` hold no breakable space (their
 spaces are U+00A0), so neither wrapping nor a mail client splits them.
 
@@ -473,8 +476,13 @@ class Renderer:
         issued_on: date,
         stage: int,
         days_past_due: int,
+        promise_missed: date | None = None,
     ) -> RenderedEmail:
-        """Render the reminder of ``stage`` for one invoice; ``days_past_due`` is negative before the due date."""
+        """Render the reminder of ``stage`` for one invoice; ``days_past_due`` is negative before the due date.
+
+        ``promise_missed``: the date the customer had promised to pay by, when this is the first reminder after
+        that promise passed unpaid (templates: ``promise_missed`` True, ``promise_date`` the localised date).
+        """
         for name, value in (("stage", stage), ("days_past_due", days_past_due), ("amount_due", amount_due)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -502,6 +510,9 @@ class Renderer:
             "status_text": _status_text(t, days_past_due),
             "locale": str(loc),
             "language": language,
+            "promise_missed": promise_missed is not None,
+            "promise_date": _unbreakable(format_date(promise_missed, format="long", locale=loc))
+            if promise_missed is not None else "",
         }
         subject = _one_line(self._render(stage, "subject", context))
         if not subject:

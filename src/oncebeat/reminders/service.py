@@ -8,7 +8,8 @@ superseded by a higher one are recorded in that row (``superseded_stages``).
 
 The send (G4, G6) re-reads the invoice, skips it when no longer open, and
 sends inside ``effect("reminder:<id>")`` with a deterministic Message-ID;
-every reminder ends ``sent``, ``skipped``, ``failed`` or ``in_doubt``.
+every reminder ends ``sent``, ``skipped``, ``failed``, ``in_doubt`` or ``held``: a hold (:mod:`.holds`) covering
+the invoice is checked by the scan and again by the send job just before sending, as payment is.
 
 A mail outage is a delay, not a failure: a session-level failure (connection refused or timed out, TLS or
 login refused, any 4xx reply) says nothing about the reminder, so its send job is snoozed with backoff
@@ -66,6 +67,7 @@ from ..ratelimit import RateLimit
 from ..store import Json, Store, Tx
 from ..timebase import Clock
 from .bulk import BulkOptions, import_invoices, import_payments
+from .holds import hold_scan_rows
 from .importing import InvoiceImport, RowProblem
 from .model import (
     Customer,
@@ -107,11 +109,13 @@ def outage_wait(waited: float, left: float) -> float:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScanResult:
-    """One scan's outcome: ``pending`` reminders created, ``skipped`` lower stages recorded superseded."""
+    """One scan's outcome: ``pending`` reminders created (``held`` of them recorded held at once), ``skipped``
+    lower stages recorded superseded."""
 
     business_date: date
     pending: int
     skipped: int
+    held: int = 0  # reminders created held (a hold covers their invoice on this date): no send job
 
 
 def stage_cutoffs(stages: Sequence[int], business_date: date, tz: str | None = None) -> list[dict[str, Any]]:
@@ -291,11 +295,14 @@ class ReminderService:
                       occurrence_id=occurrence_id, now=now)
         pending = sum(int(r["pending"]) for r in rows)
         superseded = sum(int(r["superseded"] or 0) for r in rows)
+        # A stage a hold covers is recorded held now, before any send job exists for it (G9).
+        held, _ = hold_scan_rows(tx, now)
         # Also re-enqueues pending reminders whose send job was discarded (G6: nothing left pending).
         Queue(self.store, clock=self.clock, source=source).enqueue_select(
             tx, "pending_send_jobs", task=SEND_TASK, queue="default", max_attempts=SEND_MAX_ATTEMPTS)
-        result = ScanResult(business_date=business_date, pending=pending, skipped=superseded)
-        log.info("scan for %s: %d reminders to send, %d superseded", business_date, result.pending, result.skipped,
+        result = ScanResult(business_date=business_date, pending=pending, skipped=superseded, held=held)
+        log.info("scan for %s: %d reminders to send, %d superseded, %d held", business_date,
+                 result.pending - result.held, result.skipped, result.held,
                  extra={"event": "reminders.scan", "occurrence_id": occurrence_id})
         return result
 
@@ -330,6 +337,9 @@ class ReminderService:
         if r["status"] != "open" and ctx.effect_state(key) in (None, "failed"):
             reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
             return self._finish(reminder_id, "skipped", reason)
+        hold = self.store.read("covering_hold", invoice_id=r["invoice_id"], business_date=r["business_date"])
+        if hold and ctx.effect_state(key) in (None, "failed"):  # held before any attempt reached the server
+            return self._hold(reminder_id, hold[0])
         problem = address_problem(r["email"])
         if problem is not None:  # no attempt can ever deliver it: failed at once, not retried for hours (G6)
             return self._finish(reminder_id, "failed", f"undeliverable address {r['email']!r}: {problem}")
@@ -354,6 +364,9 @@ class ReminderService:
                 now_rows = self.store.read("get_reminder_for_send", id=reminder_id)
                 if now_rows and now_rows[0]["status"] != "open":
                     raise _InvoiceClosed(now_rows[0])  # recorded failed: nothing was sent
+                held = self.store.read("covering_hold", invoice_id=r["invoice_id"], business_date=r["business_date"])
+                if held:
+                    raise _Held(held[0])  # placed since the first attempt: nothing was sent
             # Frozen by an earlier attempt (another Date): the mailer reads that message's own envelope.
             known = envelope if attempt.frozen == data else None
             with ExitStack() as permit:  # the relay's permit, if limited: taken on an open connection, held
@@ -383,6 +396,8 @@ class ReminderService:
             return self._finish(reminder_id, "in_doubt", str(exc), message_id=message_id)
         except _InvoiceClosed as closed:
             return self._finish(reminder_id, "skipped", closed.reason)
+        except _Held as held_by:
+            return self._hold(reminder_id, held_by.hold)
         except EffectKeyConflict as exc:  # e.g. the address changed after an attempt claimed the key
             return self._finish(reminder_id, "failed", str(exc))
         except PermanentMailError as exc:
@@ -441,6 +456,15 @@ class ReminderService:
                          detail={"count": len(ids), "since": since.isoformat() if since else None, "ids": ids[:1000]})
         return ids
 
+    def _hold(self, reminder_id: int, hold: dict[str, Any]) -> str:
+        """Record pending reminder ``reminder_id`` held by ``hold`` (a :func:`covering_hold` row); final (G9)."""
+        with self.store.transaction() as tx:
+            tx.run("hold_reminder", id=reminder_id, hold_id=hold["id"], reason=hold["reason_text"],
+                   now=self.clock.now())
+        log.info("reminder %s held: %s", reminder_id, hold["reason_text"],
+                 extra={"event": "reminders.held", "reminder_id": reminder_id, "hold_id": hold["id"]})
+        return "held"
+
     def _finish(self, reminder_id: int, state: str, reason: str | None, *, message_id: str | None = None,
                 sent_at: datetime | None = None, tx: Tx | None = None, from_state: str = "pending") -> str:
         if tx is None:
@@ -494,7 +518,9 @@ class ReminderService:
         rendered = self.renderer.render(invoice_number=r["number"], customer_name=r["name"],
                                         customer_locale=r["locale"], currency=r["currency"],
                                         amount_due=r["amount_due"], due_on=r["due_on"], issued_on=r["issued_on"],
-                                        stage=r["stage"], days_past_due=days)
+                                        stage=r["stage"], days_past_due=days,
+                                        promise_missed=r.get("resumed_promise_until") if r.get("resumed_reason")
+                                        == "promise" and r.get("resumed_released_at") is None else None)
         return rendered, make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)
 
     # --- reads for operators (dashboard) ----------------------------------------------------------
@@ -577,6 +603,14 @@ class ReminderService:
         for r in self.store.read("reminder_counts"):
             out[r["state"]] = out.get(r["state"], 0) + int(r["n"])
         return out
+
+
+class _Held(Exception):
+    """A hold was placed on the invoice after an earlier attempt failed before its point of no return."""
+
+    def __init__(self, hold: dict[str, Any]) -> None:
+        self.hold = hold
+        super().__init__(hold["reason_text"])
 
 
 class _InvoiceClosed(Exception):

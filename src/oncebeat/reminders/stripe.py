@@ -28,8 +28,9 @@ customer per email). Stripe's shapes are converted:
   invoice paid here stays paid whatever Stripe later marks it, unless ``--reopen``.
 
 Webhooks (:class:`StripeWebhooks`): ``invoice.finalized``, ``invoice.paid``,
-``invoice.voided`` and ``invoice.marked_uncollectible`` are verified with the
-official ``stripe`` package (``Stripe-Signature`` header, ``STRIPE_WEBHOOK_SECRET``)
+``invoice.voided``, ``invoice.marked_uncollectible``, ``charge.dispute.created`` (a dispute hold on the
+invoice the dispute names, :func:`dispute_invoice_number`) and ``charge.dispute.closed`` (its release) are
+verified with the official ``stripe`` package (``Stripe-Signature`` header, ``STRIPE_WEBHOOK_SECRET``)
 and applied in one transaction with a row in ``stripe_events`` keyed by the
 event id (``INSERT … ON CONFLICT DO NOTHING``): a replayed event changes nothing.
 Reordered events cannot move an invoice backwards: a status moves only under the
@@ -49,7 +50,7 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -59,9 +60,11 @@ from zoneinfo import ZoneInfo
 import stripe
 
 from ..errors import ConfigError, ImportRejected, OncebeatError
+from ..provenance import current_source
 from ..store import Store, Tx
 from ..timebase import Clock
 from .conversions import currency_reason, date_range_reason, length_reason, text_reason
+from .holds import HoldError, place_hold, release_holds
 from .model import INVOICE_STATUSES, Customer, Invoice
 from .money import minor_digits
 from .records import move_status, write_customers
@@ -86,7 +89,10 @@ STRIPE_ZERO_DECIMAL = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND
 #: Stripe's three-decimal currencies (https://docs.stripe.com/currencies#three-decimal).
 STRIPE_THREE_DECIMAL = frozenset("BHD JOD KWD OMR TND".split())
 #: Webhook event types that change an invoice; others are recorded and ignored.
-HANDLED_EVENTS = ("invoice.finalized", "invoice.paid", "invoice.voided", "invoice.marked_uncollectible")
+HANDLED_EVENTS = ("invoice.finalized", "invoice.paid", "invoice.voided", "invoice.marked_uncollectible",
+                  "charge.dispute.created", "charge.dispute.closed")
+#: Dispute events: a dispute hold (oncebeat.reminders.holds) placed or released, keyed by the dispute's id.
+DISPUTE_EVENTS = ("charge.dispute.created", "charge.dispute.closed")
 #: Seconds a signed webhook stays valid (Stripe's default tolerance): older replays are refused.
 SIGNATURE_TOLERANCE = 300
 
@@ -397,6 +403,8 @@ class StripeWebhooks:
         def out(outcome: str, detail: str, number: str | None = None) -> WebhookOutcome:
             return WebhookOutcome(event_id=event_id, event_type=kind, outcome=outcome, invoice=number, detail=detail)
 
+        if kind in DISPUTE_EVENTS:
+            return self._dispute(tx, kind, obj, out)
         if kind not in _EVENT_STATUS:
             return out("ignored", f"oncebeat does not act on {kind}")
         if not isinstance(obj, dict) or obj.get("object") != "invoice":
@@ -437,3 +445,51 @@ class StripeWebhooks:
                                 "reordered event)", invoice.number)
         return out("stale", f"not moved to {target}: the invoice's current status does not allow it (a late or "
                             "reordered event)", invoice.number)
+
+    def _dispute(self, tx: Tx, kind: str, obj: Any, out: Callable[..., WebhookOutcome]) -> WebhookOutcome:
+        """``charge.dispute.created``: a dispute hold on the invoice the dispute names; ``closed``: its release.
+
+        The hold's ``external_ref`` is the dispute's id, so a second ``created`` for one dispute (another event id)
+        places nothing more and ``closed`` releases exactly that hold.
+        """
+        if not isinstance(obj, dict) or obj.get("object") != "dispute" or not isinstance(obj.get("id"), str):
+            return out("invalid", "the event carries no dispute object")
+        dispute = str(obj["id"])[:255]
+        zone = ZoneInfo(self.tz)
+        source = current_source("api", name="stripe webhook")
+        if kind == "charge.dispute.closed":
+            released = release_holds(self.store, clock=self.clock, zone=zone, source=source, external_ref=dispute,
+                                     note=f"Stripe dispute {dispute} closed: {obj.get('status')}", by="stripe",
+                                     tx=tx)
+            if not released:
+                return out("ignored", f"no open hold for dispute {dispute}")
+            return out("applied", f"hold {released[0].id} released (dispute {obj.get('status')})",
+                       released[0].invoice)
+        number = dispute_invoice_number(obj)
+        if number is None:
+            return out("ignored", "the dispute names no invoice number (metadata.invoice_number, or an expanded "
+                                  "charge.invoice.number or charge.metadata.invoice_number)")
+        try:
+            hold = place_hold(self.store, clock=self.clock, zone=zone, source=source, reason="dispute",
+                              invoice=number, note=f"Stripe dispute {dispute}: {obj.get('reason')}",
+                              external_ref=dispute, by="stripe", tx=tx)
+        except HoldError as exc:
+            return out("ignored", str(exc), number)
+        if hold is None:
+            return out("duplicate", f"dispute {dispute} already has its hold", number)
+        return out("applied", f"dispute hold {hold.id} placed", number)
+
+
+def dispute_invoice_number(obj: Mapping[str, Any]) -> str | None:
+    """The invoice number a Stripe dispute object names: its ``metadata.invoice_number``, or its charge's (when the
+    charge is expanded) ``invoice.number`` (expanded too) or ``metadata.invoice_number``; None when none does."""
+    charge = obj.get("charge") if isinstance(obj.get("charge"), dict) else {}
+    assert isinstance(charge, dict)
+    invoice = charge.get("invoice") if isinstance(charge.get("invoice"), dict) else {}
+    assert isinstance(invoice, dict)
+    for holder, field in ((obj.get("metadata"), "invoice_number"), (invoice, "number"),
+                          (charge.get("metadata"), "invoice_number")):
+        value = holder.get(field) if isinstance(holder, dict) else None
+        if isinstance(value, str) and 0 < len(value) <= 255 and value.isprintable():
+            return value
+    return None

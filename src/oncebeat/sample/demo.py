@@ -47,7 +47,7 @@ __all__ = ["DemoResult", "run_demo", "payment_instant", "expected_reminders", "c
            "DEFAULT_DEMO_START"]
 
 DEFAULT_DEMO_START = date(2026, 1, 5)  # fixed, so the seeded demo gives the same book on every machine
-TERMINAL = ("sent", "skipped", "failed", "in_doubt")
+TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 
 
 @dataclass(kw_only=True, slots=True)

@@ -14,7 +14,7 @@ between two scans was never due at either.
 
 Invariants (name → meaning):
 
-- ``due-reminders-terminal``: every due (invoice, stage) ended sent, skipped, failed or in_doubt, or is
+- ``due-reminders-terminal``: every due (invoice, stage) ended sent, held, skipped, failed or in_doubt, or is
   **delayed**: pending with an unfinished send job (waiting out a mail outage, queued or retrying), which is
   reported (``CheckReport.delayed``, exit status 4) and is not a violation. It is **lost** (a violation) when
   it has no reminder, or its reminder is pending with nothing that will send it: the rule of
@@ -34,7 +34,12 @@ Invariants (name → meaning):
   the others none;
 - ``no-fire-on-start``: every scheduled occurrence is an instant of its schedule, never the
   moment a clock started;
-- ``business-date-local``: each occurrence's business date is its local date in its zone.
+- ``business-date-local``: each occurrence's business date is its local date in its zone;
+- ``held-by-a-hold``, ``no-send-while-held``, ``stage-order``, ``resume-marked``: holds and stage order
+  (G9), judged from the holds table, the invoices and the effect ledger (:mod:`.checkholds`).
+
+A stage recorded ``held`` is final (G9): holds change whether a due stage is sent, never whether it is due, so
+the due set above is computed without them and ``held`` counts as an end.
 """
 
 from __future__ import annotations
@@ -53,18 +58,20 @@ from ..effects import list_effects
 from ..mail import StoredMessage, read_maildir
 from ..queue import all_jobs
 from ..reminders.accounting import PendingFates, duplicate_copies, pending_fates
+from ..reminders.holds import list_holds
 from ..reminders.model import reminder_key, with_superseded
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_reminders
 from ..store import Store
+from .checkholds import HOLD_INVARIANTS, check_holds
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
 
 INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
-              "one-job-per-occurrence", "no-fire-on-start", "business-date-local")
+              "one-job-per-occurrence", "no-fire-on-start", "business-date-local", *HOLD_INVARIANTS)
 SCAN_TASK = "reminders.scan"
-TERMINAL = ("sent", "skipped", "failed", "in_doubt")
+TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
 
 PaymentWindow = tuple[datetime, datetime]  # the payment happened at some instant in [lo, hi]
@@ -192,12 +199,15 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     in_doubt = _check_in_doubt(inv["in-doubt-bounded"], ev, in_doubt_budget)
     copies = _check_deliveries(inv, ev, maildir_read=maildir is not None)
     _check_occurrences(inv, ev, definitions)
+    holds = list_holds(store)
+    check_holds(inv, holds=holds, invoices=invoices, reminders=reminders, effects=effects)
 
     states = Counter(r["state"] for r in reminders)
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
                "messages_delivered": len(messages), "duplicates": sum(copies.values()),
                "lost": inv["due-reminders-terminal"].violations, "in_doubt": len(in_doubt),
-               "delayed": len(delayed), "delayed_outage": sum(1 for fate, _ in delayed if fate == "outage"),
+               "holds": len(holds), "delayed": len(delayed),
+               "delayed_outage": sum(1 for fate, _ in delayed if fate == "outage"),
                "occurrences": dict(sorted(Counter(o["outcome"] for o in occurrences).items()))}
     return CheckReport(invariants=inv, summary=summary, delayed=[text for _, text in delayed[:5]])
 

@@ -24,6 +24,9 @@ FAULTS: dict[str, tuple[float, str]] = {
     "payment-race": (0.2, "an invoice is paid between the scan and its send (per scan)"),
     "late-import": (0.1, "an overdue invoice is imported mid-run, between two scans, and half of those are paid "
                          "before the next scan (per open invoice)"),
+    "holds": (0.1, "holds placed and released at arbitrary times: promises to pay kept (paid before the date) "
+                   "and broken, disputes opened and closed (also between a scan and its sends), customer holds "
+                   "(per open invoice, and per scan for a dispute mid-send)"),
     "dst": (1.0, "schedules at 02:30 in zones whose DST transitions fall inside the run"),
     "host-tz": (1.0, "the process TZ is Pacific/Kiritimati (UTC+14), not the schedule's zone"),
     "schedule-change": (1.0, "the reminder schedule's time and zone are edited mid-run"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import time as _time
+from bisect import insort
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from ..crashpoints import SimulatedCrash, crashpoints
 from ..errors import TransientStoreError
 from ..mail import Mailer, MailSink
 from ..provenance import Source, current_source
+from ..reminders.holds import place_hold, release_holds
 from ..reminders.model import Payment
 from ..reminders.policy import Policy
 from ..reminders.rows import pending_reminders
@@ -162,6 +164,8 @@ def _host_tz(zone: str | None) -> Iterator[None]:
 #: The old cron entry that still triggers the reminder schedule (fault ``leftover-trigger``).
 _LEFTOVER = Source(kind="cli", host="old-cron-host", pid=4242, name="cron: oncebeat trigger reminders",
                    version="0.0.9")
+#: The billing app's staff placing and releasing holds (fault ``holds``).
+_HOLDER = Source(kind="api", host="billing-app", pid=5151, name="billing app: collections desk")
 
 #: The operator who pauses and resumes the reminder schedule (fault ``pause``).
 _OPERATOR = Source(kind="cli", host="ops-laptop", pid=7, name="oncebeat schedules pause")
@@ -207,6 +211,8 @@ class _Sim:
         self.payments_log: dict[str, PaymentWindow] = {}
         self._blip_run: Counter[str] = Counter()
         self.wakes: list[datetime] = []
+        self.hold_rng = random.Random(f"holds-race:{cfg.seed}")  # its own draws: the other faults' stay as they were
+        self.world: _World | None = None
 
     # --- fault hooks --------------------------------------------------------------------------
     def _rate(self, name: str) -> float:
@@ -277,6 +283,7 @@ class _Sim:
               t0: datetime, t_end: datetime, t_settled: datetime, url: str, maildir: Path) -> SimReport:
         service = ReminderService(store, policy, clock=clock, mailer=mailer)
         late, late_payments, held = self._plan_late_imports(book, policy, t0, t_end)
+        late += self._plan_holds(book, policy, t0, t_end, arrivals={e[2].number: e[0] for e in late})
         with self.quiet():
             service.upsert(book.customers, [i for i in book.invoices if i.number not in held])
         app = build_app(service)
@@ -289,6 +296,7 @@ class _Sim:
         w.payments = sorted([p for p in book.payments if p.number not in held] + list(late_payments.values()),
                             key=lambda p: payment_instant(p, policy.tz))
         w.workers = [self._worker(app, store, clock, f"worker.{i + 1}") for i in range(self.cfg.workers)]
+        self.world = w
         self._run_until(w, t_end, t_settled)
         with self.quiet():
             for worker in w.workers:
@@ -323,6 +331,74 @@ class _Sim:
                                                    paid_on=paid.astimezone(policy.zone).date())
         self.injected["late-import"] = len(events)
         return events, payments, {e[2].number for e in events}
+
+    def _plan_holds(self, book: Book, policy: Policy, t0: datetime, t_end: datetime, *,
+                    arrivals: dict[str, datetime]) -> list[tuple[datetime, str, Any]]:
+        """Fault ``holds``: for some open invoices (or their customer), a hold placed at an arbitrary instant: a
+        promise to pay kept (a payment before its date), a promise broken, a dispute closed days later, a manual
+        customer hold released later. Events ``hold``, ``release``, ``pay``; its own random generator, so the
+        other faults' draws stay as they were."""
+        rate = self.faults.get("holds", 0.0)
+        if not rate:
+            return []
+        rng = random.Random(f"holds:{self.cfg.seed}")
+        events: list[tuple[datetime, str, Any]] = []
+        last = t0 + (t_end - t0) * 0.9
+        for invoice in book.invoices:
+            if invoice.status != "open" or rng.random() >= rate:
+                continue
+            # while it is in dunning (from just before it is due to past the ladder's end), once it is imported
+            due = datetime.combine(invoice.due_on, time(12), tzinfo=policy.zone)
+            lo = max(t0, due - timedelta(days=3), arrivals.get(invoice.number, t0) + timedelta(seconds=1))
+            hi = min(last, due + timedelta(days=max(policy.stages, default=30) + 5))
+            if hi <= lo:
+                lo, hi = max(t0, arrivals.get(invoice.number, t0) + timedelta(seconds=1)), last
+            at = lo + timedelta(seconds=rng.uniform(0, max(0.0, (hi - lo).total_seconds())))
+            today = at.astimezone(policy.zone).date()
+            kind = rng.choice(("promise-kept", "promise-broken", "dispute", "customer"))
+            ref = f"sim-hold:{invoice.number}"
+            if kind.startswith("promise"):
+                until = today + timedelta(days=rng.randint(0, 12))
+                events.append((at, "hold", {"invoice": invoice.number, "reason": "promise", "until": until,
+                                            "ref": ref}))
+                if kind == "promise-kept":
+                    last = datetime.combine(until + timedelta(days=1), time(0), tzinfo=policy.zone)
+                    paid = at + timedelta(seconds=rng.uniform(1, max(2.0, (last - at).total_seconds() - 1)))
+                    events.append((paid, "pay", Payment(number=invoice.number, paid_at=paid,
+                                                        paid_on=paid.astimezone(policy.zone).date())))
+            else:
+                target = {"invoice": invoice.number} if kind == "dispute" else {"customer": invoice.customer_email}
+                events.append((at, "hold", {**target, "reason": "dispute" if kind == "dispute" else "manual",
+                                            "until": None, "ref": ref}))
+                events.append((at + timedelta(seconds=rng.uniform(3600, 25 * 86400)), "release", ref))
+            self.injected[f"holds:{kind}"] += 1
+        return events
+
+    def _hold(self, w: _World, payload: dict[str, Any]) -> None:
+        """Place a planned hold (none when its external reference already has one: a customer held twice)."""
+        with self.quiet():
+            _attempt(lambda: place_hold(w.store, clock=w.clock, zone=w.policy.zone, source=_HOLDER,
+                                        reason=payload["reason"], invoice=payload.get("invoice"),
+                                        customer=payload.get("customer"), until=payload["until"],
+                                        external_ref=payload["ref"], note="simulated"))
+
+    def _dispute_race(self, w: _World) -> None:
+        """Fault ``holds``: a dispute opened between a scan and its sends (on a pending reminder's invoice) and
+        closed from an hour to ten days later."""
+        rate = self._rate("holds")
+        if not rate or self.hold_rng.random() >= rate:
+            return
+        with self.quiet():
+            pending = pending_reminders(w.store)
+        if not pending:
+            return
+        r = self.hold_rng.choice(pending)
+        now = w.clock.now()
+        ref = f"sim-race:{r['number']}:{r['stage']}"
+        self._hold(w, {"invoice": r["number"], "reason": "dispute", "until": None, "ref": ref})
+        insort(w.events, (now + timedelta(seconds=self.hold_rng.uniform(3600, 10 * 86400)), "release", ref),
+               key=lambda e: e[0])
+        self.injected["holds:dispute-mid-send"] += 1
 
     def _prepare_faults(self, w: _World, book: Book, t0: datetime, t_end: datetime) -> None:
         """Faults set up before the run: DST probe schedules, the host's zone, mailboxes that reject."""
@@ -450,6 +526,14 @@ class _Sim:
             elif kind == "resume":  # even while settling: a pause always ends, and what it held runs then
                 with self.quiet():
                     resume_schedule(w.store, w.app, payload, source=_OPERATOR, clock=w.clock)
+            elif kind == "hold":
+                self._hold(w, payload)
+            elif kind == "release":
+                with self.quiet():
+                    _attempt(lambda: release_holds(w.store, clock=w.clock, zone=w.policy.zone, source=_HOLDER,
+                                                   external_ref=payload, note="simulated"))  # noqa: B023
+            elif kind == "pay":
+                self._pay(w.service, [payload], now)
             elif kind == "import":  # a late invoice: its CSV import or webhook arrives now
                 with self.quiet():
                     w.service.upsert([], [payload])
@@ -538,6 +622,8 @@ class _Sim:
                     progressed += 1
                     self._wake_for_rescue(w, clock)
                 self._payment_race(store, service, clock)
+                if self.world is not None:
+                    self._dispute_race(self.world)
             if not progressed:
                 return
         raise RuntimeError("simulation made no progress: a job is claimed and fails forever")

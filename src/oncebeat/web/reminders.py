@@ -1,12 +1,15 @@
 """Reminders: search by invoice number or customer email (a POST, so no address lands in a URL), each
-invoice's stage timeline (sent, skipped with reason, failed with the server's reply, in doubt) with the
-Message-ID and a rendered preview of each email, and the aging report as a chart per currency."""
+invoice's stage timeline (sent, held, skipped with reason, failed with the server's reply, in doubt) with the
+Message-ID and a rendered preview of each email, its holds (an admin places and releases them: CSRF, operator
+session, audited), and the aging report as a chart per currency."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from datetime import date
 from typing import Any
+from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -14,8 +17,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from ..reminders.money import minor_digits
-from .app import action_form, dashboard, render, route
+from .app import action_form, dashboard, redirect_with, render, route
 from .charts import stacked_bars
+from .schedules import operator_source
 from .security import content_security_policy
 
 __all__ = ["mask_email", "routes"]
@@ -62,7 +66,7 @@ async def reminders_page(request: Request) -> Response:
     return render(request, "reminders.html", {
         "title": "Reminders", "as_of": as_of, "tz": rt.policy.tz, "charts": _aging_charts(aging_rows),
         "counts": dict(sorted(counts.items())),
-        "states": [s for s in ("pending", "sent", "skipped", "failed", "in_doubt") if s in states]})
+        "states": [s for s in ("pending", "sent", "held", "skipped", "failed", "in_doubt") if s in states]})
 
 
 async def search(request: Request) -> Response:
@@ -76,6 +80,8 @@ async def search(request: Request) -> Response:
 
 
 def invoice_page(request: Request) -> Response:
+    from ..reminders.holds import HOLD_REASONS, holds_of_invoice  # here: a library app's dashboard never loads it
+
     rt = dashboard(request).runtime
     number = request.path_params["number"]
     story = rt.service.invoice_story(number)
@@ -88,7 +94,49 @@ def invoice_page(request: Request) -> Response:
         _, rendered, message_id = rt.service.render_reminder(r["id"])
         previews[r["id"]] = {"subject": rendered.subject, "text": rendered.text, "message_id": message_id}
     return render(request, "invoice.html", {"title": f"Invoice {number}", **story, "previews": previews,
-                                            "tz": rt.policy.tz})
+                                            "tz": rt.policy.tz, "hold_reasons": HOLD_REASONS,
+                                            "holds": holds_of_invoice(rt.store, story["invoice"]["id"])})
+
+
+async def place_hold_action(request: Request) -> Response:
+    """An admin places a hold on the invoice (or on its customer): CSRF and operator session checked, audited."""
+    from ..reminders.holds import HoldError, place_hold
+
+    form = await action_form(request)
+    rt = dashboard(request).runtime
+    number = request.path_params["number"]
+    try:
+        until = date.fromisoformat(form["until"].strip()) if form.get("until", "").strip() else None
+    except ValueError:
+        raise HoldError(f"until: {form['until']!r} is not a date YYYY-MM-DD") from None
+    rows = await run_in_threadpool(rt.service.find_invoices, number)
+    if not rows:
+        raise HTTPException(404, f"no invoice {number!r}")
+    on_customer = form.get("scope") == "customer"
+    hold = await run_in_threadpool(lambda: place_hold(
+        rt.store, clock=rt.clock, zone=rt.policy.zone, source=operator_source(), reason=form.get("reason", ""),
+        invoice=None if on_customer else number, customer=rows[0]["email"] if on_customer else None, until=until,
+        note=form.get("note", "").strip()[:500] or None))
+    assert hold is not None
+    return redirect_with(request, f"hold {hold.id} placed on {hold.target} ({hold.reason})", _invoice_path(number))
+
+
+async def release_hold_action(request: Request) -> Response:
+    """An admin releases hold ``id``: reminders resume the next business day. CSRF and session checked, audited."""
+    from ..reminders.holds import release_holds
+
+    form = await action_form(request)
+    rt = dashboard(request).runtime
+    released = await run_in_threadpool(lambda: release_holds(
+        rt.store, clock=rt.clock, zone=rt.policy.zone, source=operator_source(), hold_id=int(request.path_params["id"]),
+        note="released on the dashboard"))
+    message = (f"hold {released[0].id} released; reminders resume on {released[0].resumes_on}" if released
+               else "that hold was already released")
+    return redirect_with(request, message, form.get("next") or "/reminders")
+
+
+def _invoice_path(number: str) -> str:
+    return "/reminders/invoices/" + quote(number, safe="")
 
 
 def email_html(request: Request) -> Response:
@@ -102,6 +150,8 @@ def email_html(request: Request) -> Response:
 routes = [
     route("/reminders", reminders_page),
     route("/reminders/search", search, methods=["POST"]),
+    route("/reminders/invoices/{number:path}/hold", place_hold_action, methods=["POST"]),
+    route("/reminders/holds/{id:id}/release", release_hold_action, methods=["POST"]),
     route("/reminders/invoices/{number:path}", invoice_page),
     route("/reminders/{id:id}/email.html", email_html),
 ]

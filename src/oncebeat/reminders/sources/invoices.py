@@ -23,12 +23,12 @@ from typing import Any
 
 from ...errors import ConfigError
 from ..conversions import DATE_RANGE_TEXT, Computed, DateFormat, currency_reason, date_range_reason
-from ..model import DEFAULT_LOCALE, DEFAULT_TZ, INVOICE_STATUSES, Customer, Invoice
+from ..model import DEFAULT_LOCALE, DEFAULT_TZ, HOLD_REASONS, INVOICE_STATUSES, Customer, Invoice
 from .problems import RowProblem
 from .table import CsvTable, Progress, computed_columns, fit_fields, resolve_columns, row_dict, row_values
 from .values import amount_minor, check_locale, check_zone, email_reason, paid_on_reason, read_date
 
-__all__ = ["DEFAULT_LOCALE", "DEFAULT_TZ", "INVOICE_CSV_HELP", "OPTIONAL_COLUMNS", "REQUIRED_COLUMNS",
+__all__ = ["DEFAULT_LOCALE", "DEFAULT_TZ", "HOLD_COLUMNS", "INVOICE_CSV_HELP", "OPTIONAL_COLUMNS", "REQUIRED_COLUMNS",
            "STANDARD_COLUMNS", "CustomerRow", "InvoiceImport", "InvoiceRowChecker", "StagedInvoice",
            "customer_rule", "duplicate_problems", "read_invoices_csv"]
 
@@ -42,6 +42,8 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "due_on",
 )
 OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status", "paid_on", "status_on")
+#: Optional columns that place a hold on the invoice (``oncebeat import``'s streamed CSV import applies them).
+HOLD_COLUMNS: tuple[str, ...] = ("hold_reason", "promise_until", "hold_note")
 #: Every column of the invoice CSV, in the order :func:`write_invoices_csv` writes them.
 STANDARD_COLUMNS: tuple[str, ...] = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 
@@ -76,6 +78,11 @@ Optional columns:
   status_on        YYYY-MM-DD, the day status was set: a paid invoice is
                    reopened only by status open with a status_on after its
                    payment date, or with --reopen
+  hold_reason      dispute, promise or manual: a hold on the invoice (README
+                   "Holds"); importing the same row again places no second one
+  promise_until    YYYY-MM-DD, the last day of a promise to pay (required
+                   with hold_reason promise, refused with the others)
+  hold_note        a few words kept with the hold (at most 500 characters)
 
 Other names for the columns: --map invoice_number=InvoiceNo,customer_email=Email
 (our name = your header). Extra columns are ignored. Every row is checked and
@@ -143,6 +150,9 @@ class StagedInvoice:
     status: str | None = None
     paid_on: date | None = None
     status_on: date | None = None
+    hold_reason: str | None = None
+    promise_until: date | None = None
+    hold_note: str | None = None
 
     def invoice(self) -> Invoice:
         """The invoice of a row without problems."""
@@ -211,12 +221,14 @@ class InvoiceRowChecker:
         dates = self._dates(row, due_from_terms)
         self._status(row, dates)
         explicit = self._locale_and_zone(row)
+        self._hold(row)
         out = row.out
         staged = StagedInvoice(
             line=line, bad=bool(row.problems), number=out.get("number"), email=out.get("email") if email_ok else None,
             name=name or None, x_locale=explicit.get("locale"), x_tz=explicit.get("tz"), currency=out.get("currency"),
             amount_due=out.get("amount"), issued_on=out.get("issued_on"), due_on=out.get("due_on"),
-            status=out.get("status"), paid_on=out.get("paid_on"), status_on=out.get("status_on"))
+            status=out.get("status"), paid_on=out.get("paid_on"), status_on=out.get("status_on"),
+            hold_reason=out.get("hold_reason"), promise_until=out.get("promise_until"), hold_note=out.get("hold_note"))
         return staged, row.problems
 
     @staticmethod
@@ -348,6 +360,33 @@ class InvoiceRowChecker:
                 row.out["tz"] = explicit["tz"] = zone  # type: ignore[assignment]
         return explicit
 
+    def _hold(self, row: _Row) -> None:
+        """hold_reason, promise_until and hold_note (optional): a hold the import places on the invoice."""
+        values, failed = row.values, row.failed
+        reason_text = values.get("hold_reason", "").strip().lower()
+        until_text = values.get("promise_until", "")
+        note = " ".join(values.get("hold_note", "").split())
+        if reason_text and reason_text not in HOLD_REASONS and "hold_reason" not in failed:
+            row.problem("hold_reason", values["hold_reason"], f"is not a hold reason (use {', '.join(HOLD_REASONS)})")
+            return
+        until: date | None = None
+        if until_text and "promise_until" not in failed:
+            until, reason = read_date(until_text, self.date_format)
+            if until is None:
+                row.problem("promise_until", until_text, reason or self.date_format.reason)
+                return
+        if reason_text == "promise" and until_text == "":
+            row.problem("promise_until", None, "is empty, but hold_reason is promise (give the promised date)")
+        elif until_text and reason_text != "promise":
+            row.problem("promise_until", until_text, "is set, but hold_reason is not promise (set hold_reason "
+                                                     "promise or clear promise_until)")
+        elif note and not reason_text:
+            row.problem("hold_note", values["hold_note"], "is set, but hold_reason is empty")
+        elif len(note) > 500:
+            row.problem("hold_note", None, f"is {len(note)} characters long (at most 500)")
+        elif reason_text:
+            row.out["hold_reason"], row.out["promise_until"], row.out["hold_note"] = reason_text, until, note or None
+
 
 
 # --------------------------------------------------------------------------- rules across rows
@@ -438,8 +477,8 @@ def open_invoice_table(path: Path, *, column_map: Mapping[str, str] | None, sour
     if not table.header:
         return table, None, problems
     provided = (["currency"] if default_currency else []) + (["due_on"] if due_days is not None else [])
-    positions, header_problems = resolve_columns(table.header, STANDARD_COLUMNS, REQUIRED_COLUMNS, column_map, source,
-                                                 provided)
+    positions, header_problems = resolve_columns(table.header, STANDARD_COLUMNS + HOLD_COLUMNS, REQUIRED_COLUMNS,
+                                                 column_map, source, provided)
     problems.extend(header_problems)
     if any(p.line == 1 for p in header_problems):
         return table, None, problems  # the header is unusable: every row is rejected, the problem reported once
@@ -492,6 +531,10 @@ def read_invoices_csv(
         rows[line] = fields
         row, found = checker.check(line, fields)
         problems.extend(found)
+        if row is not None and row.hold_reason is not None:  # not dropped silently: this reader places no hold
+            problems.append(RowProblem(line=line, column="hold_reason", value=row.hold_reason, source=source,
+                                       reason="holds are placed by `oncebeat import` (the streamed import), not by "
+                                              "this reader"))
         if row is not None:
             staged.append(row)
     if table.read_error is not None:

@@ -4,9 +4,9 @@
 
 -- name: bulk_stage_row
 INSERT INTO oncebeat_import_rows (line, bad, number, email, name, x_locale, x_tz, currency, amount_due, issued_on,
-                                  due_on, status, paid_on, status_on, paid_at)
+                                  due_on, status, paid_on, status_on, paid_at, hold_reason, promise_until, hold_note)
 VALUES (:line, :bad, :number, :email, :name, :x_locale, :x_tz, :currency, :amount_due, :issued_on, :due_on, :status,
-        :paid_on, :status_on, :paid_at);
+        :paid_on, :status_on, :paid_at, :hold_reason, :promise_until, :hold_note);
 
 -- name: bulk_stage_problem
 INSERT INTO oncebeat_import_problems (seq, line, text) VALUES (:seq, :line, :text);
@@ -39,7 +39,8 @@ ORDER BY email, line LIMIT :page;
 SELECT COUNT(*) AS n FROM oncebeat_import_rows WHERE NOT bad;
 
 -- name: bulk_valid_rows
-SELECT line, number, email, currency, amount_due, issued_on, due_on, status, paid_on, status_on
+SELECT line, number, email, currency, amount_due, issued_on, due_on, status, paid_on, status_on, hold_reason,
+       promise_until, hold_note
 FROM oncebeat_import_rows WHERE NOT bad AND line > :after_line ORDER BY line LIMIT :page;
 
 -- name: bulk_unpayable
