@@ -136,7 +136,7 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
                 continue
             floating = []
         result = analyse(store.events, tz=schedule_zone.key, job=job, clocks=store.clocks, floating=floating)
-        if drop is not None and floating and (more := drop.widen_for(floating)):
+        if drop is not None and floating and (more := drop.widen_for(floating, store.events)):
             keep = drop.keep | more if reads < 3 else None
             del result  # not held while the files are read again
             continue

@@ -25,8 +25,9 @@ Standard input and pipes cannot be read twice: there every job line is kept (one
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
 from .records import Event
@@ -92,8 +93,14 @@ class UnscheduledFilter:
         self.dropped = 0
         self.widen: set[str] = set()
         self.everything = False
-        self._procs: dict[str, set[str]] = defaultdict(set)  # process → dropped jobs that started/ended there
-        self._threads: dict[str, set[str]] = defaultdict(set)
+        # what the dropped attempts could have claimed of a line tied to an attempt by process and thread alone:
+        # as the last failed attempt of a thread or process (instants of their failures per key), or as an attempt
+        # open on the process at that line (their spans, from start to the end of the same job id)
+        self._failures: dict[str, array[int]] = defaultdict(lambda: array("q"))
+        self._spans: dict[str, tuple[array[int], array[int]]] = defaultdict(lambda: (array("q"), array("q")))
+        self._open: dict[int, tuple[str, int]] = {}  # job id → (process, start µs) of a dropped attempt not ended
+        self._names: dict[str, set[str]] = defaultdict(set)  # key → the dropped jobs seen there
+        self._coarse: set[str] = set()  # keys where spans cannot be told: any dropped job there may matter
         # Python's hash of the job ids (a 64-bit int, not the text: 8 bytes a line). Two ids with one hash can
         # only make the doctor read again or keep more, except in _starts, where it could let one delivery
         # line of a dropped job go whose run it took for started: odds of the order of runs² / 2⁶⁴.
@@ -109,9 +116,7 @@ class UnscheduledFilter:
         if ident is not None:
             self._ids.append(ident)
         if e.kind in ("start", "done", "fail"):  # they open and close attempts (and name the last failed one)
-            self._procs[e.process].add(e.job)
-            if e.thread:
-                self._threads[e.thread].add(e.job)
+            self._attempt(e, ident)
         if e.kind == "start" and ident is not None:
             key = self._key(e)
             if key is not None and (old := self._starts.get(ident)) is not None and old >> 16 <= key >> 16:
@@ -121,6 +126,27 @@ class UnscheduledFilter:
         elif e.kind in ("mail", "error", "retry") and not self._run_before(e, ident):
             self.widen.add(e.job)
         return True
+
+    def _attempt(self, e: Event, ident: int | None) -> None:
+        at = (e.at - _EPOCH) // _US
+        keys = (e.process, e.thread) if e.thread else (e.process,)
+        for k in keys:
+            self._names[k].add(e.job or "")
+        opened = self._open.pop(ident, None) if ident is not None else None
+        if opened is not None:  # it ends that attempt (a new start too: the old one failed, restarted)
+            proc, start = opened
+            if at < start:
+                self._coarse.add(proc)
+            starts, ends = self._spans[proc]
+            starts.append(start)
+            ends.append(at)
+            if e.kind != "done":
+                for k in keys:
+                    self._failures[k].append(at)
+        elif e.kind != "start":  # an end with no start read before it: read out of order
+            self._coarse.update(keys)
+        if e.kind == "start" and ident is not None:
+            self._open[ident] = (e.process, at)
 
     def _key(self, e: Event) -> int | None:
         n = self._files.setdefault(e.line.file, len(self._files))
@@ -146,13 +172,48 @@ class UnscheduledFilter:
         mine = {hash(e.job_id) for e in kept if e.job_id is not None}
         return any(h in mine for h in self._ids)
 
-    def widen_for(self, floating: Iterable[Event]) -> set[str]:
-        """The dropped jobs that could have claimed the lines the analysis tied to an attempt by process and
-        thread alone (``floating``: see :func:`~.story.build`), had their attempts been kept."""
+    def widen_for(self, floating: Iterable[Event], kept: Iterable[Event]) -> set[str]:
+        """The dropped jobs that could have claimed a line the analysis tied to an attempt by process and thread
+        alone (``floating``: see :func:`~.story.build`), had their attempts been kept: one failed on its thread or
+        process before it, or was open on its process at it (``kept``: the exits that end attempts too)."""
+        for proc, start in self._open.values():  # never ended: open until the end of the log
+            starts, ends = self._spans[proc]
+            starts.append(start)
+            ends.append(1 << 62)
+        self._open.clear()
+        first_failure = {k: min(v) for k, v in self._failures.items() if v}
+        covers: dict[str, Callable[[int], bool]] = {}
+        exits: dict[str, list[int]] = defaultdict(list)
+        for e in kept:
+            if e.kind == "exit":
+                exits[e.process].append((e.at - _EPOCH) // _US)
         out: set[str] = set()
         for e in floating:
-            out |= self._procs.get(e.process, set())
-            if e.thread:
-                out |= self._threads.get(e.thread, set())
-                out |= self._procs.get(e.thread.split("/", 1)[0], set())
+            at = (e.at - _EPOCH) // _US
+            keys = {e.process, e.thread or e.process, (e.thread or e.process).split("/", 1)[0]}
+            for k in keys:
+                if k in self._coarse or first_failure.get(k, at + 1) <= at:
+                    out |= self._names.get(k, set())
+                if k not in self._spans:
+                    continue
+                if k not in covers:
+                    covers[k] = _coverage(*self._spans[k])
+                # open on the process at the line; or at an exit before it, which ended it as a failure
+                if covers[k](at) or any(x <= at and covers[k](x) for x in exits.get(k, ())):
+                    out |= self._names.get(k, set())
         return out
+
+
+def _coverage(starts: array[int], ends: array[int]) -> Callable[[int], bool]:
+    """``covered(t)``: whether a span ``[start, end]`` holds ``t`` (log n a question)."""
+    spans = sorted(zip(starts, ends, strict=True))
+    first = [s for s, _ in spans]
+    reach: list[int] = []  # the latest end of the spans up to each one
+    for _, end in spans:
+        reach.append(max(end, reach[-1]) if reach else end)
+
+    def covered(t: int) -> bool:
+        i = bisect_right(first, t)
+        return i > 0 and reach[i - 1] >= t
+
+    return covered
