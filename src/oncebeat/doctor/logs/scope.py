@@ -28,6 +28,7 @@ from array import array
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from .records import Event
@@ -80,7 +81,8 @@ class ScheduleScan:
 
 
 class UnscheduledFilter:
-    """The second read's test (``filter(event)`` → drop it?), and what it saw of the dropped lines.
+    """The second read's test (``filter(event)``: keep it, drop it or probe it), and what it saw of the dropped
+    lines.
 
     Attributes:
         dropped: lines dropped.
@@ -108,9 +110,11 @@ class UnscheduledFilter:
         self._ids = array("q")
         self._files: dict[str, int] = {}
 
-    def __call__(self, e: Event) -> bool:
+    def __call__(self, e: Event) -> Event | None:
+        """``e`` to keep it, None to drop it, or a *probe*: ``e`` marked ``detail["probe"]``, which the analysis
+        only asks which attempt it would be tied to by process and thread (:func:`~.story.build`)."""
         if e.job is None or e.job in self.keep or (e.kind == "enqueue" and e.process in self.trigger_processes):
-            return False
+            return e
         self.dropped += 1
         ident = hash(e.job_id) if e.job_id is not None else None
         if ident is not None:
@@ -124,8 +128,10 @@ class UnscheduledFilter:
             if key is not None:
                 self._starts[ident] = key
         elif e.kind in ("mail", "error", "retry") and not self._run_before(e, ident):
-            self.widen.add(e.job)
-        return True
+            # the analysis may not tie it to its run by id: where it would be tied by process and thread
+            # instead, to a kept attempt, it must be kept (widen_for); elsewhere it cannot change a finding
+            return replace(e, detail={**e.detail, "probe": True})
+        return None
 
     def _attempt(self, e: Event, ident: int | None) -> None:
         at = (e.at - _EPOCH) // _US
@@ -169,7 +175,7 @@ class UnscheduledFilter:
 
     def collides(self, kept: Iterable[Event]) -> bool:
         """Whether a kept event's job id is also a dropped line's (the analysis would have joined them)."""
-        mine = {hash(e.job_id) for e in kept if e.job_id is not None}
+        mine = {hash(e.job_id) for e in kept if e.job_id is not None and not e.detail.get("probe")}
         return any(h in mine for h in self._ids)
 
     def widen_for(self, floating: Iterable[Event], kept: Iterable[Event]) -> set[str]:
@@ -189,6 +195,9 @@ class UnscheduledFilter:
                 exits[e.process].append((e.at - _EPOCH) // _US)
         out: set[str] = set()
         for e in floating:
+            if e.detail.get("probe"):
+                out.add(e.job or "")
+                continue
             at = (e.at - _EPOCH) // _US
             keys = {e.process, e.thread or e.process, (e.thread or e.process).split("/", 1)[0]}
             for k in keys:

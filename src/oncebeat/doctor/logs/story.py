@@ -242,7 +242,7 @@ class EventStore:
 
     CACHE = 20_000  # entries per sharing cache; it is emptied when full (the events keep what they share)
 
-    def __init__(self, drop: Callable[[Event], bool] | None = None) -> None:
+    def __init__(self, drop: Callable[[Event], Event | None] | None = None) -> None:
         self.drop = drop
         self.events: list[Event] = []
         self.clocks: set[str] = set()
@@ -257,8 +257,12 @@ class EventStore:
             self.names.add(str(e.detail["alias"]))
         if is_clock_event(e):
             self.clocks.add(e.process)
-        if e.kind == "noise" or (self.drop is not None and self.drop(e)):
+        if e.kind == "noise":
             return
+        if self.drop is not None and (kept := self.drop(e)) is not e:
+            if kept is None:
+                return
+            e = kept
         line = e.line if "local" in e.detail else e.line.stored()
         self.events.append(Event(kind=e.kind, at=e.at, line=line, process=sys.intern(e.process),
                                  job=sys.intern(e.job) if e.job else e.job, job_id=self._id(e.job_id),
@@ -412,6 +416,10 @@ def _attempts(events: list[Event], floating: list[Event] | None = None) -> list[
                 close(att, e, e.kind == "done")
             elif att is not None and e.kind == "fail" and e.detail.get("error"):
                 att.errors.append(e)
+        elif e.kind in ("retry", "error", "mail") and floating is not None and e.detail.get("probe"):
+            # a dropped job's line: only asked which kept attempt it would be tied to by process and thread
+            if _by_place(e, last_failed, open_by_proc) is not None:
+                floating.append(e)
         elif e.kind == "retry":
             att = current(run) or last_failed.get(e.thread or e.process)
             if att is not None:
@@ -419,9 +427,7 @@ def _attempts(events: list[Event], floating: list[Event] | None = None) -> list[
                 if run is None and floating is not None:
                     floating.append(e)
         elif e.kind == "error":
-            att = current(run) or last_failed.get(e.thread or "") or last_failed.get(e.process)
-            if att is None and open_by_proc.get(e.process):
-                att = open_by_proc[e.process][-1]
+            att = current(run) or _by_place(e, last_failed, open_by_proc)
             if att is not None:
                 att.errors.append(e)
                 if run is None and floating is not None:
@@ -434,12 +440,24 @@ def _attempts(events: list[Event], floating: list[Event] | None = None) -> list[
         elif e.kind == "mail":
             att = current(run)
             if att is None:
-                att = _open_for(open_by_proc, e)
+                att = _by_place(e, last_failed, open_by_proc)
                 if att is not None and floating is not None:
                     floating.append(e)
             if att is not None:
                 att.mails.append(e)
     return sorted(runs.values(), key=lambda r: r.start)
+
+
+def _by_place(e: Event, last_failed: dict[str, Attempt], open_by_proc: dict[str, list[Attempt]]) -> Attempt | None:
+    """The attempt a line that no run of its job id claims is tied to: by its process and thread."""
+    if e.kind == "retry":
+        return last_failed.get(e.thread or e.process)
+    if e.kind == "error":
+        att = last_failed.get(e.thread or "") or last_failed.get(e.process)
+        if att is None and open_by_proc.get(e.process):
+            att = open_by_proc[e.process][-1]
+        return att
+    return _open_for(open_by_proc, e)
 
 
 def _open_for(open_by_proc: dict[str, list[Attempt]], e: Event) -> Attempt | None:
