@@ -232,3 +232,9 @@ def test_a_second_read_stops_where_the_first_began_on_a_file_still_written(tmp_p
     with open(log, "rb") as fh:
         got = list(read_file_lines(str(log), fh, limit=len(big)))
     assert [x.too_long for x in got] == [True, False] and got[1].text == "after" and got[1].offset == 70 * 1024 + 1
+
+
+def test_a_file_named_twice_is_read_once_keeping_every_line() -> None:
+    path = FIXTURES / "heroku-clockwork-sidekiq.log"
+    report = diagnose_logs([path, path], tz="America/Chicago")
+    assert report.stats.reads == 1 and report.stats.lines == 2 * 65

@@ -10,13 +10,14 @@ source is a regular file, :func:`~oncebeat.doctor.logs.diagnose_logs` reads the 
    ``ReadStats.dropped``): the analysis never holds their events, runs or attempts.
 
 The findings are the same as with every line kept, because the analysis looks at the lines of other jobs
-only to know which attempt a line with no usable job id belongs to, and through job ids. The filter notes
-what could make that matter, and the doctor then reads again keeping the lines it names (or every line):
+only to know which attempt a line with no usable job id belongs to, and through job ids. Where that could
+matter, the doctor reads again keeping the lines of the jobs named (a fourth read keeps every line):
 
-- a delivery, exception or retry line of a dropped job that its job id may not tie to a run started before
-  it (a Sidekiq line, no job id, a run whose start comes later): it could be ascribed to another job's attempt;
-- (after the analysis, :meth:`UnscheduledFilter.widen_for`) a line tied to an attempt by its process and
-  thread alone, on a process or thread where dropped jobs started or ended attempts;
+- (:meth:`UnscheduledFilter.widen_for`, after the analysis) a line tied to a kept attempt by its process and
+  thread alone, where a dropped job failed on that thread or process before it or was running on that
+  process at it; and a *probe*: a dropped job's delivery, exception or retry line that its job id may not tie
+  to a run started before it (a Sidekiq line, no job id, a start read later), which the analysis would tie
+  to a kept attempt by process and thread;
 - (:meth:`UnscheduledFilter.collides`) a kept line whose job id is also a dropped line's (two jobs, one id).
 
 Standard input and pipes cannot be read twice: there every job line is kept (one read).
@@ -86,14 +87,13 @@ class UnscheduledFilter:
 
     Attributes:
         dropped: lines dropped.
-        widen: jobs whose lines must be kept after all (read again); ``everything``: keep every line.
+        everything: more files than a start's key tells apart (:data:`_FILES`): keep every line.
     """
 
     def __init__(self, keep: frozenset[str], trigger_processes: set[str]) -> None:
         self.keep = keep
         self.trigger_processes = trigger_processes
         self.dropped = 0
-        self.widen: set[str] = set()
         self.everything = False
         # what the dropped attempts could have claimed of a line tied to an attempt by process and thread alone:
         # as the last failed attempt of a thread or process (instants of their failures per key), or as an attempt
