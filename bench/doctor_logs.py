@@ -15,7 +15,8 @@
 - ``memory``: a log of realistic mixed Heroku lines (router and web requests, SQL, Sidekiq and Active Job
   runs of unscheduled jobs, a daily Clockwork job that delivers mail, restarts) is generated into a fresh
   temporary folder (deleted afterwards unless ``--keep``), and ``diagnose_logs`` plus the text and JSON
-  report run on it in a child process, which reports its peak resident set (``VmHWM``) and its time.
+  report run on it in a child process, which reports its peak resident set (``VmHWM``) and its time (and how
+  many times it read the file, and the job lines it dropped: see :mod:`oncebeat.doctor.logs.scope`).
 
 ``--src DIR`` measures another tree's ``src`` (e.g. ``git archive HEAD~3 src | tar -x -C /tmp/before``)
 with ``PYTHONPATH``, for before/after figures. Prints markdown tables; nothing is written to the repository.
@@ -102,7 +103,8 @@ report.to_text(); json.dumps(report.to_json(), default=str)
 seconds = time.perf_counter() - t0
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps({"seconds": seconds, "peak_kb": hwm, "lines": report.stats.lines,
-                  "findings": [f.finding.code for f in report.findings], "jobs": len(report.jobs)}))
+                  "findings": [f.finding.code for f in report.findings], "jobs": len(report.jobs),
+                  "reads": getattr(report.stats, "reads", 1), "dropped": getattr(report.stats, "dropped", 0)}))
 """
 
 
@@ -268,7 +270,8 @@ def memory(sizes: list[str], src: Path, keep: Path | None, timeout: float) -> No
             peak = int(res["peak_kb"]) / 1024  # type: ignore[call-overload]
             rows.append([label, f"{mb:,.0f}", f"{int(res['lines']):,}", f"{float(res['seconds']):.0f} s",  # type: ignore[call-overload, arg-type]
                          f"{peak:,.0f}", f"{peak / mb:.2f}×"])
-            print(rows[-1], res["findings"], file=sys.stderr, flush=True)
+            print(rows[-1], res["findings"], f"reads {res.get('reads', 1)}, dropped {res.get('dropped', 0):,}",
+                  file=sys.stderr, flush=True)
     finally:
         if keep is None:
             shutil.rmtree(tmp)

@@ -27,8 +27,10 @@ Example::
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import IO
@@ -40,6 +42,7 @@ from .analysis import analyse
 from .reader import MAX_LINE, ReadStats, iter_events, read_file_lines, read_lines
 from .records import Event, Line
 from .report import LOG_CHECK_CODES, SCHEMA, LogReport
+from .scope import ScheduleScan, UnscheduledFilter
 from .story import DayRow, EventStore, JobStory, LogFinding
 
 __all__ = ["diagnose_logs", "LogReport", "LogFinding", "JobStory", "DayRow", "ReadStats", "Event", "Line",
@@ -57,7 +60,7 @@ def zone(name: str, option: str) -> ZoneInfo:
 
 def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: datetime | None = None,
                   until: datetime | None = None, job: str | None = None, log_tz: str = "UTC",
-                  stdin: IO[str] | None = None) -> LogReport:
+                  stdin: IO[str] | None = None, two_reads: bool = True) -> LogReport:
     """Read the log files (``-`` is standard input) and explain duplicate runs of scheduled jobs.
 
     Args:
@@ -67,6 +70,10 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
         job: only this job (an Active Job class, a Celery task, or the clock's name for it).
         log_tz: the zone of stamps that carry no offset (journalctl ``-o short``, Celery and Ruby Logger files
             read without an envelope).
+        two_reads: read regular files twice, keeping only the lines of jobs a clock may schedule (memory grows
+            with those); False, or any source that is not a regular file (``-``, a pipe): one read, every job
+            line kept. The report is the same either way (see :mod:`.scope`; ``stats.reads`` says how many
+            reads it took: a third, keeping more lines, when dropping them could have changed a finding).
     Returns:
         A :class:`LogReport`; ``exit_code`` is 1 when a finding is an error.
     Raises:
@@ -78,29 +85,62 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
     for name, value in (("--since", since), ("--until", until)):
         if value is not None and value.tzinfo is None:
             raise ConfigError(f"{name} {value.isoformat()} has no UTC offset; give one (e.g. -06:00) or a date")
-    stats = ReadStats()
-    # Streamed: lines are read one at a time and only what the analysis uses is kept (see EventStore)
-    store = EventStore()
-
-    def keep(found: Iterator[Event]) -> None:
-        for e in found:
-            store.add(e)
-
     year = (since or datetime.now(UTC)).year
-    for source in sources:
-        name = str(source)
-        stats.files.append(name)
-        if name == "-":
-            keep(iter_events(read_lines("<stdin>", stdin or sys.stdin), log_tz=line_zone, year=year, stats=stats,
-                             since=since, until=until))
+    sizes: dict[str, int] = {}
+
+    def read(sink: Callable[[Event], None]) -> ReadStats:
+        stats = ReadStats()
+        for source in sources:
+            name = str(source)
+            stats.files.append(name)
+            if name == "-":
+                lines: Iterator[Line] = read_lines("<stdin>", stdin or sys.stdin)
+                for e in iter_events(lines, log_tz=line_zone, year=year, stats=stats, since=since, until=until):
+                    sink(e)
+                continue
+            try:
+                with open(source, "rb") as fh:
+                    if two_reads:
+                        sizes.setdefault(name, os.fstat(fh.fileno()).st_size)
+                    lines = read_file_lines(name, fh, sizes.get(name))
+                    for e in iter_events(lines, log_tz=line_zone, year=year, stats=stats, since=since, until=until):
+                        sink(e)
+            except OSError as exc:
+                raise ConfigError(f"cannot read log file {name}: {exc.strerror or exc}; check the path") from exc
+        return stats
+
+    # Streamed: lines are read one at a time and only what the analysis uses is kept (see EventStore). Regular
+    # files are read twice, the first time for the jobs a clock may schedule, so that the lines of other jobs
+    # need not be kept (see .scope); standard input and pipes are read once, keeping every job line.
+    # (a file named twice would give two lines one (file, line) key: the filter's order test assumes it does not)
+    two_reads = two_reads and all(_regular(s) for s in sources) and len({str(s) for s in sources}) == len(sources)
+    keep: frozenset[str] | None = None
+    trigger_processes: set[str] = set()
+    reads = 0
+    if two_reads:
+        scan = ScheduleScan()
+        read(scan.add)
+        reads += 1
+        keep, trigger_processes = scan.scheduled(job), scan.trigger_processes
+    while True:
+        drop = UnscheduledFilter(keep, trigger_processes) if keep is not None else None
+        store = EventStore(drop)
+        stats = read(store.add)
+        reads += 1
+        floating: list[Event] | None = None
+        if drop is not None:
+            if drop.everything or drop.collides(store.events):
+                keep = None
+                continue
+            floating = []
+        result = analyse(store.events, tz=schedule_zone.key, job=job, clocks=store.clocks, floating=floating)
+        if drop is not None and floating and (more := drop.widen_for(floating, store.events)):
+            keep = drop.keep | more if reads < 3 else None
+            del result  # not held while the files are read again
             continue
-        try:
-            with open(source, "rb") as fh:
-                keep(iter_events(read_file_lines(name, fh), log_tz=line_zone, year=year, stats=stats, since=since,
-                                 until=until))
-        except OSError as exc:
-            raise ConfigError(f"cannot read log file {name}: {exc.strerror or exc}; check the path") from exc
-    stories, findings, rows, _aliases = analyse(store.events, tz=schedule_zone.key, job=job, clocks=store.clocks)
+        break
+    stories, findings, rows, _aliases = result
+    stats.reads, stats.dropped = reads, drop.dropped if drop is not None else 0
     if job is not None and not stories:
         known = ", ".join(sorted(store.names)) or "none"
         raise ConfigError(f"--job {job!r}: no line mentions that job; jobs in these logs: {known}")
@@ -119,6 +159,16 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
     return LogReport(tz=schedule_zone.key, scope=scope, stats=stats, jobs=tuple(stories),
                      findings=tuple(by_finding[id(f)] for f in ordered), days=tuple(rows), checks=checks,
                      notes=tuple(notes))
+
+
+def _regular(source: str | Path) -> bool:
+    """Whether ``source`` is a regular file (it can be read twice); an unreadable one is read once, and fails."""
+    if str(source) == "-":
+        return False
+    try:
+        return stat.S_ISREG(os.stat(source).st_mode)
+    except OSError:
+        return False
 
 
 def day_bound(text: str, tz: str, option: str, *, end: bool = False) -> datetime:

@@ -396,7 +396,8 @@ def _check_fire_time(story: JobStory, ctx: Ctx, explained: set[date]) -> list[Lo
     return out
 
 
-def analyse(events: list[Event], *, tz: str, job: str | None = None, clocks: set[str] | None = None
+def analyse(events: list[Event], *, tz: str, job: str | None = None, clocks: set[str] | None = None,
+            floating: list[Event] | None = None
             ) -> tuple[list[JobStory], list[LogFinding], list[DayRow], dict[str, str]]:
     """Build the jobs' stories from ``events`` and run every check.
 
@@ -406,6 +407,7 @@ def analyse(events: list[Event], *, tz: str, job: str | None = None, clocks: set
         job: only this job (class, task, or the clock's name for it).
         clocks: the clock processes when ``events`` leaves out lines that show them (noise; see
             :class:`~.story.Ctx`); default: found in ``events``.
+        floating: when a list, receives the lines tied to an attempt by process and thread alone (:class:`~.story.Ctx`).
     Returns:
         ``(stories, findings, per-day rows, aliases)``.
     """
@@ -416,6 +418,7 @@ def analyse(events: list[Event], *, tz: str, job: str | None = None, clocks: set
     events.sort(key=lambda e: e.at)
     events[:] = link_sidekiq(events)  # in place too: the Sidekiq lines it drops are freed, not kept by the caller
     ctx = Ctx(events, tz, clocks)
+    ctx.floating = floating
     enqueues, runs, aliases = build(events, ctx)
     stories = stories_of(enqueues, runs, aliases, ctx, job)
     findings: list[LogFinding] = []

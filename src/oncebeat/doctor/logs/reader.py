@@ -57,6 +57,10 @@ class ReadStats:
     first: datetime | None = None
     last: datetime | None = None
     files: list[str] = field(default_factory=list)
+    # how the files were read (not part of the report): the number of reads, and the job lines of jobs no clock
+    # schedules that were counted and dropped (see oncebeat.doctor.logs.scope)
+    reads: int = 1
+    dropped: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"files": self.files, "lines": self.lines, "recognised": self.recognised, "unknown": self.unknown,
@@ -83,12 +87,14 @@ def read_lines(name: str, stream: IO[str]) -> Iterator[Line]:
         yield Line(file=name, number=number, text=text.rstrip("\r\n"))
 
 
-def read_file_lines(name: str, stream: IO[bytes]) -> Iterator[Line]:
+def read_file_lines(name: str, stream: IO[bytes], limit: int | None = None) -> Iterator[Line]:
     """Each line of the binary ``stream`` (a file opened ``rb``) as a :class:`Line`, UTF-8 with bad bytes
     replaced, with its byte ``offset`` and ``crc`` so that :func:`line_text` can read it again — only when the
     stream is seekable (a regular file; a pipe such as ``<(zcat log.gz)`` cannot be read twice).
 
     A line longer than :data:`MAX_LINE` bytes comes as ``too_long`` with empty text (read in chunks, dropped).
+    ``limit``: read only the first ``limit`` bytes (a seekable stream: the size a file had when a first read of
+    it began, so that a second read of a log still being written sees the same lines).
     """
     if not stream.seekable():
         text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")
@@ -97,15 +103,21 @@ def read_file_lines(name: str, stream: IO[bytes]) -> Iterator[Line]:
         finally:
             text.detach()  # the caller closes its stream
         return
+    end = limit if limit is not None else -1
     number = offset = 0
-    while raw := stream.readline(MAX_LINE + 1):
+
+    def room(n: int) -> int:
+        return n if end < 0 else min(n, end - offset)
+
+    while room(1) > 0 and (raw := stream.readline(room(MAX_LINE + 1))):
         number += 1
         at = offset
         offset += len(raw)
         if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
-            while (rest := stream.readline(MAX_LINE)) and not rest.endswith(b"\n"):
+            while room(1) > 0 and (rest := stream.readline(room(MAX_LINE))):
                 offset += len(rest)
-            offset += len(rest)
+                if rest.endswith(b"\n"):
+                    break
             yield Line(file=name, number=number, text="", offset=at, too_long=True)
             continue
         body = raw.rstrip(b"\r\n")

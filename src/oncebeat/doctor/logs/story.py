@@ -25,7 +25,7 @@ import statistics
 import sys
 from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from itertools import islice
@@ -179,6 +179,9 @@ class Ctx:
         for e in events:
             self.by_process[e.process].append(e)
         self.clocks = clocks if clocks is not None else {e.process for e in events if is_clock_event(e)}
+        # when a list: the delivery, exception and retry lines that :func:`build` tied to an attempt by process and
+        # thread alone (no run of their job id had started): where lines were dropped, they tell whether that matters
+        self.floating: list[Event] | None = None
 
     def day(self, at: datetime) -> date:
         return at.astimezone(self.zone).date()
@@ -228,7 +231,8 @@ class EventStore:
       they only tell which processes are clocks (:attr:`clocks`, :func:`is_clock_event`);
     - a kept event's line loses its text when its file can give it again (:meth:`~.records.Line.stored`; the
       line of a writer's local stamp keeps it, :func:`~.analysis._host_offset` reads it);
-    - names are interned, and equal job ids and details of nearby events share one object (bounded caches).
+    - names are interned, and equal job ids and details of nearby events share one object (bounded caches);
+    - ``drop`` (:class:`~.scope.UnscheduledFilter`), when given, says which other events are not kept either.
 
     Attributes:
         events: the kept events, in input order.
@@ -238,7 +242,8 @@ class EventStore:
 
     CACHE = 20_000  # entries per sharing cache; it is emptied when full (the events keep what they share)
 
-    def __init__(self) -> None:
+    def __init__(self, drop: Callable[[Event], Event | None] | None = None) -> None:
+        self.drop = drop
         self.events: list[Event] = []
         self.clocks: set[str] = set()
         self.names: set[str] = set()
@@ -254,6 +259,10 @@ class EventStore:
             self.clocks.add(e.process)
         if e.kind == "noise":
             return
+        if self.drop is not None and (kept := self.drop(e)) is not e:
+            if kept is None:
+                return
+            e = kept
         line = e.line if "local" in e.detail else e.line.stored()
         self.events.append(Event(kind=e.kind, at=e.at, line=line, process=sys.intern(e.process),
                                  job=sys.intern(e.job) if e.job else e.job, job_id=self._id(e.job_id),
@@ -350,7 +359,7 @@ def build(events: list[Event], ctx: Ctx) -> tuple[list[Enqueue], list[Run], dict
     for enq in enqueues:
         if enq.job in aliases:
             enq.job = aliases[enq.job]
-    runs = _attempts(events)
+    runs = _attempts(events, ctx.floating)
     for r in runs:
         r.job = aliases.get(r.job, r.job)
     _resolve_cron(enqueues, {r.job for r in runs} | {e.job for e in enqueues if e.job} | set(aliases))
@@ -370,7 +379,7 @@ def _resolve_cron(enqueues: list[Enqueue], names: set[str]) -> None:
         enq.job = max(hits, key=len) if hits else ""
 
 
-def _attempts(events: list[Event]) -> list[Run]:
+def _attempts(events: list[Event], floating: list[Event] | None = None) -> list[Run]:
     runs: dict[tuple[str, str], Run] = {}
     by_id: dict[str, Run] = {}
     open_by_proc: dict[str, list[Attempt]] = defaultdict(list)
@@ -407,16 +416,22 @@ def _attempts(events: list[Event]) -> list[Run]:
                 close(att, e, e.kind == "done")
             elif att is not None and e.kind == "fail" and e.detail.get("error"):
                 att.errors.append(e)
+        elif e.kind in ("retry", "error", "mail") and floating is not None and e.detail.get("probe"):
+            # a dropped job's line: only asked which kept attempt it would be tied to by process and thread
+            if _by_place(e, last_failed, open_by_proc) is not None:
+                floating.append(e)
         elif e.kind == "retry":
             att = current(run) or last_failed.get(e.thread or e.process)
             if att is not None:
                 att.retries.append(e)
+                if run is None and floating is not None:
+                    floating.append(e)
         elif e.kind == "error":
-            att = current(run) or last_failed.get(e.thread or "") or last_failed.get(e.process)
-            if att is None and open_by_proc.get(e.process):
-                att = open_by_proc[e.process][-1]
+            att = current(run) or _by_place(e, last_failed, open_by_proc)
             if att is not None:
                 att.errors.append(e)
+                if run is None and floating is not None:
+                    floating.append(e)
         elif e.kind == "exit":
             # the process (or a Celery child) died: its open attempts end there, failed
             for dead in list(open_by_proc.get(e.process, [])):
@@ -425,10 +440,24 @@ def _attempts(events: list[Event]) -> list[Run]:
         elif e.kind == "mail":
             att = current(run)
             if att is None:
-                att = _open_for(open_by_proc, e)
+                att = _by_place(e, last_failed, open_by_proc)
+                if att is not None and floating is not None:
+                    floating.append(e)
             if att is not None:
                 att.mails.append(e)
     return sorted(runs.values(), key=lambda r: r.start)
+
+
+def _by_place(e: Event, last_failed: dict[str, Attempt], open_by_proc: dict[str, list[Attempt]]) -> Attempt | None:
+    """The attempt a line that no run of its job id claims is tied to: by its process and thread."""
+    if e.kind == "retry":
+        return last_failed.get(e.thread or e.process)
+    if e.kind == "error":
+        att = last_failed.get(e.thread or "") or last_failed.get(e.process)
+        if att is None and open_by_proc.get(e.process):
+            att = open_by_proc[e.process][-1]
+        return att
+    return _open_for(open_by_proc, e)
 
 
 def _open_for(open_by_proc: dict[str, list[Attempt]], e: Event) -> Attempt | None:
