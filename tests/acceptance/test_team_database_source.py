@@ -355,3 +355,49 @@ def test_every_adds_a_sync_schedule_of_its_own(store: Store) -> None:
     app = build_app(ReminderService(store, policy, clock=SimulatedClock(NOW)))
     assert app.schedules[SYNC_SCHEDULE_KEY].expression == "every 900s"
     assert SYNC_SCHEDULE_KEY not in build_app(ReminderService(store, Policy(), clock=SimulatedClock(NOW))).schedules
+
+
+def test_the_readmes_rails_example_reads_a_rails_database(store: Store, team_env: TeamDb, tmp_path: Path) -> None:
+    if team_env.kind != "postgres":
+        pytest.skip("the README's example is written for PostgreSQL (i.paid_at::date)")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Read your own database", 1)[1]
+    toml = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    seed(team_env)
+    team_env.run(("UPDATE invoices SET status = 'paid', paid_at = '2026-02-21 10:00+00' WHERE id = 2", ()),
+                 ("INSERT INTO invoices (id, number, customer_id, amount_cents, currency, issued_on, due_date, status)"
+                  " VALUES (9, 'DRAFT-9', 2, 1, 'USD', '2026-03-01', '2026-03-31', 'draft')", ()))
+    path = tmp_path / "oncebeat.toml"
+    path.write_text(toml, encoding="utf-8")
+    service = service_for(store, path)
+    assert service.policy.source is not None and service.policy.source.every == 900
+    result = sync_source(service, service.policy.source)
+    assert (result["invoices"], result["new"], result["payments"]) == (3, 3, 1)
+    assert (invoice(store, "INV-2")["status"], invoice(store, "INV-2")["paid_on"]) == ("paid", date(2026, 2, 21))
+    assert store.read("invoice_by_number", number="DRAFT-9") == []
+
+
+def test_a_payment_for_an_invoice_the_read_does_not_carry_refuses_the_whole_read(
+        store: Store, team_env: TeamDb, tmp_path: Path) -> None:
+    seed(team_env)
+    path = config(team_env, tmp_path)
+    text = path.read_text(encoding="utf-8").replace("FROM invoices i JOIN customers c ON c.id = i.customer_id",
+                                                    "FROM invoices i JOIN customers c ON c.id = i.customer_id "
+                                                    "WHERE i.id <> 2")
+    path.write_text(text, encoding="utf-8")
+    service = service_for(store, path)
+    assert service.policy.source is not None
+    with pytest.raises(SourceRejected) as caught:
+        sync_source(service, service.policy.source)
+    assert [str(p) for p in caught.value.problems] == ["source query payments: unknown invoice number 'INV-2'"]
+    assert store.read("list_invoices") == []  # the invoices of the same read are not applied either
+    assert [r["outcome"] for r in recent_reads(store)] == ["rejected"]
+
+
+def test_a_read_over_max_rows_is_refused_whole(store: Store, team_env: TeamDb, tmp_path: Path) -> None:
+    seed(team_env)
+    service = service_for(store, config(team_env, tmp_path, extra="max_rows = 2\n"))
+    assert service.policy.source is not None
+    with pytest.raises(SourceRejected, match="more than max_rows = 2 rows"):
+        sync_source(service, service.policy.source)
+    assert store.read("list_invoices") == []

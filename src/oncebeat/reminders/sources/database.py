@@ -65,6 +65,8 @@ MAX_PROBLEMS = 100
 #: Rows fetched per round trip.
 CHUNK = 1000
 MINOR_COLUMN = "amount_due_minor"
+#: Seconds one query of a read may run on PostgreSQL (statement_timeout) before the read fails.
+READ_TIMEOUT = 300.0
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _VIEW_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 _SELECT = re.compile(r"\s*(select|with)\b", re.IGNORECASE)
@@ -267,6 +269,8 @@ class _Reader:
                 self.conn = psycopg.connect(url, connect_timeout=10, autocommit=False)
                 self.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                 self.conn.read_only = True
+                # No stall is unbounded (G3): a query that runs away is cut, and the read recorded failed.
+                self.conn.execute(f"SET LOCAL statement_timeout = {int(READ_TIMEOUT * 1000)}")
                 self.pg = True
             elif scheme == "sqlite":
                 path = unquote(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else ""
