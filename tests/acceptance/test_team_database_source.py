@@ -401,3 +401,19 @@ def test_a_read_over_max_rows_is_refused_whole(store: Store, team_env: TeamDb, t
     with pytest.raises(SourceRejected, match="more than max_rows = 2 rows"):
         sync_source(service, service.policy.source)
     assert store.read("list_invoices") == []
+
+
+def test_every_reads_the_source_on_its_own_schedule(store: Store, team_env: TeamDb, tmp_path: Path) -> None:
+    seed(team_env)
+    from oncebeat.reminders.policy import load_policy
+
+    policy = load_policy(config(team_env, tmp_path, extra='every = "15m"\n'))
+    start = FIRST_FIRE - timedelta(hours=1)
+    h = Harness(store=store, sink=maildir_sink(tmp_path), clock=SimulatedClock(start), policy=policy)
+    try:
+        h.tick_to(start + timedelta(minutes=15))
+        h.new_worker().drain()
+        assert [r["outcome"] for r in recent_reads(store)] == ["ok"]
+        assert invoice(store, "INV-1")["status"] == "open" and h.reminders() == []  # read, not scanned
+    finally:
+        h.close()
