@@ -404,9 +404,9 @@ def sync(database_url: str | None, config: Path | None, as_json: bool) -> None:
         if rt.policy.source is None:
             raise click.UsageError("no [source] section in the policy file: add one (see README, \"Read your own "
                                    "database\") or pass --config")
-        result = sync_source(rt.service, rt.policy.source)
+        result = sync_source(rt.service, rt.policy.source, quiet=True)
     except SourceRejected as exc:
-        click.echo(redact_url(f"error: {exc}"), err=True)
+        click.echo(redact_url(f"error: {exc.summary}:"), err=True)
         _echo_problems([redact_url(str(p)) for p in exc.problems], None, total=exc.total)
         sys.exit(2)
     except SourceUnavailable as exc:
@@ -445,8 +445,9 @@ def sources(database_url: str | None, limit: int, as_json: bool) -> None:
         when = row["started_at"].isoformat() if row else "never"
         click.echo(f"{name}: last successful read {when}")
     for r in reads:
-        error = f"  {r['error']}" if r["error"] else ""
-        click.echo(f"  {r['started_at'].isoformat()}  {r['outcome']:<8} {r['rows']:>7} rows  {r['source']}{error}")
+        click.echo(f"  {r['started_at'].isoformat()}  {r['outcome']:<8} {r['rows']:>7} rows  {r['source']}")
+        if r["error"]:
+            click.echo(f"      {r['error']}")
 
 
 # --- processes -----------------------------------------------------------------------------------

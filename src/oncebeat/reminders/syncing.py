@@ -42,8 +42,11 @@ def _record(store: Store, config: SourceConfig, started_at: Any, now: Any, rows:
                outcome=outcome, error=None if error is None else error[:2000])
 
 
-def sync_source(service: ReminderService, config: SourceConfig) -> dict[str, int]:
+def sync_source(service: ReminderService, config: SourceConfig, *, quiet: bool = False) -> dict[str, int]:
     """Read ``config`` once and apply it (all or nothing), recording the read in ``source_reads``.
+
+    A read that fails or is refused is logged as a warning (``reminders.source_failed``/``_rejected``), at INFO
+    with ``quiet`` (``oncebeat sync`` prints the error itself).
 
     Returns:
         ``{"rows", "customers", "invoices", "new", "updated", "kept paid", "stale", "payments", "marked_paid"}``.
@@ -53,17 +56,18 @@ def sync_source(service: ReminderService, config: SourceConfig) -> dict[str, int
             applied), a payment naming an invoice oncebeat does not know among them.
     """
     store, clock = service.store, service.clock
+    level = logging.INFO if quiet else logging.WARNING
     started_at = clock.now()
     today = started_at.astimezone(service.policy.zone).date()
     try:
         read = read_source(config, today=today)
     except SourceUnavailable as exc:
         _record(store, config, started_at, clock.now(), 0, "failed", str(exc))
-        log.warning("source %s not read: %s", config.name, exc, extra={"event": "reminders.source_failed"})
+        log.log(level, "source %s not read: %s", config.name, exc, extra={"event": "reminders.source_failed"})
         raise
     except SourceRejected as exc:
         _record(store, config, started_at, clock.now(), exc.rows, "rejected", str(exc))
-        log.warning("source %s read refused: %s", config.name, exc, extra={"event": "reminders.source_rejected"})
+        log.log(level, "source %s read refused: %s", config.name, exc, extra={"event": "reminders.source_rejected"})
         raise
     try:
         with store.transaction() as tx:

@@ -106,8 +106,9 @@ class SourceRejected(OncebeatError):
         self.problems = list(problems[:MAX_PROBLEMS])
         self.total = len(problems)
         self.rows = rows
-        super().__init__(f"{self.total} problem(s) in {rows} row(s) read from the team's database; nothing was "
-                         f"applied. First: {problems[0]}" if problems else "the read was refused")
+        #: The count without the problems (the CLI lists them below it).
+        self.summary = f"{self.total} problem(s) in {rows} row(s) read from the team's database; nothing was applied"
+        super().__init__(f"{self.summary}. First: {problems[0]}" if problems else "the read was refused")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
