@@ -417,3 +417,15 @@ def test_every_reads_the_source_on_its_own_schedule(store: Store, team_env: Team
         assert invoice(store, "INV-1")["status"] == "open" and h.reminders() == []  # read, not scanned
     finally:
         h.close()
+
+
+def test_a_query_the_database_refuses_is_a_failed_read_naming_the_query(store: Store, team_env: TeamDb,
+                                                                         tmp_path: Path) -> None:
+    path = tmp_path / "oncebeat.toml"
+    path.write_text('[source]\nurl = "$TEAM_DATABASE_URL"\ninvoices = "invoices_typo"\n', encoding="utf-8")
+    service = service_for(store, path)
+    assert service.policy.source is not None
+    with pytest.raises(SourceUnavailable, match="source query invoices failed: .*invoices_typo") as caught:
+        sync_source(service, service.policy.source)
+    assert "\n" not in str(caught.value) and PASSWORD not in str(caught.value)
+    assert [r["outcome"] for r in recent_reads(store)] == ["failed"]

@@ -257,6 +257,11 @@ def _major(minor: str, currency: str) -> str:
     return format(Decimal(minor).scaleb(-digits), "f")
 
 
+def _one_line(exc: Exception) -> str:
+    """A driver's error on one line (libpq's run over several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 class _Reader:
     """One read transaction over the team's database, yielding each query's rows in chunks."""
 
@@ -286,7 +291,7 @@ class _Reader:
             raise
         except Exception as exc:
             raise SourceUnavailable(f"cannot connect to the team's database {redact_url(url)}: "
-                                    f"{redact_url(str(exc).strip())}") from None
+                                    f"{redact_url(_one_line(exc))}") from None
 
     def rows(self, name: str, sql: str) -> Generator[tuple[list[str], list[tuple[Any, ...]]], None, None]:
         """``(column names, chunk of rows)`` of ``sql``, fetched :data:`CHUNK` rows at a time."""
@@ -302,7 +307,7 @@ class _Reader:
                 if not chunk:
                     break
         except Exception as exc:
-            raise SourceUnavailable(f"source query {name} failed: {redact_url(str(exc).strip())}") from None
+            raise SourceUnavailable(f"source query {name} failed: {redact_url(_one_line(exc))}") from None
         finally:
             try:
                 cur.close()  # also when the caller stops early (a missing column, max_rows)
