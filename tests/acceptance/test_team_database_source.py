@@ -5,6 +5,7 @@ Each test runs on both oncebeat backends (``store``) and, where it matters, on b
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -171,6 +172,10 @@ def test_oncebeat_sync_imports_a_rails_shaped_database_and_records_the_watermark
     assert listing.exit_code == 0, listing.output
     assert f"$TEAM_DATABASE_URL: last successful read {good['started_at'].isoformat()}" in listing.output
     assert " ok             4 rows  $TEAM_DATABASE_URL" in listing.output
+    as_json = CliRunner().invoke(cli, ["sources", "--db", store.url, "--json"])
+    data = json.loads(as_json.output)
+    assert [(r["outcome"], r["rows"]) for r in data["reads"]] == [("ok", 4)]
+    assert data["last_good"]["$TEAM_DATABASE_URL"]["rows"] == 4
 
 
 def test_a_paid_invoice_read_stale_as_open_is_not_reopened(store: Store, team_env: TeamDb, tmp_path: Path) -> None:
