@@ -385,6 +385,71 @@ def _echo_problems(problems: list[str], errors_file: Path | None, *, total: int 
         click.echo(f"  … and {total - MAX_PROBLEMS_SHOWN:,} more problem(s) ({where})", err=True)
 
 
+# --- the team's own database ([source]) ---------------------------------------------------------
+@cli.command()
+@DB_OPTION
+@CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def sync(database_url: str | None, config: Path | None, as_json: bool) -> None:
+    """Read the team's own database ([source] in oncebeat.toml) now and apply it: all or nothing.
+
+    Prints the counts; exit 2 with every problem (query, row, column) when the read is refused or the source
+    cannot be reached (recorded in `oncebeat sources` either way).
+    """
+    from .reminders.sources.database import SourceRejected, SourceUnavailable
+    from .reminders.syncing import sync_source
+
+    rt = _runtime(config=config, database_url=database_url)
+    try:
+        if rt.policy.source is None:
+            raise click.UsageError("no [source] section in the policy file: add one (see README, \"Read your own "
+                                   "database\") or pass --config")
+        result = sync_source(rt.service, rt.policy.source, quiet=True)
+    except SourceRejected as exc:
+        click.echo(redact_url(f"error: {exc.summary}:"), err=True)
+        _echo_problems([redact_url(str(p)) for p in exc.problems], None, total=exc.total)
+        sys.exit(2)
+    except SourceUnavailable as exc:
+        click.echo(redact_url(f"error: {exc}; nothing was applied (the read is recorded as failed)"), err=True)
+        sys.exit(2)
+    finally:
+        rt.close()
+    if as_json:
+        _print_json(result)
+    else:
+        click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
+
+
+@cli.command()
+@DB_OPTION
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--json", "as_json", is_flag=True, help="Print the reads as JSON.")
+def sources(database_url: str | None, limit: int, as_json: bool) -> None:
+    """List the latest reads of the team's own database, newest first, with the last successful one (the
+    freshness watermark) of each source."""
+    from .reminders.syncing import last_good_read, recent_reads
+
+    rt = _runtime(database_url=database_url, migrate=False)
+    try:
+        reads = recent_reads(rt.store, limit)
+        good = {name: last_good_read(rt.store, name) for name in {r["source"] for r in reads}}
+    finally:
+        rt.close()
+    if as_json:
+        _print_json({"reads": reads, "last_good": good})
+        return
+    if not reads:
+        click.echo("no reads recorded yet: add a [source] section and run `oncebeat sync`")
+        return
+    for name, row in sorted(good.items()):
+        when = row["started_at"].isoformat() if row else "never"
+        click.echo(f"{name}: last successful read {when}")
+    for r in reads:
+        click.echo(f"  {r['started_at'].isoformat()}  {r['outcome']:<8} {r['rows']:>7} rows  {r['source']}")
+        if r["error"]:
+            click.echo(f"      {r['error']}")
+
+
 # --- processes -----------------------------------------------------------------------------------
 def _metrics_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--metrics-host", default="127.0.0.1", show_default=True,

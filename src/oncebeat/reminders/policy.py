@@ -60,6 +60,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from oncebeat.app import ScheduleDef
 from oncebeat.errors import ConfigError, ScheduleError
 from oncebeat.reminders.conversions import zone_reason
+from oncebeat.reminders.sources.database import SourceConfig, source_config
 from oncebeat.reminders.translations import DEFAULT_FALLBACK_LOCALE, fallback_locale
 from oncebeat.schedules import Schedule
 from oncebeat.targets.config import target_schedules
@@ -151,6 +152,8 @@ class Policy:
     retention_cron: str = "30 3 * * *"  # when the prune runs, in the [schedule] zone
     # [[schedules]]: schedules pushed to the team's own workers (oncebeat.targets), validated by that module
     schedules: tuple[ScheduleDef, ...] = ()
+    # [source]: the team's own database, read before each scan (oncebeat.reminders.sources.database)
+    source: SourceConfig | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -631,6 +634,13 @@ def _check_target_schedules(value: Any) -> tuple[ScheduleDef, ...]:
     return tuple(value)
 
 
+def _check_source(value: Any) -> SourceConfig | None:
+    if value is not None and not isinstance(value, SourceConfig):
+        raise _Invalid("must be a source definition", "Build it with oncebeat.reminders.sources.database."
+                       "source_config.", value=value)
+    return value
+
+
 _CHECKS = {
     "schedule": _check_schedule,
     "tz": _check_tz,
@@ -653,6 +663,7 @@ _CHECKS = {
     "retention": _check_retention,
     "retention_cron": _check_schedule,
     "schedules": _check_target_schedules,
+    "source": _check_source,
 }
 
 
@@ -710,11 +721,17 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         raise ConfigError(f"{source}: expected a table of sections, got {_type_name(data)}")
     problems: list[str] = []
     values: dict[str, Any] = {}
-    sections = list(_LAYOUT)
+    sections = [*_LAYOUT, "source"]
     for section, content in data.items():
         if section == "schedules":  # [[schedules]]: the engine's target schedules, checked by their own module
             try:
                 values["schedules"] = target_schedules(content, source=source)
+            except ConfigError as exc:
+                problems.append(str(exc).removeprefix(f"{source}: "))
+            continue
+        if section == "source":  # [source]: the team's own database, checked by its own module
+            try:
+                values["source"] = source_config(content, source=source)
             except ConfigError as exc:
                 problems.append(str(exc).removeprefix(f"{source}: "))
             continue

@@ -4,6 +4,9 @@
   schedule; its business date is the occurrence's local date in the
   schedule's zone (G7), never the host's date.
 - ``reminders.send`` — one job per pending reminder, created by the scan.
+- ``reminders.sync`` — with a ``[source]`` whose ``every`` is set: reads the team's own database on that interval
+  (:mod:`.syncing`). The scan reads it too, first; a source that cannot be read is logged and recorded in
+  ``source_reads`` and the scan goes on with the data it has.
 """
 
 from __future__ import annotations
@@ -13,10 +16,22 @@ from ..errors import Discard
 from ..worker import JobContext
 from . import metrics as reminder_metrics
 from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
+from .sources.database import SourceConfig, SourceRejected, SourceUnavailable
+from .syncing import SYNC_TASK, sync_source
 
 __all__ = ["build_app", "SCHEDULE_KEY"]
 
 SCHEDULE_KEY = "reminders"
+SYNC_SCHEDULE_KEY = "reminders.sync"
+
+
+def _sync_quietly(service: ReminderService, source: SourceConfig) -> None:
+    """Read the team's database; a read that fails or is refused is already logged and recorded in
+    ``source_reads`` (:func:`.syncing.sync_source`): the caller goes on with the data it has."""
+    try:
+        sync_source(service, source)
+    except (SourceUnavailable, SourceRejected):
+        pass
 
 
 def build_app(service: ReminderService, app: App | None = None) -> App:
@@ -31,6 +46,8 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
         if occurrence is None:
             raise Discard("reminders.scan needs an occurrence; run `oncebeat trigger reminders` "
                           "instead of enqueueing it")
+        if policy.source is not None:
+            _sync_quietly(service, policy.source)
         service.scan(occurrence_id=occurrence["id"], business_date=occurrence["business_date"],
                      source=ctx.source, fire_at=occurrence["fire_at"])
 
@@ -38,6 +55,14 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
     def send(ctx: JobContext, reminder_id: int) -> None:
         service.send(ctx, reminder_id)
 
+    source = policy.source
+    if source is not None and source.every is not None:
+        @app.task(SYNC_TASK, max_attempts=1)
+        def sync(ctx: JobContext) -> None:
+            _sync_quietly(service, source)
+
+        app.schedule(SYNC_SCHEDULE_KEY, f"every {int(source.every)}s", tz=policy.tz, task=SYNC_TASK,
+                     catchup="none", overlap="skip")
     app.schedule(SCHEDULE_KEY, policy.scan_schedule, tz=policy.tz, task=SCAN_TASK, catchup=policy.catchup,
                  catchup_window=policy.catchup_window, overlap=policy.overlap)
     if policy.retention is not None:
