@@ -180,7 +180,8 @@ def read_invoices(body: Any, *, today: date | None) -> tuple[list[Invoice], list
             # A key the item leaves out keeps the customer's stored value (records.py), as a CSV without the
             # column does; a key given as "" clears it.
             staged.append(dataclasses.replace(row, x_locale=row.x_locale if "customer_locale" in values else None,
-                                              x_tz=row.x_tz if "customer_tz" in values else None))
+                                              x_tz=row.x_tz if "customer_tz" in values else None,
+                                              x_payment_url=row.x_payment_url if "payment_url" in values else None))
     found.extend(duplicate_problems(sorted((s.number, s.line) for s in staged if s.number), ""))
     bad = {p.line for p in found}
     by_email = sorted((CustomerRow(email=s.email, line=s.line, name=s.name, x_locale=s.x_locale, x_tz=s.x_tz,
