@@ -117,3 +117,13 @@ def test_stripe_texts_follow_the_csv_limits_and_refuse_format_characters(tmp_pat
     customer, invoice, problems = invoice_from_stripe(stripe_invoice("S-2", customer_name="Mohammad\u200cReza"),
                                                       tz="UTC")
     assert problems == [] and customer is not None and customer.name == "Mohammad\u200cReza"
+
+
+def test_the_hosted_invoice_page_is_the_pay_now_link_and_only_an_https_one(tmp_path: Path) -> None:
+    objects = [stripe_invoice("P-1", hosted_invoice_url="https://invoice.stripe.com/i/acct_1/test_abc"),
+               stripe_invoice("P-2", hosted_invoice_url=None), stripe_invoice("P-3", hosted_invoice_url="http://x.test/")]
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(o) for o in objects) + "\n")
+    data = read_stripe_invoices(tmp_path / "p.jsonl", tz="UTC").data
+    assert [(i.number, i.payment_url) for i in data.invoices] == [
+        ("P-1", "https://invoice.stripe.com/i/acct_1/test_abc"), ("P-2", None)]  # None: a stored link is kept
+    assert any("hosted_invoice_url" in str(p) and "https" in str(p) for p in data.problems)

@@ -378,3 +378,18 @@ def test_a_field_left_out_keeps_the_stored_value_and_an_empty_one_clears_it(
     client.post("/api/v1/customers", json={"customers": [{"email": "a@example.com", "name": "A B", "tz": ""}]},
                 headers=H("c4"))
     assert (customer()["locale"], customer()["tz"]) == ("ja_JP", "")
+
+
+def test_the_pay_now_link_through_the_api_is_https_only_and_kept_when_left_out(
+        runtime: Runtime, api_app: Callable[..., TestClient]) -> None:
+    client = api_app()
+    bad = client.post("/api/v1/invoices", json={"invoices": [invoice("INV-8", payment_url="http://pay.test/8")]},
+                      headers=H("p1"))
+    assert bad.status_code in (400, 422)
+    assert [p["pointer"] for p in bad.json()["error"]["problems"]] == ["/invoices/0/payment_url"]
+    url = "https://pay.example.com/i/INV-8"
+    assert client.post("/api/v1/invoices", json={"invoices": [invoice("INV-8", payment_url=url)]},
+                       headers=H("p2")).status_code == 200
+    assert client.post("/api/v1/invoices", json={"invoices": [invoice("INV-8", amount_due="99.00")]},
+                       headers=H("p3")).status_code == 200
+    assert invoice_row(runtime, "INV-8")["payment_url"] == url  # left out: kept

@@ -277,6 +277,7 @@ MAX_LENGTHS: dict[str, int] = {
     "currency": 16,  # ISO 4217 codes have 3 letters; a longer value gets the currency rule's own message below this
     "customer_locale": 32,
     "customer_tz": 64,
+    "payment_url": 2048,  # what browsers and mail clients keep whole
 }
 #: The longest value of any other column (dates, amounts, status, paid_at), in characters.
 MAX_OTHER_LENGTH = 64

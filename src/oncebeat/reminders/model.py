@@ -106,6 +106,9 @@ class Invoice:
     paid_on: date | None = None
     # The date ``status`` was set (optional): a paid invoice is reopened only by a status dated after its payment.
     status_on: date | None = None
+    # The invoice's pay-now page (an https URL), shown in its reminders; None when the source does not carry it
+    # (the stored one is kept), "" to clear it (oncebeat.reminders.records, as for a customer's fields).
+    payment_url: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

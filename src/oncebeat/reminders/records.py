@@ -101,6 +101,8 @@ def write_invoices(tx: Tx, invoices: Sequence[Invoice], *, reopen: bool, now: da
     tx.many("upsert_invoice", [{"number": i.number, "customer_email": i.customer_email, "currency": i.currency,
                                 "amount_due": i.amount_due, "issued_on": i.issued_on, "due_on": i.due_on,
                                 "status": i.status, "paid_on": i.paid_on if i.status == "paid" else None,
+                                "payment_url": i.payment_url or None,
+                                "payment_url_given": int(i.payment_url is not None),
                                 "now": now} for i in invoices])
     # Every row, the new ones too: an invoice another writer inserted meanwhile still gets the rule.
     tx.many("move_invoice_status", [_status_params(i.number, i.status, i.paid_on, i.status_on, reopen, now)

@@ -477,11 +477,14 @@ class Renderer:
         stage: int,
         days_past_due: int,
         promise_missed: date | None = None,
+        payment_url: str | None = None,
     ) -> RenderedEmail:
         """Render the reminder of ``stage`` for one invoice; ``days_past_due`` is negative before the due date.
 
         ``promise_missed``: the date the customer had promised to pay by, when this is the first reminder after
         that promise passed unpaid (templates: ``promise_missed`` True, ``promise_date`` the localised date).
+        ``payment_url``: the invoice's https pay-now link (checked on import), shown as a button and a plain link;
+        the templates fall back to "how to pay" words without it.
         """
         for name, value in (("stage", stage), ("days_past_due", days_past_due), ("amount_due", amount_due)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -513,6 +516,7 @@ class Renderer:
             "promise_missed": promise_missed is not None,
             "promise_date": _unbreakable(format_date(promise_missed, format="long", locale=loc))
             if promise_missed is not None else "",
+            "payment_url": payment_url or "",
         }
         subject = _one_line(self._render(stage, "subject", context))
         if not subject:

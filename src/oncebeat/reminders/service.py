@@ -518,7 +518,7 @@ class ReminderService:
         rendered = self.renderer.render(invoice_number=r["number"], customer_name=r["name"],
                                         customer_locale=r["locale"], currency=r["currency"],
                                         amount_due=r["amount_due"], due_on=r["due_on"], issued_on=r["issued_on"],
-                                        stage=r["stage"], days_past_due=days,
+                                        stage=r["stage"], days_past_due=days, payment_url=r.get("payment_url"),
                                         promise_missed=r.get("resumed_promise_until") if r.get("resumed_reason")
                                         == "promise" and r.get("resumed_released_at") is None else None)
         return rendered, make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)

@@ -70,6 +70,7 @@ from .money import minor_digits
 from .records import move_status, write_customers
 from .sources.invoices import InvoiceImport
 from .sources.problems import RowProblem
+from .sources.values import check_payment_url
 from .sources.values import email_reason as _check_email
 
 __all__ = [
@@ -238,6 +239,14 @@ def invoice_from_stripe(obj: Mapping[str, Any], *, tz: str, due_days: int | None
     paid_on = status_on if status == "paid" else None
     if status == "paid" and paid_on is None:
         problems.append(("status_transitions.paid_at", transitions.get("paid_at"), "is empty, but status is paid"))
+    # Stripe's hosted invoice page is the pay-now link; an invoice without one (a draft, paid out of band) keeps
+    # whatever link was stored (None: not carried).
+    hosted = obj.get("hosted_invoice_url")
+    payment_url: str | None = None
+    if isinstance(hosted, str) and hosted:
+        payment_url, url_reason = check_payment_url(hosted)
+        if url_reason:
+            problems.append(("hosted_invoice_url", hosted, url_reason))
     if problems:
         return None, None, problems
     assert issued is not None and due is not None and minor is not None
@@ -245,7 +254,7 @@ def invoice_from_stripe(obj: Mapping[str, Any], *, tz: str, due_days: int | None
     customer = Customer(email=email.lower(), name=texts.get("customer_name"))
     invoice = Invoice(number=texts["number"], customer_email=customer.email, currency=currency, amount_due=minor,
                       issued_on=issued, due_on=due, status=str(status), paid_on=paid_on,
-                      status_on=status_on if status != "open" else None)
+                      status_on=status_on if status != "open" else None, payment_url=payment_url)
     return customer, invoice, []
 
 
@@ -421,7 +430,8 @@ class StripeWebhooks:
             paid_on = (day or invoice.status_on) if target == "paid" else None
             invoice = Invoice(number=invoice.number, customer_email=invoice.customer_email, currency=invoice.currency,
                               amount_due=invoice.amount_due, issued_on=invoice.issued_on, due_on=invoice.due_on,
-                              status=target, paid_on=paid_on if target == "paid" else None, status_on=day)
+                              status=target, paid_on=paid_on if target == "paid" else None, status_on=day,
+                              payment_url=invoice.payment_url)
             if target == "paid" and invoice.paid_on is None:
                 return out("invalid", "invoice.paid without status_transitions.paid_at", invoice.number)
         write_customers(tx, [customer])

@@ -578,6 +578,7 @@ def write_invoices_csv(book: Book, path: Path) -> None:
                     inv.status,
                     inv.paid_on.isoformat() if inv.paid_on else "",
                     inv.status_on.isoformat() if inv.status_on else "",
+                    inv.payment_url or "",
                 ]
             ))
 

@@ -157,6 +157,23 @@ def _order(pointer: str) -> tuple[Any, ...]:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pointer.split("/"))
 
 
+def _checked(items: list[tuple[int, dict[str, str]]], fields: tuple[str, ...], checker_type: Any,
+             today: date | None, found: list[RowProblem]) -> list[tuple[dict[str, str], Any]]:
+    """Each item checked as a CSV row of ``fields`` is (the same checker, item ``n`` as line ``n``): the items that
+    parse, with their values, in order; every problem (and each number given twice) appended to ``found``."""
+    header = list(fields)
+    checker = checker_type(source="", header=header, positions={c: i for i, c in enumerate(header)}, computed=(),
+                           today=today)
+    staged = []
+    for n, values in items:
+        row, row_problems = checker.check(n, [values.get(c, "") for c in header])
+        found.extend(row_problems)
+        if row is not None:
+            staged.append((values, row))
+    found.extend(duplicate_problems(sorted((row.number, row.line) for _, row in staged if row.number), ""))
+    return staged
+
+
 def read_invoices(body: Any, *, today: date | None) -> tuple[list[Invoice], list[Customer]]:
     """The invoices of ``{"invoices": [...]}`` and the customers they name, checked as CSV rows are.
 
@@ -168,20 +185,13 @@ def read_invoices(body: Any, *, today: date | None) -> tuple[list[Invoice], list
     """
     problems: list[FieldProblem] = []
     items = _items(body, "invoices", INVOICE_FIELDS, problems)
-    header = list(INVOICE_FIELDS)
-    checker = InvoiceRowChecker(source="", header=header, positions={c: i for i, c in enumerate(header)},
-                                computed=(), today=today)
-    staged = []
     found: list[RowProblem] = []
-    for n, values in items:
-        row, row_problems = checker.check(n, [values.get(c, "") for c in header])
-        found.extend(row_problems)
-        if row is not None:
-            # A key the item leaves out keeps the customer's stored value (records.py), as a CSV without the
-            # column does; a key given as "" clears it.
-            staged.append(dataclasses.replace(row, x_locale=row.x_locale if "customer_locale" in values else None,
-                                              x_tz=row.x_tz if "customer_tz" in values else None))
-    found.extend(duplicate_problems(sorted((s.number, s.line) for s in staged if s.number), ""))
+    # A key the item leaves out keeps the stored value (records.py), as a CSV without the column does; a key
+    # given as "" clears it.
+    staged = [dataclasses.replace(row, x_locale=row.x_locale if "customer_locale" in values else None,
+                                  x_tz=row.x_tz if "customer_tz" in values else None,
+                                  x_payment_url=row.x_payment_url if "payment_url" in values else None)
+              for values, row in _checked(items, INVOICE_FIELDS, InvoiceRowChecker, today, found)]
     bad = {p.line for p in found}
     by_email = sorted((CustomerRow(email=s.email, line=s.line, name=s.name, x_locale=s.x_locale, x_tz=s.x_tz,
                                    bad=s.line in bad) for s in staged if s.email and s.name),
@@ -205,17 +215,8 @@ def read_payments(body: Any, *, today: date | None) -> list[Payment]:
     """
     problems: list[FieldProblem] = []
     items = _items(body, "payments", PAYMENT_FIELDS, problems)
-    header = list(PAYMENT_FIELDS)
-    checker = PaymentRowChecker(source="", header=header, positions={c: i for i, c in enumerate(header)},
-                                computed=(), today=today)
-    staged = []
     found: list[RowProblem] = []
-    for n, values in items:
-        row, row_problems = checker.check(n, [values.get(c, "") for c in header])
-        found.extend(row_problems)
-        if row is not None:
-            staged.append(row)
-    found.extend(duplicate_problems(sorted((s.number, s.line) for s in staged if s.number), ""))
+    staged = [row for _, row in _checked(items, PAYMENT_FIELDS, PaymentRowChecker, today, found)]
     _add_row_problems(problems, found, "payments")
     _raise_if(problems)
     return [s.payment() for s in staged]

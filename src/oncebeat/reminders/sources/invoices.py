@@ -26,7 +26,7 @@ from ..conversions import DATE_RANGE_TEXT, Computed, DateFormat, currency_reason
 from ..model import DEFAULT_LOCALE, DEFAULT_TZ, HOLD_REASONS, INVOICE_STATUSES, Customer, Invoice
 from .problems import RowProblem
 from .table import CsvTable, Progress, computed_columns, fit_fields, resolve_columns, row_dict, row_values
-from .values import amount_minor, check_locale, check_zone, email_reason, paid_on_reason, read_date
+from .values import amount_minor, check_locale, check_payment_url, check_zone, email_reason, paid_on_reason, read_date
 
 __all__ = ["DEFAULT_LOCALE", "DEFAULT_TZ", "HOLD_COLUMNS", "INVOICE_CSV_HELP", "OPTIONAL_COLUMNS", "REQUIRED_COLUMNS",
            "STANDARD_COLUMNS", "CustomerRow", "InvoiceImport", "InvoiceRowChecker", "StagedInvoice",
@@ -41,7 +41,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "issued_on",
     "due_on",
 )
-OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status", "paid_on", "status_on")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status", "paid_on", "status_on", "payment_url")
 #: Optional columns that place a hold on the invoice (``oncebeat import``'s streamed CSV import applies them).
 HOLD_COLUMNS: tuple[str, ...] = ("hold_reason", "promise_until", "hold_note")
 #: Every column of the invoice CSV, in the order :func:`write_invoices_csv` writes them.
@@ -78,6 +78,9 @@ Optional columns:
   status_on        YYYY-MM-DD, the day status was set: a paid invoice is
                    reopened only by status open with a status_on after its
                    payment date, or with --reopen
+  payment_url      https:// link to the invoice's pay-now page, shown in
+                   its reminders as a button and a plain link (never logged);
+                   without the column a stored link is kept, empty clears it
   hold_reason      dispute, promise or manual: a hold on the invoice (README
                    "Holds"); importing the same row again places no second one
   promise_until    YYYY-MM-DD, the last day of a promise to pay (required
@@ -153,6 +156,7 @@ class StagedInvoice:
     hold_reason: str | None = None
     promise_until: date | None = None
     hold_note: str | None = None
+    x_payment_url: str | None = None  # as x_locale: a valid URL, "" (column there, cell empty) or None (no column)
 
     def invoice(self) -> Invoice:
         """The invoice of a row without problems."""
@@ -160,7 +164,7 @@ class StagedInvoice:
         assert self.issued_on is not None and self.due_on is not None and self.status is not None
         return Invoice(number=self.number, customer_email=self.email, currency=self.currency,
                        amount_due=self.amount_due, issued_on=self.issued_on, due_on=self.due_on, status=self.status,
-                       paid_on=self.paid_on, status_on=self.status_on)
+                       paid_on=self.paid_on, status_on=self.status_on, payment_url=self.x_payment_url)
 
     def as_params(self) -> dict[str, Any]:
         """The row as query parameters (the staging table's columns)."""
@@ -221,6 +225,7 @@ class InvoiceRowChecker:
         dates = self._dates(row, due_from_terms)
         self._status(row, dates)
         explicit = self._locale_and_zone(row)
+        payment_url = self._payment_url(row)
         self._hold(row)
         out = row.out
         staged = StagedInvoice(
@@ -228,7 +233,8 @@ class InvoiceRowChecker:
             name=name or None, x_locale=explicit.get("locale"), x_tz=explicit.get("tz"), currency=out.get("currency"),
             amount_due=out.get("amount"), issued_on=out.get("issued_on"), due_on=out.get("due_on"),
             status=out.get("status"), paid_on=out.get("paid_on"), status_on=out.get("status_on"),
-            hold_reason=out.get("hold_reason"), promise_until=out.get("promise_until"), hold_note=out.get("hold_note"))
+            hold_reason=out.get("hold_reason"), promise_until=out.get("promise_until"), hold_note=out.get("hold_note"),
+            x_payment_url=payment_url)
         return staged, row.problems
 
     @staticmethod
@@ -359,6 +365,20 @@ class InvoiceRowChecker:
             else:
                 row.out["tz"] = explicit["tz"] = zone  # type: ignore[assignment]
         return explicit
+
+    @staticmethod
+    def _payment_url(row: _Row) -> str | None:
+        """payment_url (optional): the https link, ``""`` when the column is there and empty (clears a stored
+        one), None when the file has no such column (the stored one is kept)."""
+        if "payment_url" not in row.values or "payment_url" in row.failed:
+            return None
+        text = row.values["payment_url"].strip()
+        if not text:
+            return ""
+        url, reason = check_payment_url(text)
+        if reason:
+            row.problem("payment_url", text, reason)
+        return url
 
     def _hold(self, row: _Row) -> None:
         """hold_reason, promise_until and hold_note (optional): a hold the import places on the invoice."""

@@ -21,8 +21,8 @@ from ...mail.message import address_problem
 from ..conversions import DateFormat, date_range_reason, foreign_digits, iana_zones, zone_reason
 from ..money import minor_digits
 
-__all__ = ["amount_minor", "check_locale", "check_zone", "email_reason", "paid_on_reason", "read_date",
-           "read_instant"]
+__all__ = ["amount_minor", "check_locale", "check_payment_url", "check_zone", "email_reason", "paid_on_reason",
+           "read_date", "read_instant"]
 
 _AMOUNT_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)", re.ASCII)
 _PAID_AHEAD = timedelta(days=1)  # a payment may be dated tomorrow (zones ahead of ours), not later
@@ -80,6 +80,28 @@ def email_reason(value: str) -> str | None:
         return "is not a valid email address (the domain needs a dot, like example.com)"
     problem = address_problem(value)  # the rule every send applies: what imports is deliverable
     return f"is not a deliverable email address ({problem})" if problem else None
+
+
+def check_payment_url(value: str) -> tuple[str | None, str | None]:
+    """(url, None) for an https URL with a host and no spaces (the invoice's pay-now page), else (None, reason).
+
+    Only https: a reminder must never send a customer to a page whose payment form travels in clear text, and a
+    ``javascript:`` or ``data:`` link must never become a button in an email.
+    """
+    from urllib.parse import urlsplit
+
+    fix = "write the invoice's https:// pay-now link, e.g. https://pay.example.com/i/INV-1, or leave the cell empty"
+    if any(ch.isspace() for ch in value):
+        return None, f"contains a space: {fix}"
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None, f"is not a URL: {fix}"
+    if parts.scheme.lower() != "https":
+        return None, f"is not an https:// URL: {fix}"
+    if not parts.hostname or "@" in parts.netloc:
+        return None, f"has no host (or carries a user name or password): {fix}"
+    return value, None
 
 
 def check_zone(value: str) -> tuple[str | None, str | None]:
