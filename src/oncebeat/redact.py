@@ -37,7 +37,7 @@ import threading
 from urllib.parse import unquote
 
 __all__ = ["redact_url", "unencoded_password", "remember_secrets", "forget_secrets", "RedactingFilter",
-           "SECRET_PARAMETERS", "MIN_REMEMBERED"]
+           "SECRET_PARAMETERS", "MIN_REMEMBERED", "url_secret"]
 
 #: Query / conninfo parameters whose values are secrets (names ending in these are secret too).
 SECRET_PARAMETERS = ("password", "passfile", "sslpassword", "token", "key", "secret")
@@ -145,6 +145,25 @@ def remember_secrets(url: str | None) -> None:
         _remembered.update(found)
         alternatives = sorted(_remembered, key=len, reverse=True)  # longest first: no piece left half-masked
         _pattern = re.compile("|".join(re.escape(s) for s in alternatives))
+
+
+def url_secret(url: str) -> str | None:
+    """What in ``url`` is a secret, or None: ``"a password"`` (userinfo) or ``"the <name> parameter"`` for a query
+    parameter of :data:`SECRET_PARAMETERS` (``?password=``, ``?token=``, ``?sslpassword=``, ...). For the settings
+    that must not hold one (they are stored in the database or a file): write ``$VARIABLE`` instead."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return None
+    if password:
+        return "a password"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if name.lower() in SECRET_PARAMETERS or name.lower() in ("pass", "pwd", "passwd", "access_token", "api_key"):
+            return f"the {name} parameter"
+    return None
 
 
 def redact_url(text: str) -> str:

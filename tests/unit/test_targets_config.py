@@ -74,6 +74,9 @@ def test_the_targets_app_holds_the_push_task_and_the_files_schedules(tmp_path: P
     ('target = "sidekiq:overdue_job"\nredis = "$R"', "is not a Ruby class name"),
     ('target = "sidekiq:X"', 'a sidekiq target needs redis (e.g. redis = "$REDIS_URL")'),
     ('target = "sidekiq:X"\nredis = "redis://:hunter22@cache:6379/0"', "holds a password"),
+    ('target = "sidekiq:X"\nredis = "redis://cache:6379/5?password=hunter22"', "holds the password parameter"),
+    ('target = "celery:x.y"\nbroker = "amqp://mq/?token=hunter22"', "holds the token parameter"),
+    ('target = "http:https://x.test/h?secret=hunter22"\nsecret_env = "S"', "holds credentials"),
     ('target = "sidekiq:X"\nredis = "$R"\nqueu = "x"', "queu is not an option of a sidekiq target. Did you mean "
                                                        "'queue'?"),
     ('target = "celery:x.y"\nbroker = "$B"\nargs = "a"', "args = 'a' must be a list"),

@@ -393,3 +393,17 @@ def test_the_pay_now_link_through_the_api_is_https_only_and_kept_when_left_out(
     assert client.post("/api/v1/invoices", json={"invoices": [invoice("INV-8", amount_due="99.00")]},
                        headers=H("p3")).status_code == 200
     assert invoice_row(runtime, "INV-8")["payment_url"] == url  # left out: kept
+
+
+def test_a_status_dated_in_the_future_is_refused_and_never_reopens_a_paid_invoice(
+        runtime: Runtime, api_app: Callable[..., TestClient]) -> None:
+    client = api_app()
+    client.post("/api/v1/invoices", json={"invoices": [invoice("INV-9")]}, headers=H("f1"))
+    client.post("/api/v1/payments", json={"payments": [{"invoice_number": "INV-9", "paid_on": "2026-02-10"}]},
+                headers=H("f2"))
+    typo = client.post("/api/v1/invoices", json={"invoices": [invoice("INV-9", status="open",
+                                                                      status_on="2099-01-01")]}, headers=H("f3"))
+    assert typo.status_code in (400, 422)
+    problems = typo.json()["error"]["problems"]
+    assert [p["pointer"] for p in problems] == ["/invoices/0/status_on"] and "future" in problems[0]["message"]
+    assert invoice_row(runtime, "INV-9")["status"] == "paid"

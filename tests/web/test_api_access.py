@@ -159,8 +159,13 @@ def test_oncebeat_web_serves_the_api_from_its_environment_and_refuses_a_malforme
     bad = subprocess.run([sys.executable, "-m", "oncebeat.cli", "web", "--port", "1"], cwd=tmp_path, text=True,
                          capture_output=True, timeout=60,
                          env={**env, "ONCEBEAT_API_TOKENS": f"billing:write:{WRITE_TOKEN},looker:reed:{READ_TOKEN}"})
-    assert bad.returncode == 2 and "ONCEBEAT_API_TOKENS entry 2 ('looker')" in bad.stderr
+    assert bad.returncode == 2 and "ONCEBEAT_API_TOKENS entry 2:" in bad.stderr
     assert READ_TOKEN not in bad.stderr and WRITE_TOKEN not in bad.stderr and "Traceback" not in bad.stderr
+    # A token written alone, or before its name, is never echoed as if it were the name.
+    for entries in (READ_TOKEN, f"{READ_TOKEN}:write:billing"):
+        alone = subprocess.run([sys.executable, "-m", "oncebeat.cli", "web", "--port", "1"], cwd=tmp_path, text=True,
+                               capture_output=True, timeout=60, env={**env, "ONCEBEAT_API_TOKENS": entries})
+        assert alone.returncode == 2 and "entry 1" in alone.stderr and READ_TOKEN not in alone.stderr
     port = _free_port()
     # API tokens alone are a token: a public bind is allowed (the dashboard's pages then say how to log in).
     proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", "web", "--host", "0.0.0.0", "--port", str(port)],

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, TargetRejected
-from ..redact import redact_url, remember_secrets
+from ..redact import redact_url, remember_secrets, url_secret
 
 __all__ = ["KINDS", "Occurrence", "Target", "derived_jid", "derived_uuid", "effect_key", "parse_target"]
 
@@ -287,8 +287,9 @@ def _check_broker_url(value: Any, option: str, where: str) -> None:
             and parts.scheme != "memory":
         raise _problem(where, f"{option} = {redact_url(value)!r} is not a broker URL; write e.g. "
                        "redis://127.0.0.1:6379/0 or $REDIS_URL")
-    if parts.password:
-        raise _problem(where, f"{option} = {redact_url(value)!r} holds a password, which would be stored with the "
+    if secret := url_secret(value):
+        remember_secrets(value)
+        raise _problem(where, f"{option} = {redact_url(value)!r} holds {secret}, which would be stored with the "
                        f"schedule in the database; write {option} = \"$REDIS_URL\" and set REDIS_URL in the "
                        "environment of the workers")
 
@@ -298,6 +299,7 @@ def _check_endpoint(url: str, where: str) -> None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise _problem(where, f"{redact_url(url)!r} is not an http(s) URL; write e.g. "
                        '"http:https://billing.example.com/hooks/overdue"')
-    if parts.password or parts.username:
+    if parts.password or parts.username or url_secret(url):
+        remember_secrets(url)
         raise _problem(where, f"{redact_url(url)!r} holds credentials, which would be stored with the schedule; "
                        "the push is signed with secret_env's HMAC instead")

@@ -89,7 +89,9 @@ class ApiTokens:
                 continue
             name, _, rest = entry.partition(":")
             scope, _, token = rest.partition(":")
-            where = f"{TOKENS_VARIABLE} entry {n}" + (f" ({name!r})" if _NAME.fullmatch(name) else "")
+            # The entry's number only, never a piece of it: an entry written in the wrong order (the token first,
+            # or the token alone) would put the token where the name belongs.
+            where = f"{TOKENS_VARIABLE} entry {n}"
             if not _NAME.fullmatch(name):
                 raise ConfigError(f"{where}: the name must be 1 to 64 letters, digits, '_', '.' or '-'; {_FORMAT}")
             if scope not in (READ, WRITE):

@@ -49,7 +49,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ...errors import ConfigError, OncebeatError
-from ...redact import redact_url, remember_secrets
+from ...redact import redact_url, remember_secrets, url_secret
 from ..model import Customer, Invoice, Payment
 from ..money import iso_minor_digits
 from .invoices import STANDARD_COLUMNS, CustomerRow, InvoiceRowChecker, customer_rule, duplicate_problems
@@ -176,9 +176,9 @@ def _check_url(raw: Any, problems: list[str]) -> str | None:
         problems.append(f"[source] url = {redact_url(value)!r} is not a postgresql:// or sqlite:/// URL; write "
                         f"{example} and set TEAM_DATABASE_URL")
         return None
-    if parts.password or "password=" in parts.query.lower():
+    if secret := url_secret(value):
         remember_secrets(value)
-        problems.append(f"[source] url = {redact_url(value)!r} holds a password, which must not sit in "
+        problems.append(f"[source] url = {redact_url(value)!r} holds {secret}, which must not sit in "
                         f"oncebeat.toml; write {example} and set TEAM_DATABASE_URL in the environment instead")
         return None
     return value

@@ -26,7 +26,16 @@ from ..conversions import DATE_RANGE_TEXT, Computed, DateFormat, currency_reason
 from ..model import DEFAULT_LOCALE, DEFAULT_TZ, HOLD_REASONS, INVOICE_STATUSES, Customer, Invoice
 from .problems import RowProblem
 from .table import CsvTable, Progress, computed_columns, fit_fields, resolve_columns, row_dict, row_values
-from .values import amount_minor, check_locale, check_payment_url, check_zone, email_reason, paid_on_reason, read_date
+from .values import (
+    amount_minor,
+    check_locale,
+    check_payment_url,
+    check_zone,
+    email_reason,
+    paid_on_reason,
+    read_date,
+    status_on_reason,
+)
 
 __all__ = ["DEFAULT_LOCALE", "DEFAULT_TZ", "HOLD_COLUMNS", "INVOICE_CSV_HELP", "OPTIONAL_COLUMNS", "REQUIRED_COLUMNS",
            "STANDARD_COLUMNS", "CustomerRow", "InvoiceImport", "InvoiceRowChecker", "StagedInvoice",
@@ -334,6 +343,8 @@ class InvoiceRowChecker:
                 row.problem("paid_on", values["paid_on"], reason)
         if values.get("status_on") and not status_text:
             row.problem("status_on", values["status_on"], "is set, but status is empty (give the status it dates)")
+        elif "status_on" in dates and (reason := status_on_reason(dates["status_on"], self.today)):
+            row.problem("status_on", values["status_on"], reason)
         row.out["status"] = status
         row.out["paid_on"] = dates.get("paid_on") if status == "paid" else None
         row.out["status_on"] = dates.get("status_on")

@@ -22,7 +22,7 @@ from ..conversions import DateFormat, date_range_reason, foreign_digits, iana_zo
 from ..money import minor_digits
 
 __all__ = ["amount_minor", "check_locale", "check_payment_url", "check_zone", "email_reason", "paid_on_reason",
-           "read_date", "read_instant"]
+           "read_date", "read_instant", "status_on_reason"]
 
 _AMOUNT_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)", re.ASCII)
 _PAID_AHEAD = timedelta(days=1)  # a payment may be dated tomorrow (zones ahead of ours), not later
@@ -61,6 +61,14 @@ def paid_on_reason(paid_on: date, issued_on: date | None, today: date | None) ->
         return f"is before the invoice was issued ({issued_on.isoformat()}); check the date format"
     if today is not None and paid_on > today + _PAID_AHEAD:
         return f"is in the future (today is {today.isoformat()}); a payment is recorded once it happened"
+    return None
+
+
+def status_on_reason(status_on: date, today: date | None) -> str | None:
+    """Why a status date cannot be taken: in the future. A status is dated when it was set, and a future date
+    (a typo such as 2099) would outrank every payment and reopen a paid invoice (the transition rule)."""
+    if today is not None and status_on > today + _PAID_AHEAD:
+        return f"is in the future (today is {today.isoformat()}); date a status the day it was set"
     return None
 
 
