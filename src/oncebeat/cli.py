@@ -1306,8 +1306,8 @@ def prune(older_than: str, apply: bool, batch: int, tables: tuple[str, ...], dat
     progress = (lambda part: click.echo(f"  {part.table}: {part.examined} examined, {part.pruned} "
                                         f"{'deleted' if apply else 'would go'}", err=True)) if not as_json else None
     try:
-        report = prune_history(rt.store, age, apply=apply, batch=batch, tables=tables or ("jobs", "occurrences",
-                               "effects", "events", "processes"), source=_operator(), on_progress=progress)
+        report = prune_history(rt.store, age, apply=apply, batch=batch, tables=tables or None, source=_operator(),
+                               on_progress=progress)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--older-than") from None
     finally:

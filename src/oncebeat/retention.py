@@ -4,7 +4,8 @@ Jobs, occurrences, effects, audit events and process rows grow with every run. :
 than a cutoff, keeping every row a guarantee still reads (README, "Retention"):
 
 - **jobs**: only finished ones (``completed``, ``discarded``, ``cancelled``) that finished before the cutoff; a job
-  with an effect still being sent or in doubt stays as that effect's evidence. A job retried by an operator while
+  with an effect still being sent or in doubt stays as that effect's evidence, and the run of an occurrence the
+  ledger keeps stays with it. A job retried by an operator while
   the prune runs is re-checked at delete time and stays.
 - **occurrences**: the ledger is what makes a fire unique (G1) and what the business-period guard reads, so an
   occurrence goes only when it is older than the cutoff *and* than :data:`OCCURRENCE_FLOOR` (a month and a day,
@@ -52,7 +53,8 @@ OCCURRENCE_FLOOR = timedelta(days=32)
 #: The engine task a retention schedule runs (registered by :meth:`oncebeat.app.App.retention`).
 PRUNE_TASK = "oncebeat.prune"
 
-_TABLES = ("jobs", "occurrences", "effects", "events", "processes")
+# Occurrences first: a job of an occurrence the ledger keeps stays with it.
+_TABLES = ("occurrences", "jobs", "effects", "events", "processes")
 
 _lock = threading.Lock()
 _protected: dict[str, str] = {}
@@ -117,7 +119,7 @@ Progress = Callable[[TableReport], None]
 
 
 def prune(store: Store, older_than: timedelta, *, apply: bool = False, now: datetime | None = None,
-          batch: int = DEFAULT_BATCH, tables: tuple[str, ...] = _TABLES, source: Source | None = None,
+          batch: int = DEFAULT_BATCH, tables: tuple[str, ...] | None = None, source: Source | None = None,
           on_progress: Progress | None = None) -> PruneReport:
     """Delete (``apply=True``) or count (a dry run) the engine history older than ``older_than`` before ``now``.
 
@@ -125,7 +127,7 @@ def prune(store: Store, older_than: timedelta, *, apply: bool = False, now: date
         older_than: age before ``now`` from which rows may go; at least :data:`MIN_OLDER_THAN`.
         now: the current instant (aware); default the system clock.
         batch: rows examined per transaction (1–100,000).
-        tables: a subset of ``jobs, occurrences, effects, events, processes`` (default all, in that order).
+        tables: a subset of ``occurrences, jobs, effects, events, processes`` (default all, in that order).
         source: provenance recorded on the ``audit.pruned`` event (default this process as ``cli``).
         on_progress: called after each batch with the table's running totals.
     Returns:
@@ -137,9 +139,11 @@ def prune(store: Store, older_than: timedelta, *, apply: bool = False, now: date
         raise ValueError(f"older_than must be at least {MIN_OLDER_THAN.days} day (got {older_than})")
     if not 1 <= batch <= 100_000:
         raise ValueError(f"batch must be between 1 and 100000 (got {batch})")
+    tables = _TABLES if tables is None else tables
     unknown = [t for t in tables if t not in _TABLES]
     if unknown:
         raise ValueError(f"unknown table {unknown[0]!r}: choose from {', '.join(_TABLES)}")
+    tables = tuple(t for t in _TABLES if t in tables)  # always in the order the rules need
     now = require_aware(now, "now") if now is not None else SystemClock().now()
     before = now - older_than
     floor_row = store.read("retention_floor")
@@ -148,24 +152,25 @@ def prune(store: Store, older_than: timedelta, *, apply: bool = False, now: date
     keep = protected_effects()
     report = PruneReport(applied=apply, now=now, before=before, occurrences_before=occ_before)
     report.kept = [
-        "unfinished jobs, and finished ones with an effect being sent or in doubt",
+        "unfinished jobs, finished ones with an effect being sent or in doubt, and the run of every occurrence kept",
         f"occurrences after {occ_before.isoformat()} (the business-period guard and the longest catch-up window), "
         "each schedule's newest one, and any with an unfinished run",
         "effects being sent or in doubt (until resolved)",
         *(f"effects with keys {prefix}*: {why}" for prefix, why in sorted(keep.items())),
-        "processes still holding a job or an unresolved effect",
+        "processes still holding a job or an unresolved effect, or the source of an occurrence kept",
     ]
     for table in tables:
         part = TableReport(table)
         report.tables.append(part)
         cutoff = occ_before if table == "occurrences" else before
-        _prune_table(store, part, cutoff=cutoff, keep=sorted(keep), apply=apply, batch=batch,
-                     on_progress=on_progress)
+        _prune_table(store, part, cutoff=cutoff, occ_before=occ_before, keep=sorted(keep), apply=apply,
+                     batch=batch, on_progress=on_progress)
     if apply:
         with store.transaction() as tx:
             audit.record(tx, now=now, kind="audit.pruned", subject="audit:events",
                          source=source or current_source("cli"),
                          detail={"before": before.isoformat(), "deleted": _deleted(report, "events"),
+                                 "occurrences_before": occ_before.isoformat(),
                                  "tables": {t.table: t.pruned for t in report.tables}})
     return report
 
@@ -174,8 +179,8 @@ def _deleted(report: PruneReport, table: str) -> int:
     return next((t.pruned for t in report.tables if t.table == table), 0)
 
 
-def _prune_table(store: Store, part: TableReport, *, cutoff: datetime, keep: list[str], apply: bool, batch: int,
-                 on_progress: Progress | None) -> None:
+def _prune_table(store: Store, part: TableReport, *, cutoff: datetime, occ_before: datetime, keep: list[str],
+                 apply: bool, batch: int, on_progress: Progress | None) -> None:
     """Walk ``part.table`` one primary-key window at a time; each window is one transaction."""
     table = part.table
     after: Any = "" if table == "effects" else 0
@@ -209,6 +214,8 @@ def _prune_table(store: Store, part: TableReport, *, cutoff: datetime, keep: lis
             params: dict[str, Any] = {"after": after, "hi": hi, "before": cutoff}
             if table == "effects":
                 params["keep"] = keep
+            if table == "jobs":
+                params["occ_before"] = occ_before
             rows = tx.run(prunable, **params)
             ids = [r["key"] if table == "effects" else int(r["id"]) for r in rows]
             if apply and ids:

@@ -101,15 +101,22 @@ def test_prune_keeps_what_the_guarantees_need(store: Store, sim_clock: Simulated
         occ = tx.execute("SELECT fire_at FROM occurrences ORDER BY fire_at")
         old_events = [e for e in tx.execute("SELECT kind, at FROM events") if e["at"] < cutoff]
         fired = int(tx.execute("SELECT count(*) AS n FROM jobs WHERE task = 'work'")[0]["n"])
-    # Finished jobs older than a week went, but the one whose effect is in doubt stayed.
-    old_jobs = [j for j in jobs.values() if j["finished_at"] < cutoff]
-    assert [j["id"] for j in old_jobs] == [effects["plain:5"]["job_id"]]
+    # Finished jobs older than a week went, but the one whose effect is in doubt stayed, and so did the run of
+    # every occurrence the ledger keeps (each occurrence left has its job: check's one-job-per-occurrence).
+    with store.transaction() as tx:
+        run_of_kept = {r["id"] for r in tx.execute("SELECT j.id FROM jobs j JOIN occurrences o ON o.id = j.occurrence_id")}
+    old_jobs = {j["id"] for j in jobs.values() if j["finished_at"] < cutoff}
+    assert old_jobs == {effects["plain:5"]["job_id"]} | {j for j in run_of_kept if jobs[j]["finished_at"] < cutoff}
+    assert len(run_of_kept) == 4 * 32 + 1
     assert effects["plain:5"]["state"] == "in_doubt"
     # Every reminder: effect stayed (protected, one per run ever); plain effects went with their week.
-    runs = report.tables[0].pruned + len(jobs)
+    runs = next(t.pruned for t in report.tables if t.table == "jobs") + len(jobs)
     assert sum(1 for k in effects if k.startswith("reminder:")) == runs
     assert all(e["job_id"] in jobs for k, e in effects.items() if k.startswith("plain:"))
-    assert sum(1 for k in effects if k.startswith("plain:")) == fired
+    # Done effects older than a week went even where their job stayed with its occurrence: one per recent run,
+    # and the one in doubt.
+    recent = sum(1 for j in jobs.values() if j["finished_at"] >= cutoff)
+    assert sum(1 for k in effects if k.startswith("plain:")) == recent + 1 and fired == len(jobs)
     # Occurrences: only those older than the floor (a month and a day) went; the floor, not the week, decided.
     assert report.occurrences_before == now - OCCURRENCE_FLOOR
     assert occ[0]["fire_at"] == report.occurrences_before  # a fire instant: kept (strictly older ones go)
@@ -156,8 +163,8 @@ def test_retention_schedule_prunes_as_an_engine_job(store: Store, sim_clock: Sim
     kinds = [e["kind"] for e in store.read("list_events", subject=None, kind="audit.pruned",
                                            since=sim_clock.now() - timedelta(days=30))]
     assert len(kinds) >= 4  # from day 8 on the daily run found history older than a week
-    with store.transaction() as tx:
-        oldest = min(r["finished_at"] for r in tx.execute("SELECT finished_at FROM jobs WHERE task = 'work'"))
+    with store.transaction() as tx:  # the daily run pruned the audit trail older than a week (+ a day of slack)
+        oldest = min(r["at"] for r in tx.execute("SELECT at FROM events"))
     assert oldest >= sim_clock.now() - timedelta(days=8)
 
 

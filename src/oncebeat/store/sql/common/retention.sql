@@ -8,11 +8,20 @@
 SELECT max(id) AS hi, count(*) AS n FROM (SELECT id FROM jobs WHERE id > :after ORDER BY id LIMIT :batch) AS w;
 
 -- name: retention_prunable_jobs
--- Finished jobs only; a job one of whose effects is still being sent or is in doubt stays (its evidence).
+-- Finished jobs only; a job one of whose effects is still being sent or is in doubt stays (its evidence), and so
+-- does the run of an occurrence the ledger keeps, so every occurrence left still has its job. "Kept" is the
+-- negation of retention_prunable_occurrences (:occ_before its cutoff), so a dry run counts what --apply deletes.
 SELECT j.id FROM jobs j
 WHERE j.id > :after AND j.id <= :hi
   AND j.state IN ('completed', 'discarded', 'cancelled') AND j.finished_at < :before
-  AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id AND e.state IN ('started', 'in_doubt'));
+  AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id AND e.state IN ('started', 'in_doubt'))
+  AND NOT EXISTS (
+      SELECT 1 FROM occurrences o WHERE o.id = j.occurrence_id
+        AND (o.fire_at >= :occ_before OR o.created_at >= :occ_before
+             OR NOT EXISTS (SELECT 1 FROM occurrences n
+                            WHERE n.schedule_key = o.schedule_key AND n.fire_at > o.fire_at)
+             OR EXISTS (SELECT 1 FROM jobs u WHERE (u.run_of = o.id OR u.occurrence_id = o.id)
+                        AND u.state IN ('available', 'scheduled', 'running', 'retryable'))));
 
 -- name: retention_occurrences_window
 SELECT max(id) AS hi, count(*) AS n FROM (SELECT id FROM occurrences WHERE id > :after ORDER BY id LIMIT :batch) AS w;
@@ -36,12 +45,14 @@ SELECT id FROM events WHERE id > :after AND id <= :hi AND at < :before;
 SELECT max(id) AS hi, count(*) AS n FROM (SELECT id FROM processes WHERE id > :after ORDER BY id LIMIT :batch) AS w;
 
 -- name: retention_prunable_processes
--- Processes that stopped (or stopped heartbeating) before the cutoff, unless an effect of theirs is unresolved
--- or a job is still leased to them.
+-- Processes that stopped (or stopped heartbeating) before the cutoff, unless an effect of theirs is unresolved,
+-- a job is still leased to them, or an occurrence the ledger keeps names them as its source (the doctor tells a
+-- registered clock from a leftover trigger by that row).
 SELECT p.id FROM processes p
 WHERE p.id > :after AND p.id <= :hi AND COALESCE(p.stopped_at, p.heartbeat_at) < :before
   AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.state <> 'done' AND e.process_id = p.id)
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'running' AND j.worker_id = p.id);
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'running' AND j.worker_id = p.id)
+  AND NOT EXISTS (SELECT 1 FROM occurrences o WHERE o.source_host = p.host AND o.source_pid = p.pid);
 
 -- name: retention_effects_window
 SELECT max(key) AS hi, count(*) AS n FROM (SELECT key FROM effects WHERE key > :after ORDER BY key LIMIT :batch) AS w;
