@@ -223,3 +223,46 @@ def test_a_viewer_reads_but_cannot_act(live: Live, page: object) -> None:
     refused = pg.request.post(live.url + "/schedules/reminders/pause", form={"csrf": csrf})  # type: ignore[attr-defined]
     assert refused.status == 403 and "you are logged in as viewer" in refused.text()
     assert _schedule_state(live) == "active"
+
+
+def test_an_operator_pauses_and_resumes_a_queue_and_sees_what_workers_run(live: Live, page: object) -> None:
+    from datetime import timedelta
+
+    from oncebeat import processes
+    from oncebeat.provenance import current_source
+    from oncebeat.queue import Queue
+    from oncebeat.timebase import SystemClock
+
+    clock = SystemClock()
+    with open_store(live.db_url) as store:  # a backlog in "mail" and one job a worker is running in "default"
+        q = Queue(store, clock=clock, source=current_source("api"))
+        for minutes in (42, 12, 3):
+            q.enqueue("reminders.send", {"reminder_id": minutes}, queue="mail",
+                      run_at=clock.now() - timedelta(minutes=minutes))
+        q.enqueue("reminders.send", {"reminder_id": 1}, queue="mail", run_at=clock.now() + timedelta(hours=1))
+        wid = processes.register(store, role="worker", source=current_source("worker", name="worker.2"),
+                                 clock=clock)
+        running = q.enqueue("reminders.scan", queue="default", run_at=clock.now() - timedelta(days=3650))
+        claimed = q.claim(wid, queues=["default"], limit=100)
+        assert running in [j.id for j in claimed]
+    pg = page
+    _log_in(pg, live)
+    pg.click("nav a:has-text('Queues')")  # type: ignore[attr-defined]
+    assert pg.inner_text("h1") == "Queues"  # type: ignore[attr-defined]
+    mail = pg.locator("tr#q-mail")  # type: ignore[attr-defined]
+    assert mail.locator("td").nth(2).inner_text() == "3"  # available
+    assert mail.locator("td").nth(3).inner_text() == "1"  # scheduled
+    assert mail.locator("td").nth(6).inner_text() in ("42 min", "43 min")  # latency in words
+    mail.locator("button:has-text('Pause')").click()
+    assert pg.inner_text("p.flash").startswith("queue mail: paused")  # type: ignore[attr-defined]
+    with open_store(live.db_url) as store:
+        [event] = store.read("events_of_subject", subject="queue:mail", limit=1)
+    assert event["kind"] == "queue.paused" and event["detail"]["operator"]["via"] == "dashboard"
+    mail = pg.locator("tr#q-mail")  # type: ignore[attr-defined]
+    assert "paused" in mail.inner_text() and mail.locator("td").nth(5).inner_text() == "4"  # held: due and later
+    busy = pg.inner_text("text=Busy >> xpath=..")  # type: ignore[attr-defined]
+    assert f"{running}\treminders.scan\tdefault" in busy and "worker.2" in busy
+    _shot(pg, "queues")
+    pg.locator("tr#q-mail button:has-text('Resume')").click()  # type: ignore[attr-defined]
+    assert pg.inner_text("p.flash").startswith("queue mail: resumed")  # type: ignore[attr-defined]
+    assert "active" in pg.locator("tr#q-mail").inner_text()  # type: ignore[attr-defined]
