@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +58,8 @@ from .security import (
     same_site_path,
 )
 
-__all__ = ["MAX_ID_DIGITS", "Dashboard", "WebSettings", "action_form", "create_app", "dashboard", "parse_id",
-           "redirect_with", "render"]
+__all__ = ["MAX_ID_DIGITS", "Banner", "Dashboard", "WebSettings", "action_form", "create_app", "dashboard", "parse_id",
+           "redirect_with", "register_banner", "render"]
 
 log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
@@ -145,6 +145,35 @@ class Dashboard:
     cache: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Banner:
+    """A notice shown at the top of every page while its condition lasts: ``title`` (bold), ``text`` and a
+    ``link`` to the page that tells more (None: no link)."""
+
+    title: str
+    text: str
+    link: str | None = None
+
+
+#: Who may put a banner on every page: each is called with the runtime at every page render and returns its
+#: banners (usually none). An app's part of the dashboard registers its own (the reminder app: a mail outage),
+#: so the engine's pages need not know the app.
+BANNER_SOURCES: list[Callable[[Runtime], list[Banner]]] = []
+
+
+def register_banner(source: Callable[[Runtime], list[Banner]]) -> None:
+    """Show ``source``'s banners on every page (idempotent; see :data:`BANNER_SOURCES`)."""
+    if source not in BANNER_SOURCES:
+        BANNER_SOURCES.append(source)
+
+
+def _banners(request: Request, role: str | None) -> list[Banner]:
+    if role is None:  # nothing about the system before a login
+        return []
+    rt = dashboard(request).runtime
+    return [b for source in BANNER_SOURCES for b in source(rt)]
+
+
 def dashboard(request: Request) -> Dashboard:
     """The :class:`Dashboard` of the application serving ``request``."""
     return request.app.state.dashboard  # type: ignore[no-any-return]
@@ -174,6 +203,7 @@ def render(request: Request, template: str, context: dict[str, Any] | None = Non
         "role": role,
         "logged_in": role is not None,
         "flash": flash,
+        "banners": _banners(request, role),
         "backend": d.runtime.store.backend,
         "now": d.runtime.clock.now(),
         "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
