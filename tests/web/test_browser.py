@@ -266,3 +266,40 @@ def test_an_operator_pauses_and_resumes_a_queue_and_sees_what_workers_run(live: 
     pg.locator("tr#q-mail button:has-text('Resume')").click()  # type: ignore[attr-defined]
     assert pg.inner_text("p.flash").startswith("queue mail: resumed")  # type: ignore[attr-defined]
     assert "active" in pg.locator("tr#q-mail").inner_text()  # type: ignore[attr-defined]
+
+
+def test_an_operator_retries_dead_jobs_after_a_confirmation(live: Live, page: object) -> None:
+    from oncebeat import processes
+    from oncebeat.provenance import current_source
+    from oncebeat.queue import Queue
+    from oncebeat.timebase import SystemClock
+
+    clock = SystemClock()
+    with open_store(live.db_url) as store:  # three dead jobs in a queue of their own
+        q = Queue(store, clock=clock, source=current_source("api"))
+        wid = processes.register(store, role="worker", source=current_source("worker"), clock=clock)
+        dead = []
+        for _ in range(3):
+            q.enqueue("reminders.scan", queue="bulk-test")
+            [job] = q.claim(wid, queues=["bulk-test"])
+            assert q.fail(job, wid, "relay said no", permanent=True) == "discarded"
+            dead.append(job.id)
+    pg = page
+    _log_in(pg, live)
+    pg.goto(live.url + "/jobs")  # type: ignore[attr-defined]
+    pg.click("nav.tabs a:has-text('Dead')")  # type: ignore[attr-defined]
+    assert pg.inner_text("h1") == "Dead"  # type: ignore[attr-defined]
+    pg.fill("input[name=queue]", "bulk-test")  # type: ignore[attr-defined]
+    pg.click("form.filters button")  # type: ignore[attr-defined]
+    for job_id in dead[:2]:
+        pg.check(f"input[name=id][value='{job_id}']")  # type: ignore[attr-defined]
+    _shot(pg, "jobs-dead")
+    pg.click("button:has-text('Retry selected')")  # type: ignore[attr-defined]
+    assert pg.inner_text("h1") == "Retry 2 jobs?"  # type: ignore[attr-defined]
+    _shot(pg, "jobs-confirm")
+    pg.click("button:has-text('Yes, retry 2 jobs')")  # type: ignore[attr-defined]
+    assert pg.inner_text("p.flash") == "retried 2 of 2 jobs"  # type: ignore[attr-defined]
+    assert "bulk-test" in pg.url  # type: ignore[attr-defined]  # back to the filtered list
+    with open_store(live.db_url) as store:
+        q = Queue(store, clock=clock, source=current_source("api"))
+        assert [q.get(i).state for i in dead] == ["available", "available", "discarded"]  # type: ignore[union-attr]
