@@ -64,6 +64,16 @@ def test_every_page_shows_the_mail_outage_until_the_reminders_go_out(
         assert "next try " in banner and "(in " in banner and "Last answer:" in banner, banner
         assert "." not in banner.split("since ", 1)[1][:20]  # whole seconds: no microseconds on screen
     assert _banner(dashboard_client(role=None).get("/login").text) is None  # nothing before a login
+    # The send jobs' pages say they wait, not that they failed, and count no attempt for the refusals.
+    sends = [j for j in runtime.store.read("list_jobs_page", state="retryable", task="reminders.send", queue=None,
+                                           since=None, until=None, before_id=None, limit=10)]
+    assert len(sends) == 3
+    job_page = client.get(f"/jobs/{sends[0]['id']}").text
+    assert '<span class="badge paused">waiting</span></h1>' in job_page
+    assert "Waiting, not failed: mail outage (since " in html.unescape(job_page)
+    max_attempts = int(sends[0]["max_attempts"]) - 1  # a snooze grows max_attempts by one
+    assert f"<dd>0 of {max_attempts} used <span" in job_page and "1 try that used none: snoozed" in job_page
+    assert "retryable</span></h1>" not in job_page
 
     # The server answers again: the sends go out and the banner is gone.
     from aiosmtpd.controller import Controller
