@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -174,6 +174,28 @@ def _banners(request: Request, role: str | None) -> list[Banner]:
     return [b for source in BANNER_SOURCES for b in source(rt)]
 
 
+#: Reload periods (seconds) a page may ask for with ``?live=N``: the operator's explicit choice (the header's
+#: "live" link), done with ``<meta http-equiv="refresh">`` since the pages run no script; any other value is off.
+LIVE_SECONDS = (5, 15, 60)
+LIVE_DEFAULT = 15
+
+
+def _live(request: Request) -> tuple[int | None, dict[str, str] | None]:
+    """The page's reload period (None: off) and the URLs that turn it on and off (None: a POST's answer, which
+    a reload must not repeat). ``refresh`` (the doctor's "run again") is dropped: a reload never re-runs it."""
+    if request.method != "GET":
+        return None, None
+    raw = request.query_params.get("live", "")
+    live = int(raw) if raw in {str(s) for s in LIVE_SECONDS} else None
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("live", "refresh")]
+
+    def url(seconds: int | None) -> str:
+        query = kept + ([("live", str(seconds))] if seconds else [])
+        return request.url.path + (f"?{urlencode(query)}" if query else "")
+
+    return live, {"on": url(LIVE_DEFAULT), "off": url(None)}
+
+
 def dashboard(request: Request) -> Dashboard:
     """The :class:`Dashboard` of the application serving ``request``."""
     return request.app.state.dashboard  # type: ignore[no-any-return]
@@ -192,7 +214,10 @@ def render(request: Request, template: str, context: dict[str, Any] | None = Non
     csrf_cookie, new_cookie = d.guard.csrf_cookie(request)
     flash = unquote(request.cookies.get(FLASH_COOKIE, ""))[:500]
     role = d.guard.session_role(request)
+    live, live_urls = _live(request)
     ctx = {
+        "live": live,
+        "live_urls": live_urls,
         "request": request,
         "csrf_field": CSRF_FIELD,
         "csrf_token": d.guard.csrf_field(csrf_cookie),
