@@ -503,8 +503,16 @@ def clock(database_url: str | None, config: Path | None, app: str | None, time_s
         rt.close()
 
 
+def _words(seconds: float) -> str:
+    """A duration as the CLI prints it and reads it back: ``24h``, ``90m``, ``2d`` (``86400`` seconds: ``24h``)."""
+    from .reminders.policy import format_duration
+
+    return format_duration(float(seconds))
+
+
 class _Seconds(click.ParamType):  # type: ignore[type-arg]  # ParamType is generic only in newer click
-    """A duration in seconds: a finite number, above 0 (or at least 0 when ``zero`` is allowed), at most a year."""
+    """A duration: seconds (``86400``) or in words (``24h``, ``90m``, ``1h30m``, ``2d``); finite, above 0 (or at
+    least 0 when ``zero`` is allowed), at most a year."""
 
     name = "seconds"
 
@@ -512,10 +520,16 @@ class _Seconds(click.ParamType):  # type: ignore[type-arg]  # ParamType is gener
         self.zero = zero
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from .reminders.policy import parse_duration
+
         try:
             seconds = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+            try:
+                seconds = parse_duration(str(value))
+            except ValueError:
+                self.fail(f"{value!r} is not a duration: give a number of seconds (86400) or 24h, 90m, 1h30m, 2d",
+                          param, ctx)
         low = "0" if self.zero else "more than 0"
         if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not self.zero) or seconds > 366 * 86400:
             self.fail(f"{value!r}: give a number of seconds, {low} and at most 31622400 (a year)", param, ctx)
@@ -821,7 +835,7 @@ def schedules(ctx: click.Context, database_url: str | None, config: Path | None,
         task = f"{r['task']} to {r['target']}" if r.get("target") else r["task"]
         click.echo(f"{r['key']}: {r['expression']} in {r['tz']} -> {task} [{r['state']}{origin}]"
                    + (f" (last fire {r['last_fire_local']})" if r["last_fire_local"] else ""))
-        click.echo(f"    catch-up {r['catchup']} within {r['catchup_window']:.0f} s; DST gap {r['dst_gap']}, "
+        click.echo(f"    catch-up {r['catchup']} within {_words(r['catchup_window'])}; DST gap {r['dst_gap']}, "
                    f"fold {r['dst_fold']}; overlap {r['overlap']}")
         for n in r["next"]:
             click.echo(f"    next {n['local']}   = {n['utc']}")
@@ -854,7 +868,7 @@ def schedules_describe(key: str, database_url: str | None, config: Path | None, 
     task = f"{s['task']} to {s['target']}" if s.get("target") else s["task"]
     click.echo(f"{s['key']}: {s['describe']} -> {task} on queue {s['queue']}")
     click.echo(f"  state {s['state']}, origin {origin}, version {s['version']}; catch-up {s['catchup']} "
-               f"(window {s['catchup_window']:g} s), overlap {s.get('overlap', 'allow')}, DST gap {s['dst_gap']}, "
+               f"(window {_words(s['catchup_window'])}), overlap {s.get('overlap', 'allow')}, DST gap {s['dst_gap']}, "
                f"fold {s['dst_fold']}")
     for n in s["next"]:
         click.echo(f"  next {n['local']}   = {n['utc']}" + (f"   ({n['dst']})" if n.get("dst") else ""))
@@ -942,7 +956,8 @@ def schedules_resume(key: str, database_url: str | None, config: Path | None, ap
 @click.option("--dst-gap", type=click.Choice(["shift", "skip"]), default=None)
 @click.option("--dst-fold", type=click.Choice(["first", "second", "both"]), default=None)
 @click.option("--catchup", type=click.Choice(["none", "latest", "all"]), default=None)
-@click.option("--catchup-window", type=SECONDS_NONNEGATIVE, default=None, metavar="SECONDS")
+@click.option("--catchup-window", type=SECONDS_NONNEGATIVE, default=None, metavar="DURATION",
+              help="24h, 90m, 1h30m, 2d or seconds.")
 @click.option("--overlap", type=click.Choice(["allow", "skip", "buffer_one"]), default=None,
               help="Whether a run may start while the previous one is unfinished.")
 @DB_OPTION
@@ -972,7 +987,7 @@ def schedules_set(key: str, cron: str | None, every: str | None, tz: str | None,
         click.echo(f"{key}: no change (already {new['expression']} in {new['tz']})")
         return
     click.echo(f"{key}: version {edit['version']}, {new['expression']} in {new['tz']} (DST gap {new['dst_gap']}, "
-               f"fold {new['dst_fold']}; catch-up {new['catchup']}, window {new['catchup_window']:.0f} s; "
+               f"fold {new['dst_fold']}; catch-up {new['catchup']}, window {_words(new['catchup_window'])}; "
                f"overlap {new['overlap']})")
     click.echo("every clock picks it up at its next re-read (30 s) without a restart; it overrides the code's "
                "definition until a deploy changes that definition")

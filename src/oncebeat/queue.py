@@ -578,3 +578,21 @@ class Queue:
         since = require_aware(since, "since")
         return [{"slot": int(r["slot"]), "state": r["state"], "n": int(r["n"])}
                 for r in self.store.read("finished_jobs_histogram", since=since, bucket=bucket_seconds)]
+
+    def depths(self) -> list[dict[str, Any]]:
+        """Unclaimed jobs per queue now: ``[{"queue", "due", "later", "oldest_due_at"}]`` — ``due``: run_at
+        reached (jobs a pause holds included), ``later``: run_at ahead; ``oldest_due_at``: the oldest due
+        job's run_at (aware UTC; None when none is due), whose age is the queue's latency."""
+        return [{"queue": r["queue"], "due": int(r["due"] or 0), "later": int(r["later"] or 0),
+                 "oldest_due_at": r["oldest_due_at"]} for r in self.store.read("queue_depths", now=self.clock.now())]
+
+    def finished_by_queue(self, since: datetime) -> list[dict[str, Any]]:
+        """Jobs finished since ``since`` (aware) per queue and final state: ``[{"queue", "state", "n"}]``."""
+        return [{"queue": r["queue"], "state": r["state"], "n": int(r["n"])}
+                for r in self.store.read("finished_jobs_by_queue", since=require_aware(since, "since"))]
+
+    def running(self, *, limit: int = 200) -> list[dict[str, Any]]:
+        """What each worker runs now, oldest start first (at most ``limit``): rows ``id, queue, task, attempt,
+        max_attempts, started_at, lease_expires_at, worker_id`` and the worker's process ``host, pid,
+        process_name, heartbeat_at, stopped_at`` (None when its row is gone); instants aware UTC."""
+        return self.store.read("running_jobs", limit=limit)

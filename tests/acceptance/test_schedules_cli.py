@@ -135,3 +135,17 @@ def test_a_second_run_of_an_occurrence_is_refused_naming_the_unfinished_one(tmp_
     assert (ok.returncode, ok.stdout) == (0, f"job {original}: put back in the queue, runs now\n"), ok.stderr
     waiting = oncebeat("jobs", "--retry", original, cwd=tmp_path, db_url=db_url)  # it waits: nothing to retry
     assert waiting.returncode == 2 and f"job {original} is available and cannot be retried" in waiting.stderr
+
+
+def test_the_catch_up_window_is_read_and_printed_in_words(tmp_path: Path, db_url: str) -> None:
+    """Issue 26 item 5: durations in words, not 86400."""
+    (tmp_path / "jobs.py").write_text(JOBS, encoding="utf-8")
+    assert oncebeat("tick", cwd=tmp_path, db_url=db_url).returncode == 0
+    listed = oncebeat("schedules", cwd=tmp_path, db_url=db_url)
+    assert "within 24h;" in listed.stdout and "86400" not in listed.stdout, listed.stdout
+    edited = oncebeat("schedules", "set", "report", "--catchup-window", "1h30m", cwd=tmp_path, db_url=db_url)
+    assert edited.returncode == 0 and "window 90m;" in edited.stdout, edited.stderr
+    with open_store(db_url) as store:
+        assert float(store.read("get_schedule", key="report")[0]["catchup_window"]) == 5400.0
+    bad = oncebeat("schedules", "set", "report", "--catchup-window", "a day", cwd=tmp_path, db_url=db_url)
+    assert bad.returncode == 2 and "give a number of seconds (86400) or 24h, 90m" in bad.stderr

@@ -65,7 +65,7 @@ def _concrete(path: str, s: Seeded) -> str:
     """A URL for route ``path`` whose parameters name things that exist (a new parameter needs a sample)."""
     ids = {"/jobs": s.job_id, "/occurrences": s.occurrence_id, "/reminders": s.reminder_id}
     samples = {"{key:path}": "reminders", "{number:path}": "INV-PRIVATE-77", "{kind}": "job",
-               "{ident:path}": str(s.job_id), "{id:id}": str(ids.get("/" + path.split("/")[1], 1))}
+               "{ident:path}": str(s.job_id), "{queue:path}": "default", "{id:id}": str(ids.get("/" + path.split("/")[1], 1))}
     for pattern, value in samples.items():
         path = path.replace(pattern, value)
     assert "{" not in path, f"route {path}: add a sample value for its parameter to _concrete"
@@ -101,6 +101,10 @@ def _form_for(url: str) -> dict[str, str]:
         return {"expression": "0 8 * * *", "tz": "America/Chicago"}
     if url == "/effects/resolve":
         return {"key": "no-such-effect", "outcome": "done"}
+    if url == "/jobs/bulk":
+        return {"do": "retry:matching", "state": "completed"}
+    if url == "/jobs/bulk/run":
+        return {"verb": "retry", "ids": "1", "count": "1"}
     if url == "/reminders/search":
         return {"q": "INV-PRIVATE-77"}
     if url == "/login":
@@ -152,7 +156,8 @@ def test_every_route_for_no_session_a_viewer_and_an_admin(runtime: Runtime, seed
                     assert secret not in response.text, (where, secret)
     assert checked == 3 * len(endpoints)
     done = {p for (r, m, p), st in seen.items() if r == "admin" and m == "POST" and st == 303}
-    assert {"/jobs/{id:id}/cancel", "/jobs/{id:id}/retry", "/schedules/{key:path}/pause", "/schedules/{key:path}/set",
+    assert {"/jobs/{id:id}/cancel", "/jobs/{id:id}/retry", "/schedules/{key:path}/pause",
+            "/queues/{queue:path}/pause", "/queues/{queue:path}/resume", "/jobs/bulk/run", "/schedules/{key:path}/set",
             "/schedules/{key:path}/resume", "/schedules/{key:path}/trigger", "/schedules/{key:path}/backfill",
             "/schedules/{key:path}/retire"} <= done, done  # the admin's actions really ran
     # What the viewer's and the admin's pages do show: the customer (so the anonymous check above is meaningful).

@@ -223,3 +223,97 @@ def test_a_viewer_reads_but_cannot_act(live: Live, page: object) -> None:
     refused = pg.request.post(live.url + "/schedules/reminders/pause", form={"csrf": csrf})  # type: ignore[attr-defined]
     assert refused.status == 403 and "you are logged in as viewer" in refused.text()
     assert _schedule_state(live) == "active"
+
+
+def test_an_operator_pauses_and_resumes_a_queue_and_sees_what_workers_run(live: Live, page: object) -> None:
+    from datetime import timedelta
+
+    from oncebeat import processes
+    from oncebeat.provenance import current_source
+    from oncebeat.queue import Queue
+    from oncebeat.timebase import SystemClock
+
+    clock = SystemClock()
+    with open_store(live.db_url) as store:  # a backlog in "mail" and one job a worker is running in "default"
+        q = Queue(store, clock=clock, source=current_source("api"))
+        for minutes in (42, 12, 3):
+            q.enqueue("reminders.send", {"reminder_id": minutes}, queue="mail",
+                      run_at=clock.now() - timedelta(minutes=minutes))
+        q.enqueue("reminders.send", {"reminder_id": 1}, queue="mail", run_at=clock.now() + timedelta(hours=1))
+        wid = processes.register(store, role="worker", source=current_source("worker", name="worker.2"),
+                                 clock=clock)
+        running = q.enqueue("reminders.scan", queue="default", run_at=clock.now() - timedelta(days=3650))
+        claimed = q.claim(wid, queues=["default"], limit=100)
+        assert running in [j.id for j in claimed]
+    pg = page
+    _log_in(pg, live)
+    pg.click("nav a:has-text('Queues')")  # type: ignore[attr-defined]
+    assert pg.inner_text("h1") == "Queues"  # type: ignore[attr-defined]
+    mail = pg.locator("tr#q-mail")  # type: ignore[attr-defined]
+    assert mail.locator("td").nth(2).inner_text() == "3"  # available
+    assert mail.locator("td").nth(3).inner_text() == "1"  # scheduled
+    assert mail.locator("td").nth(6).inner_text() in ("42 min", "43 min")  # latency in words
+    mail.locator("button:has-text('Pause')").click()
+    assert pg.inner_text("p.flash").startswith("queue mail: paused")  # type: ignore[attr-defined]
+    with open_store(live.db_url) as store:
+        [event] = store.read("events_of_subject", subject="queue:mail", limit=1)
+    assert event["kind"] == "queue.paused" and event["detail"]["operator"]["via"] == "dashboard"
+    mail = pg.locator("tr#q-mail")  # type: ignore[attr-defined]
+    assert "paused" in mail.inner_text() and mail.locator("td").nth(5).inner_text() == "4"  # held: due and later
+    busy = pg.inner_text("text=Busy >> xpath=..")  # type: ignore[attr-defined]
+    assert f"{running}\treminders.scan\tdefault" in busy and "worker.2" in busy
+    _shot(pg, "queues")
+    pg.locator("tr#q-mail button:has-text('Resume')").click()  # type: ignore[attr-defined]
+    assert pg.inner_text("p.flash").startswith("queue mail: resumed")  # type: ignore[attr-defined]
+    assert "active" in pg.locator("tr#q-mail").inner_text()  # type: ignore[attr-defined]
+
+
+def test_an_operator_retries_dead_jobs_after_a_confirmation(live: Live, page: object) -> None:
+    from oncebeat import processes
+    from oncebeat.provenance import current_source
+    from oncebeat.queue import Queue
+    from oncebeat.timebase import SystemClock
+
+    clock = SystemClock()
+    with open_store(live.db_url) as store:  # three dead jobs in a queue of their own
+        q = Queue(store, clock=clock, source=current_source("api"))
+        wid = processes.register(store, role="worker", source=current_source("worker"), clock=clock)
+        dead = []
+        for _ in range(3):
+            q.enqueue("reminders.scan", queue="bulk-test")
+            [job] = q.claim(wid, queues=["bulk-test"])
+            assert q.fail(job, wid, "relay said no", permanent=True) == "discarded"
+            dead.append(job.id)
+    pg = page
+    _log_in(pg, live)
+    pg.goto(live.url + "/jobs")  # type: ignore[attr-defined]
+    pg.click("nav.tabs a:has-text('Dead')")  # type: ignore[attr-defined]
+    assert pg.inner_text("h1") == "Dead"  # type: ignore[attr-defined]
+    pg.fill("input[name=queue]", "bulk-test")  # type: ignore[attr-defined]
+    pg.click("form.filters button")  # type: ignore[attr-defined]
+    for job_id in dead[:2]:
+        pg.check(f"input[name=id][value='{job_id}']")  # type: ignore[attr-defined]
+    _shot(pg, "jobs-dead")
+    pg.click("button:has-text('Retry selected')")  # type: ignore[attr-defined]
+    assert pg.inner_text("h1") == "Retry 2 jobs?"  # type: ignore[attr-defined]
+    _shot(pg, "jobs-confirm")
+    pg.click("button:has-text('Yes, retry 2 jobs')")  # type: ignore[attr-defined]
+    assert pg.inner_text("p.flash") == "retried 2 of 2 jobs"  # type: ignore[attr-defined]
+    assert "bulk-test" in pg.url  # type: ignore[attr-defined]  # back to the filtered list
+    with open_store(live.db_url) as store:
+        q = Queue(store, clock=clock, source=current_source("api"))
+        assert [q.get(i).state for i in dead] == ["available", "available", "discarded"]  # type: ignore[union-attr]
+
+
+def test_live_refresh_reloads_the_page_until_paused(live: Live, page: object) -> None:
+    pg = page
+    _log_in(pg, live, VIEWER_TOKEN)
+    pg.goto(live.url + "/queues")  # type: ignore[attr-defined]
+    pg.click("a.live")  # type: ignore[attr-defined]
+    assert pg.url.endswith("/queues?live=15")  # type: ignore[attr-defined]
+    with pg.expect_navigation(timeout=25_000):  # type: ignore[attr-defined]  # the meta refresh reloads it
+        pass
+    assert pg.inner_text("h1") == "Queues" and pg.url.endswith("/queues?live=15")  # type: ignore[attr-defined]
+    pg.click("a.live.on")  # type: ignore[attr-defined]  # pause
+    assert pg.url.endswith("/queues")  # type: ignore[attr-defined]
+    assert pg.locator("meta[http-equiv=refresh]").count() == 0  # type: ignore[attr-defined]

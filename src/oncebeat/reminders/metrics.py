@@ -14,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from ..metrics import register_db_source
 from ..store import Store
 from ..timebase import Clock
+from .outage import waiting_on_outage
 
 __all__ = ["install", "reminder_gauges"]
 
@@ -34,12 +35,11 @@ def reminder_gauges(store: Store, clock: Clock) -> Iterator[Metric]:
             gauge.add_metric([stage, state], counts.get((stage, state), 0.0))
     yield gauge
     # A mail outage is a delay, not a failure: these two say how many reminders wait it out and for how long.
-    waiting = store.read("reminders_waiting_on_outage")
-    oldest = store.read("oldest_outage_refusal")
+    waiting, oldest = waiting_on_outage(store)
     yield GaugeMetricFamily("oncebeat_reminders_waiting_on_outage",
                             "Pending reminders waiting out a mail outage (the server refused their session).",
-                            value=float(waiting[0]["n"]) if waiting else 0.0)
-    age = (clock.now() - oldest[0]["deferred_since"]).total_seconds() if oldest else 0.0
+                            value=float(waiting))
+    age = (clock.now() - oldest).total_seconds() if oldest else 0.0
     yield GaugeMetricFamily("oncebeat_reminders_outage_seconds",
                             "Seconds since the oldest refusal of a reminder still waiting out a mail outage (0: none).",
                             value=max(0.0, age))

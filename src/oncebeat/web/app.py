@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -58,14 +58,14 @@ from .security import (
     same_site_path,
 )
 
-__all__ = ["MAX_ID_DIGITS", "Dashboard", "WebSettings", "action_form", "create_app", "dashboard", "parse_id",
-           "redirect_with", "render"]
+__all__ = ["MAX_ID_DIGITS", "Banner", "Dashboard", "WebSettings", "action_form", "create_app", "dashboard", "parse_id",
+           "redirect_with", "register_banner", "render"]
 
 log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
 FLASH_COOKIE = "oncebeat_flash"
-PAGE_MODULES = ("overview", "schedules", "jobs", "effects", "reminders", "doctor", "auth", "metrics_route", "api",
-                "api_reads")
+PAGE_MODULES = ("overview", "schedules", "jobs", "queues", "effects", "reminders", "doctor", "auth", "metrics_route",
+                "api", "api_reads")
 OPTIONAL_MODULES = ("webhooks",)
 
 
@@ -145,6 +145,57 @@ class Dashboard:
     cache: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Banner:
+    """A notice shown at the top of every page while its condition lasts: ``title`` (bold), ``text`` and a
+    ``link`` to the page that tells more (None: no link)."""
+
+    title: str
+    text: str
+    link: str | None = None
+
+
+#: Who may put a banner on every page: each is called with the runtime at every page render and returns its
+#: banners (usually none). An app's part of the dashboard registers its own (the reminder app: a mail outage),
+#: so the engine's pages need not know the app.
+BANNER_SOURCES: list[Callable[[Runtime], list[Banner]]] = []
+
+
+def register_banner(source: Callable[[Runtime], list[Banner]]) -> None:
+    """Show ``source``'s banners on every page (idempotent; see :data:`BANNER_SOURCES`)."""
+    if source not in BANNER_SOURCES:
+        BANNER_SOURCES.append(source)
+
+
+def _banners(request: Request, role: str | None) -> list[Banner]:
+    if role is None:  # nothing about the system before a login
+        return []
+    rt = dashboard(request).runtime
+    return [b for source in BANNER_SOURCES for b in source(rt)]
+
+
+#: Reload periods (seconds) a page may ask for with ``?live=N``: the operator's explicit choice (the header's
+#: "live" link), done with ``<meta http-equiv="refresh">`` since the pages run no script; any other value is off.
+LIVE_SECONDS = (5, 15, 60)
+LIVE_DEFAULT = 15
+
+
+def _live(request: Request) -> tuple[int | None, dict[str, str] | None]:
+    """The page's reload period (None: off) and the URLs that turn it on and off (None: a POST's answer, which
+    a reload must not repeat). ``refresh`` (the doctor's "run again") is dropped: a reload never re-runs it."""
+    if request.method != "GET":
+        return None, None
+    raw = request.query_params.get("live", "")
+    live = int(raw) if raw in {str(s) for s in LIVE_SECONDS} else None
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("live", "refresh")]
+
+    def url(seconds: int | None) -> str:
+        query = kept + ([("live", str(seconds))] if seconds else [])
+        return request.url.path + (f"?{urlencode(query)}" if query else "")
+
+    return live, {"on": url(LIVE_DEFAULT), "off": url(None)}
+
+
 def dashboard(request: Request) -> Dashboard:
     """The :class:`Dashboard` of the application serving ``request``."""
     return request.app.state.dashboard  # type: ignore[no-any-return]
@@ -163,7 +214,10 @@ def render(request: Request, template: str, context: dict[str, Any] | None = Non
     csrf_cookie, new_cookie = d.guard.csrf_cookie(request)
     flash = unquote(request.cookies.get(FLASH_COOKIE, ""))[:500]
     role = d.guard.session_role(request)
+    live, live_urls = _live(request)
     ctx = {
+        "live": live,
+        "live_urls": live_urls,
         "request": request,
         "csrf_field": CSRF_FIELD,
         "csrf_token": d.guard.csrf_field(csrf_cookie),
@@ -174,6 +228,7 @@ def render(request: Request, template: str, context: dict[str, Any] | None = Non
         "role": role,
         "logged_in": role is not None,
         "flash": flash,
+        "banners": _banners(request, role),
         "backend": d.runtime.store.backend,
         "now": d.runtime.clock.now(),
         "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),

@@ -7,6 +7,7 @@ because an operator reads local time and the database stores UTC.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -14,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from jinja2 import Environment
 
 from ..doctor.model import duration_text
+from ..reminders.policy import format_duration
 from ..reminders.render import format_money
 
 __all__ = ["ago", "install", "local", "utc"]
@@ -50,6 +52,15 @@ def ago(value: datetime | None, now: datetime) -> str:
     return f"{duration_text(seconds)} ago" if seconds >= 0 else f"in {duration_text(-seconds)}"
 
 
+_FRACTION = re.compile(r"(\d{2}:\d{2}:\d{2})\.\d+")
+
+
+def whole_seconds(value: str | None) -> str:
+    """An ISO instant's text without its fraction of a second (``08:00:00.123456-06:00`` → ``08:00:00-06:00``):
+    operators read seconds, and a triggered fire's microseconds are noise."""
+    return _FRACTION.sub(r"\1", value or "")
+
+
 def seconds(value: timedelta | float | None) -> str:
     if value is None:
         return ""
@@ -66,4 +77,5 @@ def to_json(value: Any) -> str:
 
 def install(env: Environment) -> None:
     """Register the filters on ``env``."""
-    env.filters.update(utc=utc, local=local, ago=ago, seconds=seconds, money=money, pretty=to_json)
+    env.filters.update(utc=utc, local=local, ago=ago, seconds=seconds, money=money, pretty=to_json,
+                       duration=format_duration, whole_seconds=whole_seconds)

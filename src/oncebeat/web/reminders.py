@@ -17,12 +17,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from ..reminders.money import minor_digits
-from .app import action_form, dashboard, redirect_with, render, route
+from ..reminders.outage import mail_outage
+from ..reminders.runtime import Runtime
+from .app import Banner, action_form, dashboard, redirect_with, register_banner, render, route
 from .charts import stacked_bars
+from .filters import ago, utc
 from .schedules import operator_source
 from .security import content_security_policy
 
-__all__ = ["mask_email", "routes"]
+__all__ = ["mail_outage_banner", "mask_email", "routes"]
 
 BUCKETS = ("current", "1-30", "31-60", "61-90", "90+")
 
@@ -32,6 +35,27 @@ def mask_email(email: str) -> str:
     local, _, domain = email.partition("@")
     shown = local[0] + "…" + local[-1] if len(local) > 2 else local[:1] + "…"
     return f"{shown}@{domain}"
+
+
+def mail_outage_banner(rt: Runtime) -> list[Banner]:
+    """The banner every page shows while reminders wait out a mail outage: since when the server refuses, how
+    many reminders wait, the next try and the server's last answer (:func:`oncebeat.reminders.outage.mail_outage`).
+    """
+    outage = mail_outage(rt.store)
+    if outage is None:
+        return []
+    now = rt.clock.now()
+    n = outage.waiting
+    text = (f"since {utc(outage.since)} ({ago(outage.since, now)}): {n} reminder{'' if n == 1 else 's'} waiting "
+            "(a delay, not a failure: no attempt is used up)")
+    if outage.next_try_at is not None:
+        text += f", next try {utc(outage.next_try_at)} ({ago(outage.next_try_at, now)})"
+    if outage.last_reason:
+        text += f". Last answer: {outage.last_reason[:200]}"
+    return [Banner(title="Mail server refusing", text=text, link="/doctor")]
+
+
+register_banner(mail_outage_banner)
 
 
 def _aging_charts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from ..app import CATCHUP_POLICIES, OVERLAP_POLICIES
 from ..errors import OncebeatError
 from ..pauses import held_jobs
 from ..provenance import Source, current_source, dashboard_operator
+from ..reminders.policy import parse_duration
 from ..schedule_admin import (
     backfill_schedule,
     pause_schedule,
@@ -162,12 +163,14 @@ def operator_source() -> Source:
 
 
 def _seconds(text: str | None, what: str) -> float | None:
+    """A duration in words (``24h``, ``90m``, ``1h30m``, ``2d``) or seconds (``86400``); None when empty."""
     if not text or not text.strip():
         return None
     try:
-        return float(text.strip())
+        return parse_duration(text.strip()[:40])
     except ValueError as exc:
-        raise OncebeatError(f"{what}: {text!r} is not a number of seconds, e.g. 86400 for one day") from exc
+        raise OncebeatError(f"{what}: {text[:40]!r} is not a duration; write it as 24h, 90m, 1h30m, 2d or a "
+                            "number of seconds such as 86400") from exc
 
 
 async def set_definition(request: Request) -> Response:

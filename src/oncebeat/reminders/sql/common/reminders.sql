@@ -170,3 +170,15 @@ WHERE r.id > :after_id
   AND (CAST(:state AS text) IS NULL OR r.state = :state)
 ORDER BY r.id
 LIMIT :limit;
+
+-- name: latest_outage_refusal
+-- The newest refusal of a reminder still waiting out a mail outage (its reason is the server's last answer).
+SELECT reason, updated_at FROM reminders WHERE state = 'pending' AND deferred_since IS NOT NULL
+ORDER BY updated_at DESC, id DESC LIMIT 1;
+
+-- name: outage_next_try
+-- When the first reminder waiting out a mail outage is tried again: the run_at of its unfinished send job (the
+-- scan enqueues it with unique key reminder:<id>; jobs_unique_key finds it).
+SELECT j.run_at FROM reminders r JOIN jobs j ON j.unique_key = 'reminder:' || CAST(r.id AS text)
+WHERE r.state = 'pending' AND r.deferred_since IS NOT NULL AND j.state IN ('available', 'scheduled', 'retryable')
+ORDER BY j.run_at LIMIT 1;

@@ -74,3 +74,17 @@ SELECT id, state FROM jobs
 WHERE run_of = :run_of AND state IN ('available', 'scheduled', 'running', 'retryable')
 ORDER BY id LIMIT 1;
 
+
+-- name: finished_jobs_by_queue
+-- Jobs finished since :since per queue and final state (reads jobs_finished_at).
+SELECT queue, state, COUNT(*) AS n FROM jobs WHERE finished_at >= :since
+GROUP BY queue, state ORDER BY queue, state;
+
+-- name: running_jobs
+-- What each worker runs now: jobs under a lease, oldest start first, with the process holding it (its last
+-- heartbeat; NULL when the process row is gone). Reads jobs_running_lease.
+SELECT j.id, j.queue, j.task, j.attempt, j.max_attempts, j.started_at, j.lease_expires_at, j.worker_id,
+       p.host, p.pid, p.name AS process_name, p.heartbeat_at, p.stopped_at
+FROM jobs j LEFT JOIN processes p ON p.id = j.worker_id
+WHERE j.state = 'running'
+ORDER BY j.started_at, j.id LIMIT :limit;

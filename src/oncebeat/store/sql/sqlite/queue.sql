@@ -196,3 +196,13 @@ RETURNING id;
 UPDATE jobs SET state = 'completed', finished_at = :now, errors = json_insert(errors, '$[#]', json(:entry))
 WHERE id = :id AND state = 'in_doubt'
 RETURNING id;
+
+-- name: queue_depths
+-- Unclaimed jobs per queue (reads jobs_unfinished_queue): due now (run_at <= :now; a pause may hold some, the
+-- caller counts those apart), later (run_at > :now, a run held by overlap buffer_one included) and the oldest due
+-- run_at (the queue's latency is :now minus it).
+SELECT queue, SUM(CASE WHEN run_at <= :now THEN 1 ELSE 0 END) AS due,
+       SUM(CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS later,
+       MIN(CASE WHEN run_at <= :now THEN run_at END) AS "oldest_due_at [TIMESTAMPTZ]"
+FROM jobs WHERE state IN ('available', 'scheduled', 'retryable')
+GROUP BY queue ORDER BY queue;
