@@ -5,7 +5,7 @@ PYTHON ?= $(shell scripts/find-python)
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install clean translations
+.PHONY: demo test test-quick lint install clean translations
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "make: no suitable Python (see the message above)" >&2; exit 1; }
@@ -19,8 +19,18 @@ install: $(BIN)/.installed
 demo: $(BIN)/.installed
 	$(BIN)/oncebeat demo
 
+# The suite runs in parallel test processes (pytest-xdist): two per core, because most tests wait on a
+# subprocess, a lease, an SMTP stall or the database rather than on the CPU; an idle process takes queued tests
+# from a busy one (worksteal). TEST_PROCS=0 runs every test in one process, in file order.
+TEST_PROCS ?= $(shell n=$$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2); echo $$((n * 2)))
+PYTEST := $(BIN)/python -m pytest -n $(TEST_PROCS) --dist worksteal
+
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest
+	$(PYTEST)
+
+# The unit tier only (tests/unit: no worker, clock or web processes; seconds, not minutes).
+test-quick: $(BIN)/.installed
+	$(PYTEST) tests/unit
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src

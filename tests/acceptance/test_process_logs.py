@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from oncebeat import Queue, SystemClock, current_source, open_store
+from oncebeat.errors import StoreError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -33,6 +34,24 @@ app.schedule("tick", "every 1s", tz="UTC", task="hello", args={"n": 0})
 
 def _env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{tmp_path}"}
+
+
+def _await_completed_hello_jobs(db_url: str, n: int, timeout: float = 60.0) -> None:
+    """Wait until the worker has completed ``n`` jobs the clock fired (the processes migrate the database first).
+
+    A worker logs a job's finish before it records the completion, and the clock logs a fire before it fires the
+    next instant: two completed jobs mean every line the test reads has been written.
+    """
+    deadline = time.monotonic() + timeout
+    with open_store(db_url) as store:
+        while True:
+            try:
+                if len(store.read("list_jobs", state="completed", task="hello", limit=n)) >= n:
+                    return
+            except StoreError:  # no tables yet
+                pass
+            assert time.monotonic() < deadline, f"the worker completed fewer than {n} fired jobs in {timeout} s"
+            time.sleep(0.1)
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -74,7 +93,7 @@ def test_worker_and_clock_print_a_start_line_and_a_stop_line_that_says_why(tmp_p
                                     cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for role in ("clock", "worker")}
     try:
-        time.sleep(6)  # a few fires of the every-1s schedule, each run by the worker
+        _await_completed_hello_jobs(db_url, 2)
     finally:
         for p in procs.values():
             p.send_signal(signal.SIGTERM)

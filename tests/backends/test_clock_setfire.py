@@ -9,6 +9,7 @@ the set-based path never fires what that path would not.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -140,7 +141,9 @@ def test_clock_that_loses_the_race_in_the_set_based_fire_audits_each_rejected_du
     if store.backend != "postgres":
         pytest.skip("SQLite serialises writers: a second clock reads the ledger only after the first committed")
     app = many_app()
-    winner_store, loser_store = open_store(db_url), open_store(db_url)
+    # The loser's sessions carry a name of their own: other tests (parallel test processes) share the database.
+    tag = f"ob_loser_{secrets.token_hex(4)}"
+    winner_store, loser_store = open_store(db_url), open_store(f"{db_url}&application_name={tag}")
     try:
         winner, loser = (ClockProcess(app, winner_store, clock=sim_clock),
                          ClockProcess(app, loser_store, clock=sim_clock))
@@ -160,7 +163,7 @@ def test_clock_that_loses_the_race_in_the_set_based_fire_audits_each_rejected_du
                 for _ in range(200):
                     with store.transaction() as tx:
                         waiting = tx.execute("SELECT count(*) AS n FROM pg_stat_activity "
-                                             "WHERE wait_event_type = 'Lock' AND datname = current_database()")
+                                             "WHERE wait_event_type = 'Lock' AND application_name = %s", (tag,))
                     if waiting[0]["n"]:
                         return
                     racing[0].join(timeout=0.05)
