@@ -1100,10 +1100,15 @@ def queues(ctx: click.Context, database_url: str | None, app: str | None, as_jso
 
 
 def _queue_pause(name: str, pause: bool, database_url: str | None) -> None:
-    from .pauses import held_jobs, pause_queue, resume_queue
+    from .pauses import held_jobs, pause_queue, queue_overview, resume_queue
 
     rt = _runtime(database_url=database_url, need_smtp=False)
     try:
+        known = sorted({t.queue for t in rt.app.tasks.values()} | {r.queue for r in queue_overview(rt.store)})
+        if pause and name not in known:  # a typo (defualt) would pause nothing and leave the real queue running
+            click.echo(f"warning: no task, job or pause names queue {_printable(name)!r} (known: "
+                       f"{', '.join(_printable(k) for k in known) or 'none'}); pausing it anyway - check the "
+                       "spelling", err=True)
         held = sum(h.n for h in held_jobs(rt.store) if h.kind == "queue" and h.name == name)
         changed = (pause_queue if pause else resume_queue)(rt.store, name, source=_operator(), clock=rt.clock)
         if pause:
@@ -1314,7 +1319,9 @@ def prune(older_than: str, apply: bool, batch: int, tables: tuple[str, ...], dat
 
     try:
         age = timedelta(seconds=parse_duration(older_than))
-    except ValueError as exc:
+        if age > timedelta(days=36_500):
+            raise ValueError(f"{older_than!r} is more than a hundred years")
+    except (ValueError, OverflowError) as exc:
         raise click.BadParameter(f"{exc}; write a duration such as 30d, 72h or 604800",
                                  param_hint="--older-than") from None
     rt = _runtime(database_url=database_url, app=app, migrate=False)

@@ -60,7 +60,7 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
 
 
     @click.command(name="release")
-    @click.argument("hold_id", required=False, type=int)
+    @click.argument("hold_id", required=False, type=click.IntRange(1, 10**18 - 1))
     @click.option("--invoice", default=None, metavar="NUMBER", help="Release every hold on this invoice.")
     @click.option("--customer", default=None, metavar="EMAIL", help="Release every hold on this customer.")
     @click.option("--note", default=None, help="Why (kept with the hold and in the audit trail).")

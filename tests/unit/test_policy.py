@@ -420,3 +420,8 @@ def test_bad_relay_limits_are_refused_naming_the_file_the_key_and_the_fix(key: s
     with pytest.raises(ConfigError) as refused:
         policy_from_dict({"delivery": {key: value}}, "oncebeat.toml")
     assert str(refused.value).startswith(f"oncebeat.toml: {problem}"), str(refused.value)
+
+
+def test_a_retention_cron_without_older_than_is_refused():
+    msg = error_of({"retention": {"cron": "0 2 * * *"}})
+    assert "older_than is not" in msg and 'older_than = "90d"' in msg

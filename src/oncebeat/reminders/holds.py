@@ -157,7 +157,7 @@ def place_hold(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source, re
     if invoice is not None:
         rows = tx.run("invoice_for_hold", number=invoice)
         if not rows:
-            raise HoldError(f"no invoice {invoice!r}; `oncebeat invoices` or the dashboard's search finds its number")
+            raise HoldError(f"no invoice {invoice!r}; the dashboard's invoice search finds its number")
         invoice_id = int(rows[0]["id"])
     else:
         assert customer is not None

@@ -121,6 +121,10 @@ class _Invalid(Exception):
 # --------------------------------------------------------------------------- the value
 
 
+#: When the [retention] prune runs by default (03:30 in the [schedule] zone).
+DEFAULT_RETENTION_CRON = "30 3 * * *"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Policy:
     """The validated reminder policy.
@@ -149,7 +153,7 @@ class Policy:
     rate_window: float = 60.0  # seconds: the sliding window max_per_minute counts over
     max_connections: int | None = None  # SMTP connections per worker process; None: one per handler slot
     retention: float | None = None  # seconds of engine history kept by the daily prune; None: never pruned
-    retention_cron: str = "30 3 * * *"  # when the prune runs, in the [schedule] zone
+    retention_cron: str = DEFAULT_RETENTION_CRON  # when the prune runs, in the [schedule] zone
     # [[schedules]]: schedules pushed to the team's own workers (oncebeat.targets), validated by that module
     schedules: tuple[ScheduleDef, ...] = ()
     # [source]: the team's own database, read before each scan (oncebeat.reminders.sources.database)
@@ -171,6 +175,10 @@ class Policy:
                     'must fire at every quarter hour with send_zone = "customer" (zones such as Asia/Kolkata and '
                     "Asia/Kathmandu reach their send time at :30 and :45 UTC)",
                     f'Write cron = "{QUARTER_HOURLY}", or leave cron unset.', value=self.schedule)))
+        if not problems and self.retention is None and self.retention_cron != DEFAULT_RETENTION_CRON:
+            problems.append(_describe("retention_cron", _Invalid(
+                "is set, but [retention] older_than is not, so nothing would ever be pruned",
+                'Add older_than = "90d" (at least a day) to [retention], or remove cron.', value=self.retention_cron)))
         if problems:
             raise _config_error("Policy", problems)
 

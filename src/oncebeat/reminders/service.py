@@ -461,7 +461,7 @@ class ReminderService:
         with self.store.transaction() as tx:
             tx.run("hold_reminder", id=reminder_id, hold_id=hold["id"], reason=hold["reason_text"],
                    now=self.clock.now())
-        log.info("reminder %s held: %s", reminder_id, hold["reason_text"],
+        log.info("reminder %s %s", reminder_id, hold["reason_text"],
                  extra={"event": "reminders.held", "reminder_id": reminder_id, "hold_id": hold["id"]})
         return "held"
 
