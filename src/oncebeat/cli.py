@@ -505,7 +505,7 @@ def clock(database_url: str | None, config: Path | None, app: str | None, time_s
 
 def _words(seconds: float) -> str:
     """A duration as the CLI prints it and reads it back: ``24h``, ``90m``, ``2d`` (``86400`` seconds: ``24h``)."""
-    from .reminders.policy import format_duration
+    from .durations import format_duration
 
     return format_duration(float(seconds))
 
@@ -520,7 +520,7 @@ class _Seconds(click.ParamType):  # type: ignore[type-arg]  # ParamType is gener
         self.zero = zero
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        from .reminders.policy import parse_duration
+        from .durations import parse_duration
 
         try:
             seconds = float(value)
@@ -1314,7 +1314,7 @@ def prune(older_than: str, apply: bool, batch: int, tables: tuple[str, ...], dat
     than --older-than, keeping every row a guarantee still needs (README, "Retention"). Dry run unless --apply."""
     from datetime import timedelta
 
-    from .reminders.policy import parse_duration
+    from .durations import parse_duration
     from .retention import prune as prune_history
 
     try:

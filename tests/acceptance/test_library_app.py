@@ -12,7 +12,8 @@ from oncebeat.store import open_store
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
-                 "processes", "events"}
+                 "processes", "events",
+                 "idempotency_keys", "paused_queues", "rate_limits", "rate_permits"}
 
 LIBAPP = '''
 from pathlib import Path

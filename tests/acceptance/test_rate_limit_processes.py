@@ -97,7 +97,11 @@ def test_three_workers_never_send_more_than_the_limit_in_any_window_and_lose_not
                 deadline = time.monotonic() + 150
                 while True:
                     rows = store.read("list_reminders")
-                    if len(rows) == REMINDERS and {r["state"] for r in rows} == {"sent"}:
+                    # A send job completes just after its reminder is recorded sent (the next claim commits it):
+                    # wait for both, so the jobs read below are the finished ones.
+                    jobs = store.read("list_jobs", state=None, task="reminders.send", limit=1000)
+                    if len(rows) == REMINDERS and {r["state"] for r in rows} == {"sent"} \
+                            and len(jobs) == REMINDERS and {j["state"] for j in jobs} == {"completed"}:
                         break
                     for w, log in zip(workers, logs, strict=True):
                         assert w.poll() is None, f"a worker exited ({w.returncode})\n{log.read_text()}"

@@ -54,6 +54,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["tick"], ["occurrences", "rerun", "1"], ["schedules", "set", "reminders", "--cron", "0 9 * * *", "--tz", "UTC"],
     ["schedules", "retire", "reminders"], ["schedules", "describe", "reminders"], ["reminders", "retry", "--failed"],
     ["prune"], ["prune", "--older-than", "1d", "--apply"],
+    ["holds"], ["hold", "--invoice", "INV-1", "--reason", "manual"], ["release", "--invoice", "INV-1"],
     ["queues"], ["queues", "pause", "mail"], ["queues", "resume", "mail"], ["sync"], ["sources"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")

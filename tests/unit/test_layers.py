@@ -12,7 +12,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "oncebeat"
 # package (or top-level module) -> the oncebeat packages it must never import
 ENGINE = ("app", "audit", "clock", "crashpoints", "dbtime", "effects", "errors", "idempotency", "ledger", "processes",
           "job_admin", "pauses", "provenance", "queue", "ratelimit", "redact", "retention", "schedules", "schedules_report", "store",
-          "telemetry", "timebase",
+          "telemetry", "timebase", "durations",
           "tracing", "worker")
 FORBIDDEN = {
     **{name: ("reminders", "sample", "web", "cli", "simulate", "doctor", "mail") for name in ENGINE},

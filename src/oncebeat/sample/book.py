@@ -558,7 +558,9 @@ def write_invoices_csv(book: Book, path: Path) -> None:
     by_email = {c.email: c for c in book.customers}
     with Path(path).open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(STANDARD_COLUMNS)
+        # payment_url only when an invoice has one: the column left empty would clear a stored link (README)
+        links = any(inv.payment_url for inv in book.invoices)
+        writer.writerow([c for c in STANDARD_COLUMNS if links or c != "payment_url"])
         for inv in book.invoices:  # cells through safe_row: no spreadsheet formula (CSV injection)
             customer = by_email.get(inv.customer_email)
             if customer is None:
@@ -578,7 +580,7 @@ def write_invoices_csv(book: Book, path: Path) -> None:
                     inv.status,
                     inv.paid_on.isoformat() if inv.paid_on else "",
                     inv.status_on.isoformat() if inv.status_on else "",
-                    inv.payment_url or "",
+                    *([inv.payment_url or ""] if links else []),
                 ]
             ))
 

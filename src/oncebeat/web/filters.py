@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from jinja2 import Environment
 
 from ..doctor.model import duration_text
-from ..reminders.policy import format_duration
+from ..durations import format_duration
 from ..reminders.render import format_money
 
 __all__ = ["ago", "install", "local", "utc"]

@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..app import CATCHUP_POLICIES, OVERLAP_POLICIES
+from ..durations import parse_duration
 from ..errors import OncebeatError
 from ..pauses import held_jobs
 from ..provenance import Source, current_source, dashboard_operator
-from ..reminders.policy import parse_duration
 from ..schedule_admin import (
     backfill_schedule,
     pause_schedule,
