@@ -246,12 +246,7 @@ def _check_retention(value: Any) -> float | None:
     fix = 'Write a duration of at least a day, e.g. "30d" or "90d" (README, "Retention").'
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _Invalid(f"must be a duration, got {_type_name(value)}", fix, value=value)
-    try:
-        seconds = parse_duration(value)
-    except ValueError:
-        raise _Invalid("is not a duration", fix, value=value) from None
+    seconds = _duration_value(value, fix)
     if seconds < 86400:
         raise _Invalid("is shorter than a day: effect keys and the evidence of yesterday's incident would be "
                        "forgotten", fix, value=value)
@@ -338,14 +333,20 @@ def _check_catchup(value: Any) -> str:
     return value
 
 
-def _check_catchup_window(value: Any) -> float:
-    fix = 'Write seconds (86400) or a duration string such as "90s", "15m", "24h", "2d".'
+def _duration_value(value: Any, fix: str) -> float:
+    """Seconds of a duration setting (a number of seconds or a string such as "24h"), else :class:`_Invalid`
+    naming the problem with ``fix``; each setting then checks its own range."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise _Invalid(f"must be a duration, got {_type_name(value)}", fix, value=value)
     try:
-        seconds = parse_duration(value)
+        return parse_duration(value)
     except ValueError:
         raise _Invalid("is not a duration", fix, value=value) from None
+
+
+def _check_catchup_window(value: Any) -> float:
+    fix = 'Write seconds (86400) or a duration string such as "90s", "15m", "24h", "2d".'
+    seconds = _duration_value(value, fix)
     if seconds <= 0:
         raise _Invalid("must be longer than "
                        "zero", fix + ' To skip scans missed during downtime, use catchup = "none".', value=value)
@@ -368,12 +369,7 @@ def _check_overlap(value: Any) -> str:
 
 def _check_outage_retry(value: Any) -> float:
     fix = 'Write a duration of at least an hour, e.g. "24h" (the default) or "2d".'
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _Invalid(f"must be a duration, got {_type_name(value)}", fix, value=value)
-    try:
-        seconds = parse_duration(value)
-    except ValueError:
-        raise _Invalid("is not a duration", fix, value=value) from None
+    seconds = _duration_value(value, fix)
     if seconds < MIN_OUTAGE_RETRY:
         raise _Invalid("is shorter than 1h: a mail server down, answering 4xx or refusing TLS/auth for that long "
                        "would mark every reminder due then failed for good", fix, value=value)
@@ -406,12 +402,7 @@ def _check_max_connections(value: Any) -> int | None:
 
 def _check_rate_window(value: Any) -> float:
     fix = 'Write a duration from 1s to 1h, e.g. "1m" (the default).'
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _Invalid(f"must be a duration, got {_type_name(value)}", fix, value=value)
-    try:
-        seconds = parse_duration(value)
-    except ValueError:
-        raise _Invalid("is not a duration", fix, value=value) from None
+    seconds = _duration_value(value, fix)
     if not MIN_RATE_WINDOW <= seconds <= MAX_RATE_WINDOW:
         raise _Invalid("must be from 1s to 1h", fix, value=value)
     return seconds
