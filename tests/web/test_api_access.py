@@ -40,6 +40,8 @@ BODIES: dict[str, Any] = {
     "/api/v1/invoices": {"invoices": [invoice("INV-1001")]},
     "/api/v1/payments": {"payments": [{"invoice_number": "INV-1001", "paid_on": "2026-02-20"}]},
     "/api/v1/jobs": {"task": "reminders.send", "args": {"reminder_id": 1}},
+    "/api/v1/holds": {"invoice_number": "INV-1001", "reason": "manual"},
+    "/api/v1/holds/release": {"invoice_number": "INV-1001"},
 }
 
 

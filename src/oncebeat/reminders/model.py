@@ -15,11 +15,14 @@ from datetime import date, datetime
 from typing import Any
 
 __all__ = ["DEFAULT_LOCALE", "DEFAULT_TZ", "Customer", "Invoice", "Payment", "INVOICE_STATUSES", "HOLD_REASONS",
+           "REMINDER_STATES",
            "reminder_key", "reminder_id_of_key", "superseded_stages", "with_superseded", "SUPERSEDED_REASON"]
 
 INVOICE_STATUSES = ("open", "paid", "void", "uncollectible")
 #: Why reminders of an invoice or customer are held (oncebeat.reminders.holds).
 HOLD_REASONS = ("dispute", "promise", "manual")
+#: Every state a reminder row may be in (the CHECK of the reminders table, migrations 0001 and 0009).
+REMINDER_STATES = ("pending", "sent", "skipped", "failed", "in_doubt", "held")
 #: The language of a customer without one (new, or cleared by an explicit empty ``customer_locale``).
 DEFAULT_LOCALE = "en_US"
 #: The zone of a customer without one of its own: the schedule's zone applies (``send_zone = "customer"`` falls

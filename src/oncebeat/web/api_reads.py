@@ -13,6 +13,7 @@ from starlette.responses import Response
 from ..errors import OncebeatError
 from ..provenance import current_source
 from ..queue import Queue
+from ..reminders.model import REMINDER_STATES
 from ..schedule_admin import describe_schedule
 from ..schedules_report import describe_schedules
 from .api import API_V1, json_response
@@ -20,11 +21,10 @@ from .api_auth import api_error
 from .app import MAX_ID_DIGITS, dashboard, route
 from .openapi import document
 
-__all__ = ["DEFAULT_PAGE", "MAX_PAGE", "REMINDER_STATES", "routes"]
+__all__ = ["DEFAULT_PAGE", "MAX_PAGE", "routes"]
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 500
-REMINDER_STATES = ("pending", "sent", "skipped", "failed", "in_doubt")
 _PARAMS = {"reminders": ("invoice", "customer", "state", "after", "limit"), "schedules": ("after", "limit")}
 
 

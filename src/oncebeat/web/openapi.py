@@ -10,6 +10,7 @@ import copy
 from typing import Any
 
 from ..provenance import VERSION
+from ..reminders.model import HOLD_REASONS, REMINDER_STATES
 from ..reminders.sources.api import CUSTOMER_FIELDS, MAX_ITEMS, PAYMENT_FIELDS
 
 __all__ = ["document"]
@@ -89,7 +90,8 @@ _PAGE = [_query("after", "The previous page's next value.", {"type": "string"}),
 _DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {"title": "oncebeat HTTP API", "version": VERSION,
-             "description": "Upsert customers, invoices and payments, read reminders and an invoice's history, "
+             "description": "Upsert customers, invoices and payments, place and release holds, read reminders and an "
+                            "invoice's history, "
                             "trigger, pause and resume schedules and enqueue jobs. Every request needs "
                             "Authorization: Bearer <token> (ONCEBEAT_API_TOKENS, NAME:read|write:TOKEN); every "
                             "write an Idempotency-Key. Bodies are JSON, at most 1 MiB and "
@@ -97,8 +99,8 @@ _DOCUMENT: dict[str, Any] = {
                             "their UTC offset, amounts decimal strings in major units (\"1234.50\")."},
     "servers": [{"url": "/"}],
     "security": [{"bearer": []}],
-    "tags": [{"name": "billing data"}, {"name": "reminders"}, {"name": "schedules"}, {"name": "jobs"},
-             {"name": "meta"}],
+    "tags": [{"name": "billing data"}, {"name": "holds"}, {"name": "reminders"}, {"name": "schedules"},
+             {"name": "jobs"}, {"name": "meta"}],
     "paths": {
         "/api/v1/openapi.json": {"get": _read("This document.", "Document", tag="meta")},
         "/api/v1/customers": {"post": _write(
@@ -117,6 +119,28 @@ _DOCUMENT: dict[str, Any] = {
             {"payments": [{"invoice_number": "INV-1001", "paid_on": "2026-02-20"}]}, "PaymentsAnswer",
             tag="billing data",
             description="Each names a known invoice once; an invoice already closed is counted already_closed.")},
+        "/api/v1/holds": {
+            "post": _write(
+                "Hold an invoice or every invoice of a customer: a dispute, a promise to pay until a date, or manual.",
+                "HoldRequest", {"invoice_number": "INV-1001", "reason": "promise", "until": "2099-03-20",
+                                "note": "Paying by wire on Friday"},
+                "HoldPlaced", status="201", tag="holds",
+                description="A held invoice gets no reminder: each stage that comes due while held is recorded held "
+                            "with the hold's id. A promise resumes the ladder on the business day after until, with "
+                            "the next due stage only. external_ref (e.g. a dispute id) places one hold however "
+                            "often it is sent: a second request with it answers 200 with the hold placed first."),
+            "get": _read("Every hold, oldest first.", "HoldList", tag="holds",
+                         params=[_query("active_on", "Only holds covering this business date (YYYY-MM-DD, or today "
+                                                     "in the schedule's zone).", {"type": "string"})])},
+        "/api/v1/holds/release": {"post": _write(
+            "Release holds: one by id, or every unreleased hold of an invoice, a customer or an external_ref.",
+            "ReleaseRequest", {"invoice_number": "INV-1001", "note": "Dispute settled"}, "HoldsReleased",
+            tag="holds",
+            description="A released hold stops covering on the next business day, when the ladder resumes with "
+                        "the next due stage only. released is empty when nothing was unreleased (a replay).")},
+        "/api/v1/holds/{id}": {"get": _read(
+            "One hold.", "HoldAnswer", tag="holds", not_found=True,
+            params=[{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}, "example": 1}])},
         "/api/v1/invoices/{number}": {"get": _read(
             "An invoice, its customer and its reminders (each stage's history with its effect).", "InvoiceStory",
             params=[_path_param("number", "INV-1001", "The invoice number (it may hold '/').")],
@@ -125,8 +149,7 @@ _DOCUMENT: dict[str, Any] = {
             "Reminders, oldest first, a page at a time.", "ReminderPage", tag="reminders",
             params=[_query("invoice", "Only this invoice number.", {"type": "string"}),
                     _query("customer", "Only this customer's email.", {"type": "string"}),
-                    _query("state", "Only this state.", {"enum": ["pending", "sent", "skipped", "failed",
-                                                                  "in_doubt"]}),
+                    _query("state", "Only this state.", {"enum": list(REMINDER_STATES)}),
                     *_PAGE])},
         "/api/v1/schedules": {"get": _read("Schedules with their next fires, in key order.", "SchedulePage",
                                            params=_PAGE, tag="schedules")},
@@ -204,6 +227,30 @@ _DOCUMENT: dict[str, Any] = {
             "PaymentsAnswer": {"type": "object", "required": ["payments", "marked_paid", "already_closed"],
                                "properties": {k: {"type": "integer"} for k in ("payments", "marked_paid",
                                                                                "already_closed")}},
+            "HoldRequest": {"type": "object", "required": ["reason"], "additionalProperties": False, "properties": {
+                "invoice_number": {"type": "string", "maxLength": 64}, "customer_email": {"type": "string"},
+                "reason": {"enum": list(HOLD_REASONS)},
+                "until": {**_DATE, "description": "promise only: the last day of the promise (on or after today)."},
+                "note": _STRING, "external_ref": _STRING}},
+            "ReleaseRequest": {"type": "object", "additionalProperties": False, "properties": {
+                "hold_id": {"type": "integer"}, "invoice_number": {"type": "string"},
+                "customer_email": {"type": "string"}, "external_ref": {"type": "string"}, "note": _STRING}},
+            "Hold": {"type": "object", "required": ["id", "reason", "created_by", "created_at"], "properties": {
+                "id": {"type": "integer"}, "invoice": _STRING, "customer": _STRING, "email": _STRING,
+                "reason": {"enum": list(HOLD_REASONS)}, "promise_until": _DATE,
+                "resumes_on": {**_DATE, "description": "The first business date the hold no longer covers."},
+                "note": _STRING, "external_ref": _STRING, "created_by": {"type": "string"},
+                "created_at": {"type": "string"}, "released_at": _STRING, "released_by": _STRING,
+                "release_note": _STRING}},
+            "HoldPlaced": {"type": "object", "required": ["hold", "placed"],
+                           "properties": {"hold": {"$ref": "#/components/schemas/Hold"},
+                                          "placed": {"type": "boolean"}}},
+            "HoldAnswer": {"type": "object", "required": ["hold"],
+                           "properties": {"hold": {"$ref": "#/components/schemas/Hold"}}},
+            "HoldList": {"type": "object", "required": ["holds"], "properties": {
+                "holds": {"type": "array", "items": {"$ref": "#/components/schemas/Hold"}}}},
+            "HoldsReleased": {"type": "object", "required": ["released"], "properties": {
+                "released": {"type": "array", "items": {"$ref": "#/components/schemas/Hold"}}}},
             "InvoiceStory": {"type": "object", "required": ["invoice", "customer", "reminders"],
                              "properties": {"invoice": {"type": "object"}, "customer": {"type": "object"},
                                             "reminders": {"type": "array", "items": {"type": "object"}}}},
