@@ -1082,21 +1082,26 @@ def queues(ctx: click.Context, database_url: str | None, app: str | None, as_jso
     if ctx.invoked_subcommand is not None:
         return
     from .pauses import queue_overview
+    from .queue_limits import queue_limits
 
     rt = _runtime(database_url=database_url, app=app, migrate=False, need_smtp=False)
     try:
-        rows = queue_overview(rt.store, known=tuple(sorted({t.queue for t in rt.app.tasks.values()})))
+        known = set(queue_limits(rt.store))
+        limits = {q: int(r["max_running"]) for q, r in queue_limits(rt.store).items()}
+        rows = queue_overview(rt.store, known=tuple(sorted({t.queue for t in rt.app.tasks.values()} | known)))
     finally:
         rt.close()
     if as_json:
-        _print_json([r.to_json() for r in rows])
+        _print_json([r.to_json() | {"limit": limits.get(r.queue)} for r in rows])
         return
     if not rows:
         click.echo("no queues: no task, job or pause names one yet")
     for r in rows:
         state = f"PAUSED since {_utc(r.paused_at)} by {_printable(r.paused_by or '?')}" if r.paused else "active"
         held = f" ({', '.join(_printable(h) for h in r.held_by)})" if r.held_by else ""
-        click.echo(f"{_printable(r.queue)}: {state}; {r.waiting} waiting, {r.running} running, {r.held} held{held}")
+        cap = f" (at most {limits[r.queue]} at once)" if r.queue in limits else ""
+        click.echo(f"{_printable(r.queue)}: {state}; {r.waiting} waiting, {r.running} running{cap}, "
+                   f"{r.held} held{held}")
 
 
 def _queue_pause(name: str, pause: bool, database_url: str | None) -> None:
@@ -1139,6 +1144,39 @@ def queues_pause(name: str, database_url: str | None) -> None:
 def queues_resume(name: str, database_url: str | None) -> None:
     """Resume queue NAME: its held jobs become claimable again, each as it was."""
     _queue_pause(name, False, database_url)
+
+
+@queues.command(name="limit")
+@click.argument("name")
+@click.argument("max_running", metavar="N|none")
+@DB_OPTION
+def queues_limit(name: str, max_running: str, database_url: str | None) -> None:
+    """Let at most N jobs of queue NAME run at once over every worker, process and host; `none` lifts the limit.
+
+    Holds from the commit on, without a restart; lowering it stops no running job."""
+    from .queue_limits import MAX_LIMIT, clear_queue_limit, set_queue_limit
+
+    text = max_running.strip().lower()
+    if text != "none" and not (text.isascii() and text.isdigit() and len(text) <= 6 and 1 <= int(text) <= MAX_LIMIT):
+        raise click.BadParameter(f"{_printable(max_running[:20])!r} is not a limit: give a whole number of jobs from "
+                                 f"1 to {MAX_LIMIT}, or none to lift it", param_hint="N")
+    rt = _runtime(database_url=database_url, need_smtp=False)
+    try:
+        if text == "none":
+            before = clear_queue_limit(rt.store, name, source=_operator(), clock=rt.clock)
+        else:
+            before = set_queue_limit(rt.store, name, int(text), source=_operator(), clock=rt.clock)
+    finally:
+        rt.close()
+    shown = _printable(name)
+    if text == "none":
+        click.echo(f"queue {shown}: no limit (it was {before} at once)" if before is not None
+                   else f"queue {shown}: no change (it has no limit)")
+    elif before == int(text):
+        click.echo(f"queue {shown}: no change (already at most {text} at once)")
+    else:
+        click.echo(f"queue {shown}: at most {text} job(s) running at once over every worker (was "
+                   f"{'no limit' if before is None else before}); running jobs finish")
 
 
 def _cancel_job(q: Any, job_id: int) -> None:

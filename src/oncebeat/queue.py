@@ -32,7 +32,9 @@ Example::
 
 from __future__ import annotations
 
+import math
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
@@ -56,6 +58,9 @@ UNFINISHED_STATES = ("available", "scheduled", "running", "retryable")
 HELD_UNTIL = datetime(2999, 1, 1, tzinfo=UTC)  # run_at of a run held by overlap buffer_one until released
 #: The partial unique index (engine migration 0008) admitting one unfinished job per occurrence served (run_of).
 ONE_RUN_INDEX = "jobs_one_run_per_occurrence"
+#: Seconds between two reads of the limited queues by one Queue (a worker's): a new limit holds at once (a claim
+#: that has not read it takes nothing from its queue) and is served by this worker within this time.
+LIMITS_TTL = 2.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -202,6 +207,10 @@ class Queue:
         self.source = source
         self.rng = rng or random.Random()
         self.app = app  # when given: task names are checked and each task's defaults apply
+        # The limited queues as last read (engine migration 0012) and when (time.monotonic()): re-read inside a
+        # claim every LIMITS_TTL seconds. A stale read cannot pass a new limit (claim_jobs checks the table).
+        self._limited: frozenset[str] = frozenset()
+        self._limits_read_at = -math.inf
 
     def enqueue(self, task: str, args: dict[str, Any] | None = None, *, tx: Tx | None = None,
                 queue: str | None = None, priority: int | None = None, run_at: datetime | None = None,
@@ -337,7 +346,9 @@ class Queue:
         ``queues`` are served in the order given: a later queue gets what the earlier ones leave of ``limit``.
         A paused queue yields nothing, and a run of a paused schedule's occurrence is passed over
         (:mod:`oncebeat.pauses`): the claim statement reads the pauses, so every process sees one committed
-        before its claim began.
+        before its claim began. A limited queue (:mod:`oncebeat.queue_limits`) yields at most its free slots
+        (its limit less its running jobs, over every worker), counted under a lock on its limit; a limit set
+        since this object last read them (every :data:`LIMITS_TTL` seconds) yields nothing until it is read.
 
         Args:
             complete: ids of jobs this worker finished, marked ``completed`` in the same
@@ -349,9 +360,19 @@ class Queue:
         with self.store.transaction(bounded=True) as tx:
             if complete:
                 tx.run("complete_jobs", worker_id=worker_id, ids=list(complete), now=now)
+            if time.monotonic() - self._limits_read_at >= LIMITS_TTL:
+                self._limited = frozenset(str(r["queue"]) for r in tx.run("queue_limit_names"))
+                self._limits_read_at = time.monotonic()
             for name in queues:  # queues are served in the order given
-                rows += tx.run("claim_jobs", worker_id=worker_id, queue=name, limit=limit - len(rows), now=now,
-                               lease_expires_at=lease)
+                take, capped = limit - len(rows), 0
+                if name in self._limited:  # at most its free slots, counted under the queue's lock
+                    locked = tx.run("lock_queue_limit", queue=name)
+                    if locked:
+                        running = int(tx.run("running_in_queue", queue=name)[0]["n"])
+                        take, capped = min(take, int(locked[0]["max_running"]) - running), 1
+                if take > 0:
+                    rows += tx.run("claim_jobs", worker_id=worker_id, queue=name, limit=take, now=now,
+                                   lease_expires_at=lease, capped=capped)
                 if len(rows) >= limit:
                     break
         # The claim returns only what running a job needs; state, worker and lease are the claim's own.

@@ -13,7 +13,7 @@ from oncebeat.store import open_store
 SRC = Path(__file__).resolve().parents[2] / "src"
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
                  "processes", "events",
-                 "idempotency_keys", "paused_queues", "rate_limits", "rate_permits"}
+                 "idempotency_keys", "paused_queues", "rate_limits", "rate_permits", "queue_limits"}
 
 LIBAPP = '''
 from pathlib import Path

@@ -55,7 +55,8 @@ SHORT_COMMANDS: list[list[str]] = [
     ["schedules", "retire", "reminders"], ["schedules", "describe", "reminders"], ["reminders", "retry", "--failed"],
     ["prune"], ["prune", "--older-than", "1d", "--apply"],
     ["holds"], ["hold", "--invoice", "INV-1", "--reason", "manual"], ["release", "--invoice", "INV-1"],
-    ["queues"], ["queues", "pause", "mail"], ["queues", "resume", "mail"], ["sync"], ["sources"],
+    ["queues"], ["queues", "pause", "mail"], ["queues", "resume", "mail"], ["queues", "limit", "mail", "2"], ["sync"],
+    ["sources"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")
 

@@ -208,7 +208,7 @@ def test_the_claim_stays_an_index_walk_with_a_schedule_and_a_queue_paused(backen
         with pytest.raises(_RolledBack), store.transaction() as tx:
             rows = tx.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + store.query_sql("claim_jobs"),
                               {"worker_id": 1, "queue": name, "limit": 10, "now": sim_clock.now(),
-                               "lease_expires_at": sim_clock.now()})
+                               "lease_expires_at": sim_clock.now(), "capped": 0})
             plans[name] = "\n".join(str(next(iter(r.values()))) for r in rows)
             raise _RolledBack
     assert "jobs_fetch" in plans["default"] and "Seq Scan on jobs" not in plans["default"], plans["default"]

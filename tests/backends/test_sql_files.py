@@ -26,7 +26,7 @@ from oncebeat.store.sqlfiles import (
 
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
                  "processes", "events", "idempotency_keys",
-                 "rate_limits", "rate_permits", "paused_queues"}
+                 "rate_limits", "rate_permits", "paused_queues", "queue_limits"}
 DOMAIN_TABLES = {"customers", "invoices", "reminders", "stripe_events", "reminder_holds", "source_reads"}
 
 

@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "oncebeat"
 
 # package (or top-level module) -> the oncebeat packages it must never import
 ENGINE = ("app", "audit", "clock", "crashpoints", "dbtime", "effects", "errors", "idempotency", "ledger", "processes",
-          "job_admin", "pauses", "provenance", "queue", "ratelimit", "redact", "retention", "schedules", "schedules_report", "store",
+          "job_admin", "pauses", "provenance", "queue", "queue_limits", "ratelimit", "redact", "retention", "schedules", "schedules_report", "store",
           "telemetry", "timebase", "durations",
           "tracing", "worker")
 FORBIDDEN = {

@@ -33,6 +33,7 @@ OWNERS: dict[tuple[str, str], str] = {
     ("engine", "ledger.sql"): "oncebeat.ledger",
     ("engine", "processes.sql"): "oncebeat.processes",
     ("engine", "pauses.sql"): "oncebeat.pauses",
+    ("engine", "queue_limits.sql"): "oncebeat.queue_limits",
     ("engine", "queue.sql"): "oncebeat.queue",
     ("engine", "ratelimit.sql"): "oncebeat.ratelimit",
     ("engine", "retention.sql"): "oncebeat.retention",

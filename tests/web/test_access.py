@@ -105,6 +105,8 @@ def _form_for(url: str) -> dict[str, str]:
         return {"do": "retry:matching", "state": "completed"}
     if url == "/jobs/bulk/run":
         return {"verb": "retry", "ids": "1", "count": "1"}
+    if url.endswith("/limit"):
+        return {"max_running": "3"}
     if url == "/reminders/search":
         return {"q": "INV-PRIVATE-77"}
     if url == "/login":
@@ -157,7 +159,8 @@ def test_every_route_for_no_session_a_viewer_and_an_admin(runtime: Runtime, seed
     assert checked == 3 * len(endpoints)
     done = {p for (r, m, p), st in seen.items() if r == "admin" and m == "POST" and st == 303}
     assert {"/jobs/{id:id}/cancel", "/jobs/{id:id}/retry", "/schedules/{key:path}/pause",
-            "/queues/{queue:path}/pause", "/queues/{queue:path}/resume", "/jobs/bulk/run", "/schedules/{key:path}/set",
+            "/queues/{queue:path}/pause", "/queues/{queue:path}/resume", "/queues/{queue:path}/limit",
+            "/jobs/bulk/run", "/schedules/{key:path}/set",
             "/schedules/{key:path}/resume", "/schedules/{key:path}/trigger", "/schedules/{key:path}/backfill",
             "/schedules/{key:path}/retire"} <= done, done  # the admin's actions really ran
     # What the viewer's and the admin's pages do show: the customer (so the anonymous check above is meaningful).

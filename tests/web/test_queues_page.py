@@ -137,3 +137,34 @@ def test_live_refresh_is_the_operators_choice_and_pauses(runtime: Runtime,
                                                      "do": "retry:matching", "state": "available"})
     assert 'http-equiv="refresh"' not in confirm.text and 'class="live' not in confirm.text
     assert 'http-equiv="refresh"' not in dashboard_client(role=None).get("/login?live=15").text
+
+
+def test_an_admin_sets_and_lifts_a_queue_limit_and_a_viewer_cannot(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    from oncebeat.queue_limits import queue_limits
+
+    Queue(runtime.store, clock=runtime.clock, source=current_source("api")).enqueue("reminders.scan", queue="mail")
+    viewer = dashboard_client()
+    page = viewer.get("/queues").text
+    assert re.search(r'action="/queues/mail/limit".*?name="max_running"[^>]*disabled', _row(page, "mail"), re.S)
+    refused = viewer.post("/queues/mail/limit", data={"csrf": csrf_of(page), "max_running": "2"})
+    assert refused.status_code == 403 and queue_limits(runtime.store) == {}
+
+    admin = dashboard_client(role="admin")
+    csrf = csrf_of(admin.get("/queues").text)
+    assert admin.post("/queues/mail/limit", data={"csrf": "forged", "max_running": "2"}).status_code == 403
+    for bad in ("0", "two", "-1", "1000000"):
+        answer = admin.post("/queues/mail/limit", data={"csrf": csrf, "max_running": bad})
+        assert answer.status_code == 303
+        assert "is not a limit" in html.unescape(admin.get("/queues").text), bad
+    assert queue_limits(runtime.store) == {}
+    assert admin.post("/queues/mail/limit", data={"csrf": csrf, "max_running": "2"}).status_code == 303
+    page = admin.get("/queues").text
+    assert "at most 2 job(s) running at once over every worker (was no limit)" in html.unescape(page)
+    assert 'value="2"' in _row(page, "mail")
+    assert queue_limits(runtime.store)["mail"]["max_running"] == 2
+    [event] = runtime.store.read("events_of_subject", subject="queue:mail", limit=1)
+    assert event["kind"] == "queue.limited" and event["detail"]["operator"]["via"] == "dashboard"
+    assert admin.post("/queues/mail/limit", data={"csrf": csrf, "max_running": ""}).status_code == 303
+    assert "no limit any more (it was 2 at once)" in html.unescape(admin.get("/queues").text)
+    assert queue_limits(runtime.store) == {}

@@ -40,7 +40,8 @@ from ..timebase import Clock
 from .model import HOLD_REASONS
 
 __all__ = ["HOLD_REASONS", "Hold", "HoldError", "place_hold", "release_holds", "list_holds", "get_hold",
-           "covering_hold", "next_business_day", "created_by", "holds_of_invoice", "import_holds"]
+           "covering_hold", "next_business_day", "created_by", "holds_of_invoice", "import_holds",
+           "hold_placed_with"]
 
 
 
@@ -262,6 +263,12 @@ def get_hold(store: Store, hold_id: int) -> Hold | None:
     """Hold ``hold_id``, or None."""
     rows = store.read("get_hold", id=hold_id)
     return Hold.from_row(rows[0]) if rows else None
+
+
+def hold_placed_with(tx: Tx, external_ref: str) -> Hold | None:
+    """The hold placed with ``external_ref`` (the one :func:`place_hold` keeps for it), or None."""
+    rows = tx.run("hold_by_external_ref", external_ref=external_ref)
+    return Hold.from_row(tx.run("get_hold", id=rows[0]["id"])[0]) if rows else None
 
 
 def list_holds(store: Store, *, active_on: date | None = None) -> list[Hold]:

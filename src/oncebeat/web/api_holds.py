@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..provenance import Source
-from ..reminders.holds import Hold, HoldError, get_hold, list_holds, place_hold, release_holds
+from ..reminders.holds import HoldError, get_hold, hold_placed_with, list_holds, place_hold, release_holds
 from ..reminders.model import HOLD_REASONS
 from ..reminders.sources.api import FieldProblem, RequestRejected
 from ..store import Tx
@@ -116,9 +116,8 @@ async def place(request: Request) -> Response:
             except HoldError as exc:
                 raise _refused(exc, _pointer_of(exc, fields)) from None
             if hold is None:  # external_ref already placed one: answer with it, place nothing
-                earlier = [h for h in tx.run("hold_by_external_ref", external_ref=fields["external_ref"])]
-                found = Hold.from_row(tx.run("get_hold", id=earlier[0]["id"])[0])
-                return 200, {"hold": found.as_dict(), "placed": False}
+                found = hold_placed_with(tx, fields["external_ref"])
+                return 200, {"hold": found.as_dict() if found else None, "placed": False}
             return 201, {"hold": hold.as_dict(), "placed": True}
         return write
 

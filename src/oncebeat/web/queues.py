@@ -1,7 +1,8 @@
 """Queues: one row per queue with its depth (due now), scheduled jobs, running, held, latency (the oldest due job's
-age) and throughput (finished in the last hour), paused state with since when and by whom, and the admin actions
-pause and resume (the engine's :func:`oncebeat.pauses.pause_queue` / :func:`~oncebeat.pauses.resume_queue`, audited
-with the operator as ``oncebeat queues pause`` is). Below, **Busy**: what each worker runs now (job, task, queue,
+age) and throughput (finished in the last hour), paused state with since when and by whom, the concurrency limit
+over every worker (:mod:`oncebeat.queue_limits`, set or lifted here), and the admin actions pause and resume
+(the engine's :func:`oncebeat.pauses.pause_queue` / :func:`~oncebeat.pauses.resume_queue`, audited with the
+operator as ``oncebeat queues pause`` is). Below, **Busy**: what each worker runs now (job, task, queue,
 started, attempt), from the running jobs' leases and their processes' heartbeats."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .. import audit
 from ..pauses import check_queue_name, pause_queue, queue_overview, resume_queue
 from ..provenance import Operator
 from ..queue import Queue
+from ..queue_limits import MAX_LIMIT, clear_queue_limit, queue_limits, set_queue_limit
 from .app import action_form, dashboard, redirect_with, render, route
 from .overview import ALIVE_AFTER
 from .schedules import operator_source
@@ -41,6 +43,7 @@ def _rows(rt: Any, now: datetime) -> list[dict[str, Any]]:
     q = Queue(rt.store, clock=rt.clock, source=operator_source())
     known = tuple(sorted({t.queue for t in rt.app.tasks.values()}))
     depths = {d["queue"]: d for d in q.depths()}
+    limits = queue_limits(rt.store)
     finished: dict[str, dict[str, int]] = {}
     for r in q.finished_by_queue(now - THROUGHPUT_WINDOW):
         finished.setdefault(r["queue"], {})[r["state"]] = r["n"]
@@ -54,7 +57,8 @@ def _rows(rt: Any, now: datetime) -> list[dict[str, Any]]:
                      "available": d["due"], "scheduled": d["later"], "running": s.running, "held": s.held,
                      "held_by": s.held_by, "latency": (now - oldest).total_seconds() if oldest else None,
                      "completed": done.get("completed", 0), "discarded": done.get("discarded", 0),
-                     "cancelled": done.get("cancelled", 0)})
+                     "cancelled": done.get("cancelled", 0),
+                     "limit": int(limits[s.queue]["max_running"]) if s.queue in limits else None})
     return rows
 
 
@@ -90,8 +94,32 @@ async def set_queue_state(request: Request) -> Response:
     return redirect_with(request, message, "/queues")
 
 
+async def set_queue_limit_form(request: Request) -> Response:
+    form = await action_form(request)
+    name = check_queue_name(request.path_params["queue"])
+    rt = dashboard(request).runtime
+    text = (form.get("max_running") or "").strip()
+    if not text:
+        before = await run_in_threadpool(lambda: clear_queue_limit(rt.store, name, source=operator_source(),
+                                                                   clock=rt.clock))
+        message = (f"queue {name}: no limit any more (it was {before} at once)" if before is not None
+                   else f"queue {name}: no change (it has no limit)")
+        return redirect_with(request, message, "/queues")
+    if not (text.isascii() and text.isdigit()) or len(text) > 6 or not 1 <= int(text) <= MAX_LIMIT:
+        return redirect_with(request, f"queue {name}: {text[:20]!r} is not a limit; give a whole number of jobs "
+                                      f"from 1 to {MAX_LIMIT}, or leave it empty for no limit", "/queues")
+    limit = int(text)
+    before = await run_in_threadpool(lambda: set_queue_limit(rt.store, name, limit, source=operator_source(),
+                                                             clock=rt.clock))
+    if before == limit:
+        return redirect_with(request, f"queue {name}: no change (already at most {limit} at once)", "/queues")
+    return redirect_with(request, f"queue {name}: at most {limit} job(s) running at once over every worker "
+                                  f"(was {'no limit' if before is None else before}); running jobs finish", "/queues")
+
+
 routes = [
     route("/queues", queues_page),
     route("/queues/{queue:path}/pause", set_queue_state, methods=["POST"], name="queue_pause"),
     route("/queues/{queue:path}/resume", set_queue_state, methods=["POST"], name="queue_resume"),
+    route("/queues/{queue:path}/limit", set_queue_limit_form, methods=["POST"], name="queue_limit"),
 ]

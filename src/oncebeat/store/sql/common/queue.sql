@@ -88,3 +88,12 @@ SELECT j.id, j.queue, j.task, j.attempt, j.max_attempts, j.started_at, j.lease_e
 FROM jobs j LEFT JOIN processes p ON p.id = j.worker_id
 WHERE j.state = 'running'
 ORDER BY j.started_at, j.id LIMIT :limit;
+
+-- name: running_in_queue
+-- Jobs of :queue under a lease (an expired lease not yet rescued counts: its job may still be running), for a
+-- limited queue's claim. Reads jobs_unfinished_queue.
+SELECT COUNT(*) AS n FROM jobs WHERE queue = :queue AND state = 'running';
+
+-- name: queue_limit_names
+-- The limited queues (engine migration 0012): a worker re-reads them every few seconds inside its claim.
+SELECT queue FROM queue_limits;

@@ -30,7 +30,16 @@ FROM (SELECT r ->> 0 AS q, r ->> 1 AS t, r -> 2 AS a, CAST(r ->> 3 AS integer) A
              CAST(r ->> 7 AS bigint) AS o
       FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS r) AS x;
 
+-- name: lock_queue_limit
+-- The first statement of a limited queue's claim: its limit, the row locked until the claim commits, so the
+-- claims of one limited queue take turns (each then counts the running jobs the one before it committed: under
+-- READ COMMITTED a new statement sees them). Other queues are not slowed.
+SELECT max_running FROM queue_limits WHERE queue = :queue FOR UPDATE;
+
 -- name: claim_jobs
+-- A limited queue (engine migration 0012) is claimed only with capped = 1, after lock_queue_limit and
+-- running_in_queue sized the limit to its free slots; with capped = 0 it yields nothing (a one-time filter, as the
+-- pause), so a worker that has not yet read a new limit cannot pass it.
 -- Returns only what a claimed job carries (oncebeat.queue.Job): not its errors (JSON) nor the instants that
 -- running it never reads, to send and decode per row.
 -- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
@@ -48,6 +57,7 @@ FROM (
     SELECT ctid FROM jobs
     WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
       AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = :queue)
+      AND (:capped = 1 OR NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = :queue))
       AND (run_of IS NULL OR COALESCE((
           SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
           WHERE o.id = jobs.run_of), '') <> 'paused')

@@ -30,7 +30,15 @@ FROM (SELECT json_extract(value, '$[0]') AS q, json_extract(value, '$[1]') AS t,
              json_extract(value, '$[7]') AS o
       FROM json_each(:rows));
 
+-- name: lock_queue_limit
+-- The first statement of a limited queue's claim: its limit. The claim's transaction holds SQLite's write lock
+-- (BEGIN IMMEDIATE), so the claims of every process take turns and each counts what the one before it committed.
+SELECT max_running FROM queue_limits WHERE queue = :queue;
+
 -- name: claim_jobs
+-- A limited queue (engine migration 0012) is claimed only with capped = 1, after lock_queue_limit and
+-- running_in_queue sized the limit to its free slots; with capped = 0 it yields nothing (a one-time filter, as the
+-- pause), so a worker that has not yet read a new limit cannot pass it.
 -- Returns only what a claimed job carries (oncebeat.queue.Job): not its errors (JSON) nor the instants that
 -- running it never reads, to send and decode per row.
 -- One queue per statement: with the queue fixed, jobs_fetch yields rows already in (priority, run_at, id)
@@ -44,6 +52,7 @@ WHERE id IN (
     SELECT id FROM jobs INDEXED BY jobs_fetch
     WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
       AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = :queue)
+      AND (:capped = 1 OR NOT EXISTS (SELECT 1 FROM queue_limits l WHERE l.queue = :queue))
       AND (run_of IS NULL OR COALESCE((
           SELECT s.state FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
           WHERE o.id = jobs.run_of), '') <> 'paused')
