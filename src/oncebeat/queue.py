@@ -600,6 +600,34 @@ class Queue:
         return [{"slot": int(r["slot"]), "state": r["state"], "n": int(r["n"])}
                 for r in self.store.read("finished_jobs_histogram", since=since, bucket=bucket_seconds)]
 
+    def task_stats(self, since: datetime) -> list[dict[str, Any]]:
+        """Per task, the jobs finished since ``since`` (aware), by task name.
+
+        Returns ``[{"task", "completed", "discarded", "cancelled", "in_doubt", "retries", "p50", "p95", "p99",
+        "max"}]``: counts of jobs per final state, ``retries`` the attempts beyond each job's first, and the run
+        time of the completed jobs' last attempt in seconds (float) at the 50th, 95th and 99th percentile by the
+        nearest-rank method (an exact duration of one of them, never interpolated), and the longest; None when
+        no job of the task completed.
+        """
+        out = []
+        for r in self.store.read("task_stats", since=require_aware(since, "since")):
+            row: dict[str, Any] = {"task": r["task"]}
+            for name in ("completed", "discarded", "cancelled", "in_doubt", "retries"):
+                row[name] = int(r[name] or 0)
+            for name, col in (("p50", "p50"), ("p95", "p95"), ("p99", "p99"), ("max", "max_seconds")):
+                row[name] = float(r[col]) if r[col] is not None else None
+            out.append(row)
+        return out
+
+    def task_histogram(self, since: datetime, bucket_seconds: int) -> list[dict[str, Any]]:
+        """Jobs finished since ``since`` (aware) per task, ``bucket_seconds`` slot and final state.
+
+        Returns ``[{"task", "slot": int, "state", "n": int}]``; slot 0 starts at ``since``.
+        """
+        return [{"task": r["task"], "slot": int(r["slot"]), "state": r["state"], "n": int(r["n"])}
+                for r in self.store.read("task_histogram", since=require_aware(since, "since"),
+                                         bucket=bucket_seconds)]
+
     def depths(self) -> list[dict[str, Any]]:
         """Unclaimed jobs per queue now: ``[{"queue", "due", "later", "oldest_due_at"}]`` — ``due``: run_at
         reached (jobs a pause holds included), ``later``: run_at ahead; ``oldest_due_at``: the oldest due

@@ -133,7 +133,7 @@ def test_every_page_opens_in_a_real_browser(live: Live, page: object) -> None:
     _log_in(pg, live, VIEWER_TOKEN)  # every page is readable by the read-only role
     visits = [("/doctor", "Doctor", "doctor"), ("/", "Overview", "overview"), ("/schedules", "Schedules", "schedules"),
               ("/schedules/reminders", "Schedule reminders", "schedule"), ("/jobs", "Jobs", "jobs"),
-              ("/effects", "Effects", "effects"), ("/reminders", "Reminders", "reminders")]
+              ("/effects", "Effects", "effects"), ("/reminders", "Reminders", "reminders"), ("/tasks", "Tasks", "tasks")]
     for path, heading, name in visits:
         response = pg.goto(live.url + path)  # type: ignore[attr-defined]
         assert response.status == 200, path
@@ -252,14 +252,18 @@ def test_an_operator_pauses_and_resumes_a_queue_and_sees_what_workers_run(live: 
     mail = pg.locator("tr#q-mail")  # type: ignore[attr-defined]
     assert mail.locator("td").nth(2).inner_text() == "3"  # available
     assert mail.locator("td").nth(3).inner_text() == "1"  # scheduled
-    assert mail.locator("td").nth(6).inner_text() in ("42 min", "43 min")  # latency in words
+    assert mail.locator("td").nth(7).inner_text() in ("42 min", "43 min")  # latency in words
     mail.locator("button:has-text('Pause')").click()
     assert pg.inner_text("p.flash").startswith("queue mail: paused")  # type: ignore[attr-defined]
     with open_store(live.db_url) as store:
         [event] = store.read("events_of_subject", subject="queue:mail", limit=1)
     assert event["kind"] == "queue.paused" and event["detail"]["operator"]["via"] == "dashboard"
     mail = pg.locator("tr#q-mail")  # type: ignore[attr-defined]
-    assert "paused" in mail.inner_text() and mail.locator("td").nth(5).inner_text() == "4"  # held: due and later
+    assert "paused" in mail.inner_text() and mail.locator("td").nth(6).inner_text() == "4"  # held: due and later
+    mail.locator("input[name=max_running]").fill("2")  # at most 2 at once, over every worker
+    mail.locator("button:has-text('Set')").click()
+    assert pg.inner_text("p.flash").startswith("queue mail: at most 2 job(s) running at once")  # type: ignore[attr-defined]
+    assert pg.locator("tr#q-mail input[name=max_running]").input_value() == "2"  # type: ignore[attr-defined]
     busy = pg.inner_text("text=Busy >> xpath=..")  # type: ignore[attr-defined]
     assert f"{running}\treminders.scan\tdefault" in busy and "worker.2" in busy
     _shot(pg, "queues")

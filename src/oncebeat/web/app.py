@@ -65,7 +65,7 @@ log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
 FLASH_COOKIE = "oncebeat_flash"
 PAGE_MODULES = ("overview", "schedules", "jobs", "queues", "effects", "reminders", "doctor", "auth", "metrics_route",
-                "api", "api_reads", "api_holds")
+                "api", "api_reads", "api_holds", "tasks")
 OPTIONAL_MODULES = ("webhooks",)
 
 

@@ -240,3 +240,38 @@ SELECT queue, SUM(CASE WHEN run_at <= :now THEN 1 ELSE 0 END) AS due,
        MIN(CASE WHEN run_at <= :now THEN run_at END) AS oldest_due_at
 FROM jobs WHERE state IN ('available', 'scheduled', 'retryable')
 GROUP BY queue ORDER BY queue;
+
+-- name: task_stats
+-- Per task, the jobs finished since :since: how many per final state, attempts beyond the first (retries), and
+-- the run time of the completed ones (started_at of the last attempt to finished_at, seconds) at the 50th, 95th
+-- and 99th percentile by the nearest-rank method (the smallest duration with at least p of them at or below it:
+-- exact, no interpolation). Reads jobs_finished_at.
+WITH done AS (
+    SELECT task, state, attempt,
+           CASE WHEN state = 'completed' AND started_at IS NOT NULL
+                THEN extract(epoch FROM finished_at - started_at) END AS seconds
+    FROM jobs WHERE finished_at >= :since),
+ranked AS (
+    SELECT task, seconds, ROW_NUMBER() OVER (PARTITION BY task ORDER BY seconds) AS rn,
+           COUNT(*) OVER (PARTITION BY task) AS n
+    FROM done WHERE seconds IS NOT NULL),
+pct AS (
+    SELECT task, MIN(CASE WHEN rn >= 0.50 * n THEN seconds END) AS p50,
+           MIN(CASE WHEN rn >= 0.95 * n THEN seconds END) AS p95,
+           MIN(CASE WHEN rn >= 0.99 * n THEN seconds END) AS p99, MAX(seconds) AS max_seconds
+    FROM ranked GROUP BY task)
+SELECT d.task, SUM(CASE WHEN d.state = 'completed' THEN 1 ELSE 0 END) AS completed,
+       SUM(CASE WHEN d.state = 'discarded' THEN 1 ELSE 0 END) AS discarded,
+       SUM(CASE WHEN d.state = 'cancelled' THEN 1 ELSE 0 END) AS cancelled,
+       SUM(CASE WHEN d.state = 'in_doubt' THEN 1 ELSE 0 END) AS in_doubt,
+       SUM(CASE WHEN d.attempt > 1 THEN d.attempt - 1 ELSE 0 END) AS retries,
+       MIN(p.p50) AS p50, MIN(p.p95) AS p95, MIN(p.p99) AS p99, MIN(p.max_seconds) AS max_seconds
+FROM done d LEFT JOIN pct p ON p.task = d.task
+GROUP BY d.task ORDER BY d.task;
+
+-- name: task_histogram
+-- Jobs finished since :since per task, :bucket-second slot (slot 0 starts at :since) and final state.
+SELECT task, CAST(floor(extract(epoch FROM finished_at - CAST(:since AS timestamptz)) / :bucket) AS integer) AS slot,
+       state, COUNT(*) AS n
+FROM jobs WHERE finished_at >= :since
+GROUP BY task, slot, state ORDER BY task, slot, state;
