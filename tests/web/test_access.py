@@ -34,7 +34,7 @@ SECRETS = ("Confidential", "zoe.confidential", "INV-PRIVATE-77", "9,876.54", "98
 ANONYMOUS = {("/login", "GET"): {200}, ("/login", "POST"): {401},
              ("/webhooks/stripe", "POST"): {400}, ("/metrics", "GET"): {200},
              ("/static", "GET"): {200}}
-VIEWER_POSTS = {"/login", "/logout", "/reminders/search"}
+VIEWER_POSTS = {"/login", "/logout", "/reminders/search", "/zone"}
 
 
 @dataclass
@@ -107,6 +107,8 @@ def _form_for(url: str) -> dict[str, str]:
         return {"verb": "retry", "ids": "1", "count": "1"}
     if url.endswith("/limit"):
         return {"max_running": "3"}
+    if url == "/zone":
+        return {"zone": "schedule", "next": "/"}
     if url == "/reminders/search":
         return {"q": "INV-PRIVATE-77"}
     if url == "/login":

@@ -58,12 +58,14 @@ from .security import (
     same_site_path,
 )
 
-__all__ = ["MAX_ID_DIGITS", "Banner", "Dashboard", "WebSettings", "action_form", "create_app", "dashboard", "parse_id",
-           "redirect_with", "register_banner", "render"]
+__all__ = ["MAX_ID_DIGITS", "ZONE_COOKIE", "Banner", "Dashboard", "WebSettings", "action_form", "create_app",
+           "dashboard", "parse_id", "redirect_with", "register_banner", "render"]
 
 log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
 FLASH_COOKIE = "oncebeat_flash"
+#: The operator's choice of zone for instants on every page: "schedule" (the [schedule] zone), else UTC.
+ZONE_COOKIE = "oncebeat_zone"
 PAGE_MODULES = ("overview", "schedules", "jobs", "queues", "effects", "reminders", "doctor", "auth", "metrics_route",
                 "api", "api_reads", "api_holds", "tasks")
 OPTIONAL_MODULES = ("webhooks",)
@@ -232,6 +234,8 @@ def render(request: Request, template: str, context: dict[str, Any] | None = Non
         "backend": d.runtime.store.backend,
         "now": d.runtime.clock.now(),
         "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        "schedule_zone": d.runtime.policy.tz,
+        "display_zone": d.runtime.policy.tz if request.cookies.get(ZONE_COOKIE) == "schedule" else None,
     }
     ctx.update(context or {})
     response = d.templates.TemplateResponse(request, template, ctx, status_code=status)

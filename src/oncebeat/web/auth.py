@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .app import action_form, dashboard, redirect_with, render, route
+from .app import ZONE_COOKIE, action_form, dashboard, redirect_with, render, route
 from .security import ADMIN, SESSION_COOKIE, SESSION_SECONDS, ActionRefused, same_site_path
 
 __all__ = ["routes"]
@@ -52,8 +52,20 @@ async def logout(request: Request) -> Response:
     return response
 
 
+async def choose_zone(request: Request) -> Response:
+    """The operator's zone for instants on every page: UTC or the schedule's (a preference, any role; a cookie)."""
+    form = await action_form(request, action=False)
+    zone = "schedule" if form.get("zone") == "schedule" else "utc"
+    rt = dashboard(request).runtime
+    shown = f"{rt.policy.tz} (the schedule's zone)" if zone == "schedule" else "UTC"
+    response = redirect_with(request, f"times are now shown in {shown}", form.get("next") or "/")
+    response.set_cookie(ZONE_COOKIE, zone, max_age=365 * 86400, **dashboard(request).guard.cookie_options())
+    return response
+
+
 routes = [
     route("/login", login_page),
     route("/login", login, methods=["POST"]),
     route("/logout", logout, methods=["POST"]),
+    route("/zone", choose_zone, methods=["POST"]),
 ]

@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from jinja2 import Environment
+from jinja2 import Environment, pass_context
+from jinja2.runtime import Context
 
 from ..doctor.model import duration_text
 from ..durations import format_duration
@@ -33,6 +34,18 @@ def utc(value: datetime | None) -> str:
     if value is None:
         return ""
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+@pass_context
+def instant(ctx: Context, value: datetime | None) -> str:
+    """An instant in the zone the operator picked (the page's ``display_zone``; the ``utc`` filter of templates):
+    ``2026-03-08 14:00:00Z`` in UTC (the default), ``2026-03-08 08:00:00 CST`` in the schedule's zone. Whole
+    seconds: operators read seconds, and a triggered fire's microseconds are noise."""
+    zone = ctx.get("display_zone")
+    if value is None or not zone:
+        return utc(value)
+    t = value.astimezone(_zone(zone))
+    return f"{t.strftime('%Y-%m-%d %H:%M:%S')} {t.tzname()}"
 
 
 def local(value: datetime | None, tz: str | None = None) -> str:
@@ -77,5 +90,5 @@ def to_json(value: Any) -> str:
 
 def install(env: Environment) -> None:
     """Register the filters on ``env``."""
-    env.filters.update(utc=utc, local=local, ago=ago, seconds=seconds, money=money, pretty=to_json,
+    env.filters.update(utc=instant, local=local, ago=ago, seconds=seconds, money=money, pretty=to_json,
                        duration=format_duration, whole_seconds=whole_seconds)

@@ -82,8 +82,9 @@ MAX_FORM_BYTES = 64 * 1024
 OWN_BODY_LIMIT_PATHS = frozenset({"/webhooks/stripe"})
 # The HTTP API's batch writes (up to 1000 invoices) are larger than a form: 1 MiB, answered 413 in JSON.
 MAX_API_BYTES = 1024 * 1024
-# POSTs a viewer may make: they read (the search is a POST only to keep addresses out of URLs) or end a session.
-VIEWER_POSTS = frozenset({"/login", "/logout", "/reminders/search"})
+# POSTs a viewer may make: they read (the search is a POST only to keep addresses out of URLs), end a session or
+# pick the zone pages show times in (a preference cookie).
+VIEWER_POSTS = frozenset({"/login", "/logout", "/reminders/search", "/zone"})
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
