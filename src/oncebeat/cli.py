@@ -993,6 +993,29 @@ def schedules_set(key: str, cron: str | None, every: str | None, tz: str | None,
                "definition until a deploy changes that definition")
 
 
+@schedules.command(name="revert")
+@click.argument("key")
+@DB_OPTION
+@CONFIG_OPTION
+@APP_OPTION
+def schedules_revert(key: str, database_url: str | None, config: Path | None, app: str | None) -> None:
+    """Undo KEY's run-time edits: the code's definition again, from now on, without a restart."""
+    from .schedule_admin import revert_schedule
+
+    rt = _runtime(config=config, database_url=database_url, app=app)
+    try:
+        edit = revert_schedule(rt.store, rt.app, key, source=_operator(), clock=rt.clock)
+    finally:
+        rt.close()
+    new = edit["new"]
+    if not edit["changed"]:
+        click.echo(f"{key}: no change (no run-time edit: it runs the code's {new['expression']} in {new['tz']})")
+        return
+    old = edit["old"]
+    click.echo(f"{key}: version {edit['version']}, back to the code's {new['expression']} in {new['tz']} (was "
+               f"{old['expression']} in {old['tz']}); every clock picks it up at its next re-read (30 s)")
+
+
 @schedules.command(name="retire")
 @click.argument("key")
 @DB_OPTION

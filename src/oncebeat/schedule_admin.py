@@ -46,7 +46,8 @@ from .queue import Queue
 from .store import Store, Tx
 from .timebase import Clock, SystemClock
 
-__all__ = ["EDITABLE", "ScheduleEdit", "rerun_occurrence", "retire_schedule", "schedule_known", "set_schedule",
+__all__ = ["EDITABLE", "ScheduleEdit", "rerun_occurrence", "retire_schedule", "revert_schedule", "schedule_known",
+           "set_schedule",
            "trigger_schedule",
            "backfill_schedule", "pause_schedule", "resume_schedule", "describe_schedule"]
 
@@ -118,6 +119,45 @@ def set_schedule(store: Store, key: str, *, expression: str | None = None, tz: s
                              "version": updated["version"]})
     return ScheduleEdit(key=key, changed=True, version=updated["version"], old=_definition_text(old),
                         new=_definition_text(new))
+
+
+def revert_schedule(store: Store, app: App, key: str, *, source: Source | None = None,
+                    clock: Clock | None = None) -> ScheduleEdit:
+    """Undo the run-time edits of ``key``: the code's definition (``app``) again, as a new version every clock picks
+    up without a restart, counted from now (never from before the newest recorded instant, G1), origin ``code``.
+
+    Audited ``schedule.reverted`` with the run-time definition it replaces.
+
+    Returns:
+        A :class:`ScheduleEdit`; ``changed`` is False when the schedule had no run-time edit (already the code's).
+    Raises:
+        OncebeatError: unknown or retired schedule, or one the code does not define (nothing to revert to).
+    """
+    source = source or current_source("api")
+    now = (clock or SystemClock()).now()
+    code = app.schedules.get(key)
+    with store.transaction() as tx:
+        row = _schedule_row(tx, key)
+        if row["state"] == "retired":
+            raise OncebeatError(f"schedule {key!r} is retired; it never fires again (define it under a new key)")
+        current = ScheduleDef.from_row(row)
+        if code is None:
+            raise OncebeatError(f"schedule {key!r} is not defined in the code this command loaded (--app/--config): "
+                                "there is no code definition to revert to")
+        if row["origin"] != "runtime":
+            return ScheduleEdit(key=key, changed=False, version=row["version"], old=_definition_text(current),
+                                new=_definition_text(current))
+        last = ledger.last_fire_at(tx, key)
+        updated = tx.one("revert_schedule", key=key, expression=code.expression, tz=code.tz, dst_gap=code.dst_gap,
+                         dst_fold=code.dst_fold, catchup=code.catchup, catchup_window=code.catchup_window,
+                         overlap=code.overlap, definition_hash=code.definition_hash(),
+                         active_since=max(x for x in (now, last) if x is not None), now=now)
+        assert updated is not None
+        audit.record(tx, now=now, kind="schedule.reverted", subject=f"schedule:{key}", source=source,
+                     detail={"old": _definition_text(current), "new": _definition_text(code), "origin": "code",
+                             "version": updated["version"]})
+    return ScheduleEdit(key=key, changed=True, version=updated["version"], old=_definition_text(current),
+                        new=_definition_text(code))
 
 
 def retire_schedule(store: Store, key: str, *, source: Source | None = None, clock: Clock | None = None) -> bool:

@@ -15,7 +15,7 @@ from oncebeat.clock import PERIOD_SERVED, ClockProcess
 from oncebeat.errors import OncebeatError, ScheduleError
 from oncebeat.provenance import current_source
 from oncebeat.queue import Queue
-from oncebeat.schedule_admin import rerun_occurrence, retire_schedule, set_schedule
+from oncebeat.schedule_admin import rerun_occurrence, retire_schedule, revert_schedule, set_schedule
 from oncebeat.store import Store
 from oncebeat.timebase import SimulatedClock
 
@@ -214,3 +214,35 @@ def test_the_admin_verbs_trigger_pause_resume_backfill_and_describe_on_a_fresh_d
         describe_schedule(store, app, "nope", now=sim_clock.now())
     with pytest.raises(OncebeatError, match="no schedule 'nope'"):
         pause_schedule(store, app, "nope", clock=sim_clock)
+
+
+def test_revert_to_code_undoes_a_run_time_edit_from_now_on_and_a_running_clock_picks_it_up(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    app = app_with()
+    running = ClockProcess(app, store, clock=sim_clock)
+    running.start()
+    sim_clock.set(at(12, 30))
+    running.tick()
+    set_schedule(store, "report", expression="45 * * * *", catchup="none", source=operator(), clock=sim_clock)
+    run_until(sim_clock, at(13, 50), 60, running)
+    reverted = revert_schedule(store, app, "report", source=operator(), clock=sim_clock)
+    assert (reverted["changed"], reverted["version"]) == (True, 3)
+    assert reverted["old"]["expression"] == "45 * * * *" and reverted["new"]["expression"] == "0 * * * *"
+    [row] = store.read("get_schedule", key="report")
+    assert (row["origin"], row["expression"], row["catchup"], row["code_hash"]) == ("code", "0 * * * *", "latest",
+                                                                                    None)
+    run_until(sim_clock, at(15, 10), 60, running)
+    # 12:45 and 13:45 under the edit; then the code's hours from the revert on (13:50), never an earlier one
+    assert ledger(store) == [(at(12, 45), "enqueued"), (at(13, 45), "enqueued"), (at(14), "enqueued"),
+                             (at(15), "enqueued")]
+    [event] = events(store, "schedule.reverted")
+    assert event["detail"]["old"]["expression"] == "45 * * * *" and event["source_kind"] == "cli"
+    again = revert_schedule(store, app, "report", source=operator(), clock=sim_clock)
+    assert again["changed"] is False and len(events(store, "schedule.reverted")) == 1
+    restarted = ClockProcess(app, store, clock=sim_clock)  # the same code restarted: nothing to replace
+    assert restarted.sync().changed == []
+    with pytest.raises(OncebeatError, match="not defined in the code"):
+        revert_schedule(store, App(), "report", source=operator(), clock=sim_clock)
+    retire_schedule(store, "report", source=operator(), clock=sim_clock)
+    with pytest.raises(OncebeatError, match="retired"):
+        revert_schedule(store, app, "report", source=operator(), clock=sim_clock)

@@ -27,6 +27,7 @@ from ..schedule_admin import (
     rerun_occurrence,
     resume_schedule,
     retire_schedule,
+    revert_schedule,
     set_schedule,
     trigger_schedule,
 )
@@ -191,6 +192,18 @@ async def set_definition(request: Request) -> Response:
                          _page(key))
 
 
+async def revert(request: Request) -> Response:
+    await action_form(request)
+    key = request.path_params["key"]
+    rt = dashboard(request).runtime
+    edit = await run_in_threadpool(lambda: revert_schedule(rt.store, rt.app, key, source=operator_source(),
+                                                           clock=rt.clock))
+    if not edit["changed"]:
+        return redirect_with(request, f"{key}: no change (no run-time edit)", _page(key))
+    return redirect_with(request, f"{key}: version {edit['version']}, back to the code's {edit['new']['expression']} "
+                                  f"in {edit['new']['tz']}; every clock picks it up at its next re-read", _page(key))
+
+
 async def retire(request: Request) -> Response:
     await action_form(request)
     key = request.path_params["key"]
@@ -218,6 +231,7 @@ routes = [
     route("/schedules/{key:path}/trigger", trigger, methods=["POST"]),
     route("/schedules/{key:path}/backfill", backfill, methods=["POST"]),
     route("/schedules/{key:path}/set", set_definition, methods=["POST"]),
+    route("/schedules/{key:path}/revert", revert, methods=["POST"]),
     route("/schedules/{key:path}/retire", retire, methods=["POST"]),
     route("/occurrences/{id:id}/rerun", rerun, methods=["POST"]),
 ]

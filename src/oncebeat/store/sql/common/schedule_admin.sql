@@ -10,6 +10,15 @@ SET expression = :expression, tz = :tz, dst_gap = :dst_gap, dst_fold = :dst_fold
 WHERE key = :key AND state <> 'retired'
 RETURNING version;
 
+-- name: revert_schedule
+-- schedule_admin.revert_schedule: the code's definition again, as a new version (origin code, no code_hash).
+UPDATE schedules
+SET expression = :expression, tz = :tz, dst_gap = :dst_gap, dst_fold = :dst_fold, catchup = :catchup,
+    catchup_window = :catchup_window, overlap = :overlap, definition_hash = :definition_hash, version = version + 1,
+    active_since = :active_since, updated_at = :now, origin = 'code', code_hash = NULL
+WHERE key = :key AND state <> 'retired' AND origin = 'runtime'
+RETURNING version;
+
 -- name: insert_rerun_occurrence
 INSERT INTO occurrences (schedule_key, fire_at, local_fire_at, tz, business_date, tzdata_version, outcome, reason,
                          rerun_of, source_kind, source_host, source_pid, source_name, source_version, created_at)
