@@ -875,7 +875,8 @@ def schedules_describe(key: str, database_url: str | None, config: Path | None, 
     for o in s["occurrences"]:
         why = f" ({o['reason']})" if o.get("reason") else ""
         job = f", job {o['job_id']} {o['job_state']}" if o.get("job_id") else ""
-        click.echo(f"  {o['fire_at'].isoformat()} {o['outcome']}{why}{job} by {o['source_kind']}@{o['source_host']}")
+        click.echo(f"  occurrence {o['id']}: {_utc(o['fire_at'])} {o['outcome']}{why}{job} by "
+                   f"{o['source_kind']}@{o['source_host']}")
 
 
 @schedules.command(name="next")

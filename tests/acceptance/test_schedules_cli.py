@@ -96,7 +96,8 @@ def test_describe_shows_one_schedule_with_its_next_fires_and_newest_occurrences(
     assert lines[0].startswith("report: 0 * * * * in UTC") and lines[0].endswith("-> report on queue default")
     assert "state active, origin code, version 1" in lines[1] and "overlap allow" in lines[1]
     assert [line.split()[0] for line in lines[2:4]] == ["next", "next"]
-    assert "manual, job 1 available by cli@" in lines[4]
+    assert lines[4].startswith("  occurrence 1: ") and " UTC manual, job 1 available by cli@" in lines[4]
+    assert "." not in lines[4].split(" UTC ")[0]  # whole seconds
     unknown = oncebeat("schedules", "describe", "reprot", cwd=tmp_path, db_url=db_url)
     assert unknown.returncode == 2 and "no schedule 'reprot' (known: report)" in unknown.stderr
 
