@@ -834,7 +834,8 @@ def schedules(ctx: click.Context, database_url: str | None, config: Path | None,
                   if r.get("origin") == "runtime" else "")
         task = f"{r['task']} to {r['target']}" if r.get("target") else r["task"]
         click.echo(f"{r['key']}: {r['expression']} in {r['tz']} -> {task} [{r['state']}{origin}]"
-                   + (f" (last fire {r['last_fire_local']})" if r["last_fire_local"] else ""))
+                   + (f" (last fire {r['last_fire_local']})" if r["last_fire_local"] else "")
+                   + (f" (manual run {r['last_manual_local']})" if r.get("last_manual_local") else ""))
         click.echo(f"    catch-up {r['catchup']} within {_words(r['catchup_window'])}; DST gap {r['dst_gap']}, "
                    f"fold {r['dst_fold']}; overlap {r['overlap']}")
         for n in r["next"]:

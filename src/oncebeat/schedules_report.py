@@ -69,6 +69,7 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
         last = {r["schedule_key"]: r["last_fire_at"] for r in store.read("last_fires")}
     else:
         last = {k: ledger.last_fire_at(store, k) for k in selected}
+    manual = {r["schedule_key"]: r["last_run_at"] for r in store.read("last_manual_runs")}
     out = []
     for key in selected:
         d = app.schedules.get(key)
@@ -89,7 +90,9 @@ def describe_schedules(app: App, store: Store, *, now: datetime, count: int = 3,
                     "version": row["version"] if row else None, "active_since": row["active_since"] if row else None,
                     "in_code": key in app.schedules, "origin": row["origin"] if row else "code",
                     "last_fire_utc": lf.isoformat() if lf else None,
-                    "last_fire_local": sched.local(lf).isoformat() if lf else None, "next": upcoming})
+                    "last_fire_local": sched.local(lf).isoformat() if lf else None,
+                    "last_manual_local": sched.local(manual[key]).isoformat() if manual.get(key) else None,
+                    "next": upcoming})
     return out
 
 

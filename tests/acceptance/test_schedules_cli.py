@@ -98,6 +98,8 @@ def test_describe_shows_one_schedule_with_its_next_fires_and_newest_occurrences(
     assert [line.split()[0] for line in lines[2:4]] == ["next", "next"]
     assert lines[4].startswith("  occurrence 1: ") and " UTC manual, job 1 available by cli@" in lines[4]
     assert "." not in lines[4].split(" UTC ")[0]  # whole seconds
+    listed = oncebeat("schedules", cwd=tmp_path, db_url=db_url)
+    assert listed.returncode == 0 and "(manual run " in listed.stdout.splitlines()[0]  # a trigger is a run too
     unknown = oncebeat("schedules", "describe", "reprot", cwd=tmp_path, db_url=db_url)
     assert unknown.returncode == 2 and "no schedule 'reprot' (known: report)" in unknown.stderr
 

@@ -5,6 +5,11 @@
 SELECT schedule_key, MAX(fire_at) AS last_fire_at FROM occurrences
 WHERE outcome <> 'manual' GROUP BY schedule_key;
 
+-- name: last_manual_runs
+-- The newest manual run (trigger, re-run) per schedule: the schedules page shows it beside the last fire.
+SELECT schedule_key, MAX(fire_at) AS last_run_at FROM occurrences
+WHERE outcome = 'manual' GROUP BY schedule_key;
+
 -- name: occurrence_timeline
 -- Newest first, keyset on fire_at; reads the (schedule_key, fire_at) unique index. busy_job_id / busy_job_state:
 -- the unfinished run of the occurrence the row serves (its job's run_of: for a re-run, the occurrence first re-run),

@@ -4,3 +4,8 @@
 -- name: last_fires
 SELECT schedule_key, MAX(fire_at) AS "last_fire_at [TIMESTAMPTZ]" FROM occurrences
 WHERE outcome <> 'manual' GROUP BY schedule_key;
+
+-- name: last_manual_runs
+-- The newest manual run (trigger, re-run) per schedule: the schedules page shows it beside the last fire.
+SELECT schedule_key, MAX(fire_at) AS "last_run_at [TIMESTAMPTZ]" FROM occurrences
+WHERE outcome = 'manual' GROUP BY schedule_key;
