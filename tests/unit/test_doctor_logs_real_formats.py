@@ -46,6 +46,7 @@ def test_the_default_rule_knows_a_sent_mail_in_an_apps_own_words(text: str) -> N
     "Sent 12 reminders",  # no address
     "Invoice 250 sent",  # no address
     "user@ sent",
+    "Delivered webhook to https://hook:s3cret@hooks.example.test/in",  # a URL's credentials, not an address
 ])
 def test_the_default_rule_ignores_lines_that_do_not_say_a_mail_went_out(text: str) -> None:
     assert DEFAULT.match(text) is None

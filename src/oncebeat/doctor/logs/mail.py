@@ -47,7 +47,7 @@ def _address(text: str) -> str | None:
         left = at
         while left > 0 and at - left < 64 and text[left - 1] in _LOCAL_CHARS:
             left -= 1
-        if left == at:
+        if left == at or (left > 0 and text[left - 1] in ":/"):  # none, or a URL's user:password@host
             continue
         m = _DOMAIN.match(text, at + 1, min(len(text), at + 256))
         if m is None:

@@ -337,12 +337,18 @@ def build(events: list[Event], ctx: Ctx) -> tuple[list[Enqueue], list[Run], dict
     enqueues: list[Enqueue] = []
     pending_triggers: dict[str, list[Event]] = defaultdict(list)
     enqueued_ids: set[str] = set()
+    started_ids: set[str] = set()
     for e in events:
         if e.kind == "trigger":
             pending_triggers[e.process].append(e)
-        elif e.kind == "enqueue" and e.job and e.job_id in enqueued_ids:
+        elif e.kind == "start" and e.job_id:
+            started_ids.add(e.job_id)
+        elif e.kind == "enqueue" and e.job and (e.job_id in enqueued_ids
+                                                or e.detail.get("scheduled_at") and e.job_id in started_ids):
             # Active Job's retry_on (and retry_job) enqueues the same Job ID again, from the worker, "at" a later
-            # time: the run's next attempt, not a second request to run the job
+            # time: the run's next attempt, not a second request to run the job. Its first enqueue may be outside
+            # the lines read; then the "at" says it is a retry of a run already started (a first enqueue is
+            # often logged just after the worker's start of it, without "at")
             continue
         elif e.kind == "enqueue" and e.job:
             if e.job_id:
