@@ -46,6 +46,9 @@ __all__ = ["LINK_WINDOW", "MATCH_WINDOW", "SIDEKIQ_AJ_WINDOW", "Enqueue", "Attem
 LINK_WINDOW = timedelta(seconds=10)  # a trigger and the enqueue line it caused, on one process
 MATCH_WINDOW = timedelta(hours=6)  # a run starts at most this long after the enqueue it is matched to by time
 SIDEKIQ_AJ_WINDOW = timedelta(seconds=3)  # a Sidekiq "start" and Active Job's "Performing" of one attempt
+# Heroku's router stamps a line when it receives it: a worker's start can carry an earlier stamp than the clock's
+# trigger that caused it (by milliseconds in the fixtures of the real programs; this much at most)
+ARRIVAL_SKEW = timedelta(seconds=2)
 CLOCK_ORIGINS = {"clockwork", "beat"}
 
 
@@ -389,7 +392,8 @@ def build(events: list[Event], ctx: Ctx) -> tuple[list[Enqueue], list[Run], dict
 def _alias_bare_triggers(enqueues: list[Enqueue], runs: list[Run], aliases: dict[str, str]) -> None:
     """Name the job of clock triggers that no enqueue line follows (Clockwork with ``perform_async``: its event is
     ``dunning_digest``, the runs are ``DunningDigestWorker``): the job whose runs start, on most of the trigger's
-    fires, within :data:`LINK_WINDOW` after it, with no logged enqueue of their own. Adds to ``aliases``."""
+    fires, within :data:`LINK_WINDOW` after it (or :data:`ARRIVAL_SKEW` before: stamps of arrival), with no logged
+    enqueue of their own. Adds to ``aliases``."""
     named = {q.job for q in enqueues if q.lines[-1].kind == "enqueue"} | set(aliases.values())
     bare = [q for q in enqueues if q.lines[-1].kind == "trigger" and q.clock and q.job and q.job not in named
             and q.job not in aliases]
@@ -402,7 +406,7 @@ def _alias_bare_triggers(enqueues: list[Enqueue], runs: list[Run], aliases: dict
     for q in bare:
         fires[q.job] += 1
         near: set[str] = set()
-        for at, job in islice(starts, bisect_left(times, q.at), None):
+        for at, job in islice(starts, bisect_left(times, q.at - ARRIVAL_SKEW), None):
             if at - q.at > LINK_WINDOW:
                 break
             near.add(job)
