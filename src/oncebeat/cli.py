@@ -1549,6 +1549,9 @@ def check(database_url: str | None, maildir: Path | None, config: Path | None, a
 @click.option("--tz", "tz", default="UTC", show_default=True, help="With --logs: the schedule's IANA zone.")
 @click.option("--job", default=None, help="With --logs: only this job (class, task or clock name).")
 @click.option("--log-tz", default="UTC", show_default=True, help="With --logs: zone of stamps without an offset.")
+@click.option("--mail-pattern", default=None, metavar="REGEX",
+              help="With --logs: a regular expression for the app's own 'mail sent' lines (default: an address "
+                   "with an SMTP 250 reply or 'sent'/'e-mailed').")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @DB_OPTION
 @CONFIG_OPTION
@@ -1556,7 +1559,8 @@ def check(database_url: str | None, maildir: Path | None, config: Path | None, a
 @click.option("--json", "as_json", is_flag=True)
 def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir: Path | None,
            explain_: tuple[str, str] | None, logs: bool, until: str | None, tz: str, job: str | None, log_tz: str,
-           files: tuple[str, ...], database_url: str | None, config: Path | None, app: str | None,
+           mail_pattern: str | None, files: tuple[str, ...], database_url: str | None, config: Path | None,
+           app: str | None,
            as_json: bool) -> None:
     """Explain duplicates, misses and risks from the audit trail (or, with --logs, from FILE...).
 
@@ -1565,9 +1569,9 @@ def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir
     from .doctor import explain, explain_kinds, numeric_kind, run_doctor
 
     if logs or files:
-        _doctor_logs(logs, files, since, until, tz, job, log_tz, as_json)
-    if until or job or tz != "UTC" or log_tz != "UTC":
-        raise click.UsageError("--until, --tz, --job and --log-tz read logs: add --logs FILE...")
+        _doctor_logs(logs, files, since, until, tz, job, log_tz, as_json, mail_pattern)
+    if until or job or tz != "UTC" or log_tz != "UTC" or mail_pattern is not None:
+        raise click.UsageError("--until, --tz, --job, --log-tz and --mail-pattern read logs: add --logs FILE...")
     rt = _runtime(config=config, database_url=database_url, app=app, migrate=False)
     try:
         if explain_ is not None:
@@ -1592,7 +1596,7 @@ def doctor(since: str | None, schedule: str | None, invoice: str | None, maildir
 
 
 def _doctor_logs(logs: bool, files: tuple[str, ...], since: str | None, until: str | None, tz: str,
-                 job: str | None, log_tz: str, as_json: bool) -> None:
+                 job: str | None, log_tz: str, as_json: bool, mail_pattern: str | None = None) -> None:
     """``doctor --logs FILE...``: the log doctor (oncebeat.doctor.logs).
 
     Exits 0, 1 on an error finding, 2 when no scheduled job was found to judge."""
@@ -1605,7 +1609,7 @@ def _doctor_logs(logs: bool, files: tuple[str, ...], since: str | None, until: s
             raise click.UsageError("--logs needs FILE... or - (standard input), e.g. heroku logs -n 1500 | "
                                    "oncebeat doctor --logs - --tz America/Chicago")
         files = ("-",)
-    report = diagnose_logs(list(files), tz=tz, job=job, log_tz=log_tz,
+    report = diagnose_logs(list(files), tz=tz, job=job, log_tz=log_tz, mail_pattern=mail_pattern,
                            since=day_bound(since, tz, "--since") if since else None,
                            until=day_bound(until, tz, "--until", end=True) if until else None)
     _print_json(report.to_json()) if as_json else click.echo(report.to_text(), nl=False)

@@ -30,7 +30,7 @@ CHILD = r'''
 import json, sys, time
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
-from oncebeat.doctor.logs import activejob, celery, clockwork, heroku, journald, rubylogger, sidekiq
+from oncebeat.doctor.logs import activejob, celery, clockwork, heroku, journald, mail, rubylogger, sidekiq
 from oncebeat.doctor.logs.reader import ReadStats, iter_events
 from oncebeat.doctor.logs.records import Context, Envelope, Event, Line
 from oncebeat.doctor.logs.story import Ctx
@@ -52,7 +52,11 @@ MESSAGES = {
     "clockwork": [lambda n: "Starting clock for 2 events: [" + " " * n,
                   lambda n: "Starting clock for 2 events: [" + rep(" x", n),
                   lambda n: "Starting clock for " + "1" * n,
-                  lambda n: "Triggering '" + "x" * n],
+                  lambda n: "Triggering '" + "x" * n,
+                  lambda n: "Finished '" + "x" * n,
+                  lambda n: "Finished 'x' duration_ms=" + "1" * n + " error=nil",
+                  lambda n: "Finished 'x' duration_ms=1 error=" + rep("nil ", n),
+                  lambda n: "Got " + "T" * n + " signal"],
     "sidekiq": [lambda n: SK + "x" * n,
                 lambda n: SK + "gr3 " + "a" * n + " INFO: start",
                 lambda n: SK + "gr3 " + "a" * n,
@@ -67,7 +71,11 @@ MESSAGES = {
                 lambda n: "2026-03-02T14:00:00." + "1" * n,
                 lambda n: "2026-03-02T14:00:00.512Z 4 TID-" + "x" * n,
                 lambda n: "2026-03-02T14:00:00.512Z 4 TID-gr3 " + rep("A:", n) + " JID-1 x",
-                lambda n: "2026-03-02T14:00:00.512Z " + "4" * n],
+                lambda n: "2026-03-02T14:00:00.512Z " + "4" * n,
+                lambda n: "pid=" + "4" * n,
+                lambda n: "pid=4 tid=" + "x" * n,
+                lambda n: "pid=4 tid=gr3 class=A jid=1 INFO: " + rep("a@b.c ", n),
+                lambda n: "pid=4 tid=gr3 class=A jid=1 INFO: sent 250 " + rep("a.", n) + "@" + rep("b.", n)],
     "celery": [lambda n: "[2026-03-02 08:00:00,001: INFO/" + "x" * n,
                lambda n: "[2026-03-02 08:00:00,001: " + "I" * n,
                lambda n: "[2026-03-02 08:00:00,001: INFO/MainProcess] Scheduler: Sending due task " + rep("x (", n),
@@ -76,7 +84,9 @@ MESSAGES = {
                lambda n: "[2026-03-02 08:00:00,001: INFO/MainProcess] Task t[1] retry: Retry in " + rep("1s:", n),
                lambda n: "[2026-03-02 08:00:00,001: INFO/MainProcess] Process '" + "x" * n,
                lambda n: "[2026-03-02 08:00:00,001: INFO/MainProcess] celery@" + "x" * n + " ready",
-               lambda n: "[2026-03-02 08:00:00,001: INFO/MainProcess] " + rep("a.", n) + "[1]: x"],
+               lambda n: "[2026-03-02 08:00:00,001: INFO/MainProcess] " + rep("a.", n) + "[1]: x",
+               lambda n: "[2026-03-02 08:00:00,001: WARNING/MainProcess] worker: Warm" + " " * n,
+               lambda n: "[2026-03-02 08:00:00,001: INFO/ForkPoolWorker-1] t[1]: sent to " + rep("a@", n)],
     "activejob": [lambda n: "[" * n,
                   lambda n: rep("[a] ", n) + "x",
                   lambda n: rep("[ActiveJob] ", n) + "Enqueued A (Job ID: 1) to S(q)",
@@ -121,7 +131,21 @@ MESSAGES = {
                         lambda n: "Stopping " + rep("a - ", n) + "x",
                         lambda n: "(u) CMD (" + rep(") ", n) + "x",
                         lambda n: "(u) CMD (" + ")" + " " * n + "x",
-                        lambda n: "(" + "u" * n],
+                        lambda n: "(" + "u" * n,
+                        lambda n: "x.service: " + "M" * n,
+                        lambda n: "a" * n + ".service: x",
+                        lambda n: rep("a.service", n) + ": x",
+                        lambda n: "x.service: Main process exited, code=" + "k" * n,
+                        lambda n: "x.service: Main process exited, code=killed, status=" + "9" * n],
+    "mail": [lambda n: "@" * n,
+             lambda n: rep("a@", n) + " sent",
+             lambda n: "x" * n + "@" + "a" * n + " sent",
+             lambda n: rep("a.", n) + "@" + rep("b.", n) + " sent",
+             lambda n: rep("sent ", n) + "a@b.example",
+             lambda n: "250 " + rep("a@b", n),
+             lambda n: "a@b.example " + rep("e-mailed", n),
+             lambda n: rep("a-", n) + "@" + rep("b-", n) + ".c sent",
+             lambda n: "a@b.example sent " + rep("not ", n) + "x"],
     "redact": [lambda n: "=" * n + ":",
                lambda n: rep("=a", n) + ":x",
                lambda n: rep("://a:", n),
@@ -156,6 +180,7 @@ RUN = {
     "journald-system": lambda m: (journald.parse_system(ctx(m, "systemd", "h systemd[1]", "journal")),
                                   journald.parse_system(ctx(m, "CRON", "h CRON[2]", "journal"))),
     "redact": redact_url,
+    "mail": mail.DEFAULT.match,
 }
 
 which = sys.argv[1]
@@ -185,7 +210,7 @@ print("RESULT " + json.dumps(times), flush=True)
 '''
 
 GROUPS = ["clockwork", "sidekiq", "celery", "activejob", "rubylogger", "heroku-envelope", "heroku-system",
-          "journald-envelope", "journald-system", "redact", "evidence", "reader"]
+          "journald-envelope", "journald-system", "redact", "mail", "evidence", "reader"]
 HANG_GUARD = 240.0  # seconds for one group (all its lines at 100 kB and 1 MB, twice): a hang guard, not a bound
 
 

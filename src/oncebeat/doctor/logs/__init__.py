@@ -39,6 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ...errors import ConfigError
 from ..model import CheckRun, DoctorReport
 from .analysis import analyse
+from .mail import compile_mail_pattern
 from .reader import MAX_LINE, ReadStats, iter_events, read_file_lines, read_lines
 from .records import Event, Line
 from .report import LOG_CHECK_CODES, SCHEMA, LogReport
@@ -60,7 +61,7 @@ def zone(name: str, option: str) -> ZoneInfo:
 
 def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: datetime | None = None,
                   until: datetime | None = None, job: str | None = None, log_tz: str = "UTC",
-                  stdin: IO[str] | None = None, two_reads: bool = True) -> LogReport:
+                  stdin: IO[str] | None = None, two_reads: bool = True, mail_pattern: str | None = None) -> LogReport:
     """Read the log files (``-`` is standard input) and explain duplicate runs of scheduled jobs.
 
     Args:
@@ -74,12 +75,16 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
             with those); False, or any source that is not a regular file (``-``, a pipe): one read, every job
             line kept. The report is the same either way (see :mod:`.scope`; ``stats.reads`` says how many
             reads it took: a third, keeping more lines, when dropping them could have changed a finding).
+        mail_pattern: a regular expression (searched in each message) that says a mail was sent, in place of the
+            default rule of :mod:`.mail` (an address with an SMTP 250 reply or "sent"/"e-mailed"); Action Mailer's
+            ``Delivered mail`` lines count either way.
     Returns:
         A :class:`LogReport`; ``exit_code`` is 1 when a finding is an error.
     Raises:
-        ConfigError: an unknown zone, an unreadable file (named), a naive ``since``/``until``, or a ``job`` that
-            no line mentions (the known names are listed).
+        ConfigError: a ``mail_pattern`` that does not compile, an unknown zone, an unreadable file (named), a naive
+            ``since``/``until``, or a ``job`` that no line mentions (the known names are listed).
     """
+    mail = compile_mail_pattern(mail_pattern)
     schedule_zone = zone(tz, "--tz")
     line_zone = zone(log_tz, "--log-tz")
     for name, value in (("--since", since), ("--until", until)):
@@ -95,7 +100,8 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
             stats.files.append(name)
             if name == "-":
                 lines: Iterator[Line] = read_lines("<stdin>", stdin or sys.stdin)
-                for e in iter_events(lines, log_tz=line_zone, year=year, stats=stats, since=since, until=until):
+                for e in iter_events(lines, log_tz=line_zone, year=year, stats=stats, since=since, until=until,
+                                     mail=mail):
                     sink(e)
                 continue
             try:
@@ -103,7 +109,8 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
                     if two_reads:
                         sizes.setdefault(name, os.fstat(fh.fileno()).st_size)
                     lines = read_file_lines(name, fh, sizes.get(name))
-                    for e in iter_events(lines, log_tz=line_zone, year=year, stats=stats, since=since, until=until):
+                    for e in iter_events(lines, log_tz=line_zone, year=year, stats=stats, since=since, until=until,
+                                     mail=mail):
                         sink(e)
             except OSError as exc:
                 raise ConfigError(f"cannot read log file {name}: {exc.strerror or exc}; check the path") from exc
@@ -134,6 +141,13 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
                 continue
             floating = []
         result = analyse(store.events, tz=schedule_zone.key, job=job, clocks=store.clocks, floating=floating)
+        if drop is not None and any(_bare(story) for story in result[0]):
+            # a clock event whose job logs no enqueue line (Clockwork's perform_async: "dunning_digest" runs as
+            # DunningDigestWorker) is named after the runs that follow it, which the first read could not know
+            # to keep: read again keeping every line
+            keep = None
+            del result
+            continue
         if drop is not None and floating and (more := drop.widen_for(floating, store.events)):
             keep = drop.keep | more if reads < 3 else None
             del result  # not held while the files are read again
@@ -159,6 +173,11 @@ def diagnose_logs(sources: Sequence[str | Path], *, tz: str = "UTC", since: date
     return LogReport(tz=schedule_zone.key, scope=scope, stats=stats, jobs=tuple(stories),
                      findings=tuple(by_finding[id(f)] for f in ordered), days=tuple(rows), checks=checks,
                      notes=tuple(notes))
+
+
+def _bare(story: JobStory) -> bool:
+    """A story of clock triggers alone: no enqueue line, no run (a job whose runs go by another name)."""
+    return not story.runs and all(q.lines[-1].kind == "trigger" for q in story.enqueues)
 
 
 def _regular(source: str | Path) -> bool:

@@ -71,4 +71,6 @@ def parse(ctx: Context, message: str) -> list[Event] | None:
         return [ctx.event("mail", job=tag_job, job_id=tag_id, detail={"message_id": m["mid"]})]
     if m := _SENT.match(body):
         return [ctx.event("mail", job=tag_job, job_id=tag_id, detail={"to": m["to"]})]
+    if tag_id is not None and (mail := ctx.mail.match(body)) is not None:
+        return [ctx.event("mail", job=tag_job, job_id=tag_id, detail=mail)]
     return None

@@ -139,6 +139,8 @@ def _same_clock_twice(story: JobStory, ctx: Ctx, day: date, key: str, first: Enq
     host = again.lines[-1].host if again.lines else None
     restarts = restarts_between(ctx, key, host, first.at, again.at)
     hm = again.at.astimezone(ctx.zone).strftime("%H:%M:%S")
+    if restarts and (zone_fix := _zone_fixed(story, ctx, day, key, first, again, restarts)) is not None:
+        return zone_fix
     if restarts:
         deploys = _deploys_near(ctx, restarts[0].at)
         ev = _enqueue_evidence(ctx, first, "the day's fire")
@@ -163,6 +165,29 @@ def _same_clock_twice(story: JobStory, ctx: Ctx, day: date, key: str, first: Enq
                 summary=f"{story.job} was enqueued twice on {day} by the same clock process {first.process} "
                         f"(again at {hm}) with no restart logged between",
                 fix=FIX_DOUBLE, evidence=tuple(_enqueue_evidence(ctx, first) + _enqueue_evidence(ctx, again)))
+    return LogFinding(finding=f, job=story.job, day=day)
+
+
+def _zone_fixed(story: JobStory, ctx: Ctx, day: date, key: str, first: Enqueue, again: Enqueue,
+                restarts: list[Event]) -> LogFinding | None:
+    """A clock restarted with its zone set (host time → the schedule's zone) fires at the new time the same day: the
+    old fire's wall time in the clock's own zone is the new fire's wall time in the schedule's zone (08:00 UTC, then
+    08:00 Chicago), and not the old fire's time in the schedule's zone (then nothing moved)."""
+    off = next((o for o in map(_host_offset, first.lines) if o is not None), timedelta(0))
+    old_wall = (first.at.astimezone(UTC) + off).strftime("%H:%M")
+    new_wall = again.at.astimezone(ctx.zone).strftime("%H:%M")
+    if old_wall != new_wall or first.at.astimezone(ctx.zone).strftime("%H:%M") == new_wall:
+        return None
+    ev = _enqueue_evidence(ctx, first, f"{old_wall} in the clock's own zone (UTC{offset_text(off)})")
+    ev += [ctx.evidence(r) for r in restarts[-1:]]
+    ev += _enqueue_evidence(ctx, again, f"{new_wall} in {ctx.tz}: the schedule's zone is set now")
+    f = Finding(code="timezone", severity="error", subject=f"job:{story.job}",
+                summary=f"{story.job} ran twice on {day}: {key} fired at {old_wall} of its own zone "
+                        f"(UTC{offset_text(off)}, {first.at.astimezone(ctx.zone).strftime('%H:%M')} in {ctx.tz}), "
+                        f"was restarted with the schedule's zone set, and fired again at {new_wall} {ctx.tz} the "
+                        "same day",
+                fix=FIX_UTC.format(tz=ctx.tz) + " Deploy such a change after the day's fire in both zones, or "
+                    "skip a day already served.", evidence=unique_evidence(ev))
     return LogFinding(finding=f, job=story.job, day=day)
 
 
@@ -425,7 +450,9 @@ def analyse(events: list[Event], *, tz: str, job: str | None = None, clocks: set
     rows: list[DayRow] = []
     for story in stories:
         day_findings = _check_days(story, ctx) if story.daily else []
-        explained = {f.day for f in day_findings if f.day is not None and f.finding.code == "clock-restart"}
+        # a day whose double enqueue a finding already explains (two clocks, a restart that fired on boot, a zone
+        # fix) needs no second word about a clock restarted or stopped at its fire time (a clock scaled down)
+        explained = {f.day for f in day_findings if f.day is not None and f.finding.severity == "error"}
         findings += day_findings
         findings += _check_retries(story, ctx)
         findings += _check_concurrent(story, ctx)

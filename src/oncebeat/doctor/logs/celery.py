@@ -11,6 +11,7 @@
     [2026-03-02 08:00:04,701: ERROR/MainProcess] Task billing.tasks.send_overdue_reminders[6f0c…] raised unexpected: ValueError('…')
     [2026-03-02 08:00:02,100: ERROR/MainProcess] Process 'ForkPoolWorker-1' pid:4321 exited with 'signal 9 (SIGKILL)'
     [2026-03-02 08:00:00,900: INFO/MainProcess] celery@billing-1 ready.
+    [2026-03-02 08:03:00,100: WARNING/MainProcess] worker: Warm shutdown (MainProcess)
 
 Celery stamps are the host's local time without an offset: inside journalctl
 ``-o short-iso`` the envelope's offset is used, otherwise ``--log-tz``. A task
@@ -38,6 +39,7 @@ _LOST = re.compile(r"^Process '(?P<child>[^']+)' pid:(?P<pid>\d+) exited with '(
 _HANDLER = re.compile(r"^Task handler raised error: (?P<error>.*)$")
 _TASKLOG = re.compile(rf"^{_T}: (?P<msg>.*)$")
 _MAIL = re.compile(r"^(?:Delivered mail (?P<mid>\S+)|Sent mail to (?P<to>\S+))")
+_SHUTDOWN = re.compile(r"^(?:worker: )?(?P<how>Warm|Cold) shutdown\b")
 _READY = re.compile(r"^(?:celery@\S+ ready\.|beat: Starting\.\.\.)")
 
 
@@ -45,6 +47,9 @@ def parse(ctx: Context, message: str) -> list[Event] | None:
     """Events from a Celery log message, or None when it is not one."""
     m = _PREFIX.match(message)
     if m is None:
+        if ctx.envelope.at is not None and (s := _SHUTDOWN.match(message)):
+            # Celery 5 prints "worker: Warm shutdown (MainProcess)" bare, to the terminal (a journal, a dyno)
+            return [ctx.event("restart", detail={"what": f"{s['how'].lower()} shutdown"})]
         return None
     at = ctx.envelope.at
     local = datetime.fromisoformat(m["ts"]).replace(microsecond=int(m["ms"] or 0) * 1000)
@@ -79,9 +84,15 @@ def parse(ctx: Context, message: str) -> list[Event] | None:
         if mail := _MAIL.match(s["msg"]):
             return [ctx.event("mail", at, job=s["task"], job_id=s["id"], thread=thread,
                               detail={"message_id": mail["mid"], "to": mail["to"]})]
+        if (own := ctx.mail.match(s["msg"])) is not None:
+            return [ctx.event("mail", at, job=s["task"], job_id=s["id"], thread=thread, detail=own)]
         return [ctx.event("noise", at, detail={"what": "celery task log"})]
     if _READY.match(msg):
         return [ctx.event("boot", at, detail={**detail_local, "what": "beat" if msg.startswith("beat") else "worker"})]
+    if s := _SHUTDOWN.match(msg):  # the worker (or beat) stops: its pool children go with it
+        return [ctx.event("restart", at, detail={"what": f"{s['how'].lower()} shutdown"})]
     if mail := _MAIL.match(msg):
         return [ctx.event("mail", at, thread=thread, detail={"message_id": mail["mid"], "to": mail["to"]})]
+    if (own := ctx.mail.match(msg)) is not None:
+        return [ctx.event("mail", at, thread=thread, detail=own)]
     return [ctx.event("noise", at, detail={"what": "celery"})]

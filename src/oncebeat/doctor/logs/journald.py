@@ -5,6 +5,7 @@ Accepted (``journalctl -o short-iso`` is best: it carries the host's UTC offset)
     2026-03-02T08:00:00-0600 billing-1 celery[812]: [2026-03-02 08:00:00,001: INFO/MainProcess] Scheduler: …
     Mar 02 08:00:00 billing-1 celery[812]: [2026-03-02 08:00:00,001: INFO/MainProcess] …   (-o short)
     2026-03-02T08:00:00-0600 billing-1 systemd[1]: Started celery-beat.service - Celery beat.
+    2026-03-02T08:00:05-0600 billing-1 systemd[1]: celery-beat.service: Main process exited, code=killed, status=9/KILL
     2026-03-02T08:05:01-0600 old-cron CRON[2231]: (billing) CMD (celery -A billing call billing.tasks.send)
 
 ``-o short`` has no year and no offset: the year comes from the last full
@@ -28,6 +29,10 @@ _SHORT = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<time>\d\d:\d
 _MONTHS = {m: i + 1 for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                                            "Dec"])}
 _UNIT = re.compile(r"^(?P<verb>Started|Starting|Stopping|Stopped|Restarting) (?P<unit>[^\s]+?)(?:\.\.\.| - |\.$|$)")
+# "celery-beat.service: Main process exited, code=killed, status=9/KILL" and the lines around it: the unit name
+# is a possessive run up to the first ":" (no backtracking), the rest is checked by prefix
+_UNIT_SAYS = re.compile(r"^(?P<unit>[^\s:]++): (?P<what>.*)$")
+_EXITED = re.compile(r"^Main process exited, code=(?P<code>\w++), status=(?P<status>[^\s,]++)")
 _CRON = re.compile(r"^\((?P<user>[^)]++)\) CMD \((?P<command>.*)\)\s*+$")
 
 
@@ -65,6 +70,18 @@ def parse_system(ctx: Context) -> list[Event] | None:
         kind = "boot" if m["verb"] == "Started" else "restart"
         return [ctx.event(kind, process=f"{env.host} {m['unit'].removesuffix('.service')}",
                           detail={"unit": m["unit"], "verb": m["verb"]})]
+    if env.source in ("systemd", "init") and (m := _UNIT_SAYS.match(env.message)) \
+            and m["unit"].endswith((".service", ".scope")):
+        process = f"{env.host} {m['unit'].removesuffix('.service')}"
+        what = m["what"]
+        if e := _EXITED.match(what):  # killed (OOM killer, kill -9) or exited: the unit's process ended
+            return [ctx.event("exit", process=process, detail={"unit": m["unit"], "code": e["code"],
+                                                               "status": e["status"]})]
+        if what.startswith(("Scheduled restart job", "Failed with result")):
+            return [ctx.event("restart", process=process, detail={"unit": m["unit"], "verb": what.split(",")[0]})]
+        if what.startswith("Deactivated successfully"):
+            return [ctx.event("exit", process=process, detail={"unit": m["unit"], "code": "exited", "status": "0"})]
+        return [ctx.event("noise", detail={"unit": m["unit"]})]
     if env.source.upper() in ("CRON", "CROND") and (m := _CRON.match(env.message)):
         return [ctx.event("trigger", process=f"{env.host} cron", detail={"command": m["command"], "user": m["user"],
                                                                           "origin": "cron"})]

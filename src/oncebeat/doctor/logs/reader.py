@@ -20,10 +20,11 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import IO, Any
 
 from . import activejob, celery, clockwork, heroku, journald, rubylogger, sidekiq
+from .mail import DEFAULT, MailMatcher
 from .records import Context, Envelope, Event, Line
 
 __all__ = ["MAX_LINE", "ReadStats", "read_lines", "read_file_lines", "parse_lines", "iter_events", "line_text"]
@@ -152,9 +153,9 @@ def _envelope(line: Line, year: int, log_tz: Any) -> Envelope:
                     pid=None, message=text)
 
 
-def _parse_one(line: Line, env: Envelope, log_tz: Any) -> tuple[str | None, list[Event]]:
+def _parse_one(line: Line, env: Envelope, log_tz: Any, mail: MailMatcher = DEFAULT) -> tuple[str | None, list[Event]]:
     """``(format, events)``; format None when no parser knew the message (its events, if any, are noise)."""
-    ctx = Context(envelope=env, line=line, log_tz=log_tz)
+    ctx = Context(envelope=env, line=line, log_tz=log_tz, mail=mail)
     if env.at is not None:
         system = heroku.parse_system(ctx) if env.fmt in ("heroku", "drain") else journald.parse_system(ctx)
         if system is not None:
@@ -162,7 +163,15 @@ def _parse_one(line: Line, env: Envelope, log_tz: Any) -> tuple[str | None, list
     message, local, _pid = rubylogger.strip(env.message)
     if env.at is None and local is not None:  # a plain file of Ruby Logger lines: their stamps are --log-tz time
         env = replace(env, at=local.replace(tzinfo=log_tz).astimezone(UTC))
-        ctx = Context(envelope=env, line=line, log_tz=log_tz)
+        ctx = Context(envelope=env, line=line, log_tz=log_tz, mail=mail)
+    elif env.fmt == "journal" and local is not None and env.offset is not None and env.at is not None:
+        # journalctl stamps whole seconds; the Ruby Logger stamp inside has microseconds: with the journal's
+        # offset it is the finer instant (two runs within one second overlap or not by it), when the process's
+        # zone is the host's (the two agree within the second)
+        fine = local.replace(tzinfo=timezone(env.offset)).astimezone(UTC)
+        if timedelta(0) <= fine - env.at < timedelta(seconds=1):
+            env = replace(env, at=fine)
+            ctx = Context(envelope=env, line=line, log_tz=log_tz, mail=mail)
     for name, parse in _MESSAGE_PARSERS:
         try:
             events = parse(ctx, message)
@@ -172,6 +181,10 @@ def _parse_one(line: Line, env: Envelope, log_tz: Any) -> tuple[str | None, list
             if local is not None:
                 events = [_with_local(e, local) for e in events]
             return name, events
+    if env.at is not None and (sent := mail.match(message)) is not None:
+        # the app's own words for a sent mail, outside any job format: tied to the attempt running on that process
+        event = ctx.event("mail", detail={"via": "app", **sent})
+        return "mail", [_with_local(event, local) if local is not None else event]
     if env.at is not None:  # an unknown message of a known process: it shows the process was alive then
         return None, [ctx.event("noise", detail={"local": local} if local else {})]
     return None, []
@@ -185,18 +198,21 @@ def _with_local(event: Event, local: datetime) -> Event:
 
 
 def parse_lines(lines: Iterable[Line], *, log_tz: Any, year: int, stats: ReadStats,
-                since: datetime | None = None, until: datetime | None = None) -> list[Event]:
+                since: datetime | None = None, until: datetime | None = None,
+                mail: MailMatcher = DEFAULT) -> list[Event]:
     """The events of ``lines`` in ``[since, until)``, in input order; ``stats`` is updated (see :func:`iter_events`)."""
-    return list(iter_events(lines, log_tz=log_tz, year=year, stats=stats, since=since, until=until))
+    return list(iter_events(lines, log_tz=log_tz, year=year, stats=stats, since=since, until=until, mail=mail))
 
 
 def iter_events(lines: Iterable[Line], *, log_tz: Any, year: int, stats: ReadStats,
-                since: datetime | None = None, until: datetime | None = None) -> Iterator[Event]:
+                since: datetime | None = None, until: datetime | None = None,
+                mail: MailMatcher = DEFAULT) -> Iterator[Event]:
     """Yield the events of ``lines`` in ``[since, until)`` as they are read, in input order; ``stats`` is updated.
 
     Args:
         log_tz: the zone of stamps that carry no offset (journalctl ``-o short``, plain Celery files).
         year: the year of journalctl ``-o short`` stamps until a full date is seen.
+        mail: what a sent mail looks like in the app's own words (:mod:`.mail`; ``--mail-pattern``).
     """
     for line in lines:
         stats.lines += 1
@@ -207,7 +223,7 @@ def iter_events(lines: Iterable[Line], *, log_tz: Any, year: int, stats: ReadSta
         if m := _YEAR.search(line.text[:40]):
             year = int(m[1])
         env = _envelope(line, year, log_tz)
-        fmt, found = _parse_one(line, env, log_tz)
+        fmt, found = _parse_one(line, env, log_tz, mail)
         if fmt is None:
             stats.unknown += 1
         else:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from .mail import DEFAULT, MailMatcher
+
 __all__ = ["EVENT_KINDS", "Line", "Envelope", "Event", "Context"]
 
 EVENT_KINDS = (
@@ -126,6 +128,7 @@ class Context:
     envelope: Envelope
     line: Line
     log_tz: Any  # a ZoneInfo: the zone of timestamps that carry no offset (Celery, plain files)
+    mail: MailMatcher = DEFAULT  # what a sent mail looks like in the app's own words (--mail-pattern)
 
     def event(self, kind: str, at: datetime | None = None, **fields: Any) -> Event:
         """An event at ``at`` (default: the envelope's instant) written by the envelope's process."""

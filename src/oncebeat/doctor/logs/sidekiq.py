@@ -7,6 +7,7 @@
     2026-03-02T14:00:01.420Z pid=4 tid=gr3 class=SendInvoiceOverdueRemindersJob jid=5b1d… elapsed=0.908 INFO: fail
     2026-03-02T14:00:01.421Z pid=4 tid=gr3 WARN: {"context":"Job raised exception","job":{"class":…,"jid":"5b1d…","retry_count":0,"error_class":"PG::ConnectionBad",…}}
     2026-03-02T14:00:01.421Z pid=4 tid=gr3 WARN: PG::ConnectionBad: server closed the connection unexpectedly
+    pid=4 tid=gr3 class=SendInvoiceOverdueRemindersJob jid=5b1d… INFO: start    (Sidekiq 6 with DYNO set: no stamp)
     2026-03-02T14:00:00.512Z 4 TID-gr3 SendInvoiceOverdueRemindersJob JID-5b1d… INFO: start      (Sidekiq 5)
 
 A job run through Active Job shows as ``class=…JobWrapper wrapped=Job`` (6) or
@@ -28,7 +29,7 @@ __all__ = ["parse"]
 # starts (`(?<!\w)`, so a run of word characters is scanned once, not once per position), and the exception
 # class is checked by hand (see :func:`_is_exception`).
 _LEVEL = r"(?P<level>DEBUG|INFO|WARN|ERROR|FATAL)"
-_NEW = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d++)?Z) pid=(?P<pid>\d++) "
+_NEW = re.compile(r"^(?:(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d++)?Z) )?pid=(?P<pid>\d++) "
                   rf"tid=(?P<tid>\S++)(?P<fields>.*?) {_LEVEL}: (?P<msg>.*)$")
 _OLD = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d++)?Z) (?P<pid>\d++) TID-(?P<tid>\S++)"
                   rf"(?: (?P<cls>[\w:]++) JID-(?P<jid>\w++))? {_LEVEL}: (?P<msg>.*)$")
@@ -50,7 +51,12 @@ def parse(ctx: Context, message: str) -> list[Event] | None:
             return None
         if m["cls"]:
             fields = {"class": m["cls"], "jid": m["jid"]}
-    at = ctx.envelope.at or datetime.fromisoformat(m["ts"]).astimezone(UTC)
+    if ctx.envelope.at is not None and not (m["ts"] and ctx.envelope.fmt == "journal"):
+        at = ctx.envelope.at
+    elif m["ts"]:  # Sidekiq's own stamp (UTC, milliseconds): inside journalctl's whole seconds, the finer one
+        at = datetime.fromisoformat(m["ts"]).astimezone(UTC)
+    else:  # Sidekiq 6 with DYNO set writes no stamp: only an envelope (Heroku's) can date the line
+        raise ValueError("a Sidekiq line without a timestamp needs an envelope")
     job = fields.get("wrapped") or fields.get("class")
     if job == _WRAPPER:
         job = None
@@ -65,6 +71,8 @@ def parse(ctx: Context, message: str) -> list[Event] | None:
         return [ctx.event("done", at, **common, detail={"via": "sidekiq", "elapsed": fields.get("elapsed")})]
     if jid and word == "fail":
         return [ctx.event("fail", at, **common, detail={"via": "sidekiq", "elapsed": fields.get("elapsed")})]
+    if jid and (mail := ctx.mail.match(msg)) is not None:  # the job's own logger: "… sent to a@b.example (250 …)"
+        return [ctx.event("mail", at, **common, detail={"via": "sidekiq", **mail})]
     if msg.startswith("{"):
         return [_json_event(ctx, at, tid, msg)]
     if msg.startswith(("Booting Sidekiq", "Starting processing")):

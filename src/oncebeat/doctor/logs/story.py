@@ -46,6 +46,9 @@ __all__ = ["LINK_WINDOW", "MATCH_WINDOW", "SIDEKIQ_AJ_WINDOW", "Enqueue", "Attem
 LINK_WINDOW = timedelta(seconds=10)  # a trigger and the enqueue line it caused, on one process
 MATCH_WINDOW = timedelta(hours=6)  # a run starts at most this long after the enqueue it is matched to by time
 SIDEKIQ_AJ_WINDOW = timedelta(seconds=3)  # a Sidekiq "start" and Active Job's "Performing" of one attempt
+# Heroku's router stamps a line when it receives it: a worker's start can carry an earlier stamp than the clock's
+# trigger that caused it (by milliseconds in the fixtures of the real programs; this much at most)
+ARRIVAL_SKEW = timedelta(seconds=2)
 CLOCK_ORIGINS = {"clockwork", "beat"}
 
 
@@ -336,10 +339,23 @@ def build(events: list[Event], ctx: Ctx) -> tuple[list[Enqueue], list[Run], dict
     aliases: dict[str, str] = {}
     enqueues: list[Enqueue] = []
     pending_triggers: dict[str, list[Event]] = defaultdict(list)
+    enqueued_ids: set[str] = set()
+    started_ids: set[str] = set()
     for e in events:
         if e.kind == "trigger":
             pending_triggers[e.process].append(e)
+        elif e.kind == "start" and e.job_id:
+            started_ids.add(e.job_id)
+        elif e.kind == "enqueue" and e.job and (e.job_id in enqueued_ids
+                                                or e.detail.get("scheduled_at") and e.job_id in started_ids):
+            # Active Job's retry_on (and retry_job) enqueues the same Job ID again, from the worker, "at" a later
+            # time: the run's next attempt, not a second request to run the job. Its first enqueue may be outside
+            # the lines read; then the "at" says it is a retry of a run already started (a first enqueue is
+            # often logged just after the worker's start of it, without "at")
+            continue
         elif e.kind == "enqueue" and e.job:
+            if e.job_id:
+                enqueued_ids.add(e.job_id)
             linked = [t for t in pending_triggers[e.process] if timedelta(0) <= e.at - t.at <= LINK_WINDOW]
             trig = linked[0] if linked else None
             if trig is not None:
@@ -360,6 +376,10 @@ def build(events: list[Event], ctx: Ctx) -> tuple[list[Enqueue], list[Run], dict
         if enq.job in aliases:
             enq.job = aliases[enq.job]
     runs = _attempts(events, ctx.floating)
+    _alias_bare_triggers(enqueues, runs, aliases)
+    for enq in enqueues:
+        if enq.job in aliases:
+            enq.job = aliases[enq.job]
     for r in runs:
         r.job = aliases.get(r.job, r.job)
     _resolve_cron(enqueues, {r.job for r in runs} | {e.job for e in enqueues if e.job} | set(aliases))
@@ -367,6 +387,35 @@ def build(events: list[Event], ctx: Ctx) -> tuple[list[Enqueue], list[Run], dict
     enqueues.sort(key=lambda q: q.at)
     _match(enqueues, runs)
     return enqueues, runs, aliases
+
+
+def _alias_bare_triggers(enqueues: list[Enqueue], runs: list[Run], aliases: dict[str, str]) -> None:
+    """Name the job of clock triggers that no enqueue line follows (Clockwork with ``perform_async``: its event is
+    ``dunning_digest``, the runs are ``DunningDigestWorker``): the job whose runs start, on most of the trigger's
+    fires, within :data:`LINK_WINDOW` after it (or :data:`ARRIVAL_SKEW` before: stamps of arrival), with no logged
+    enqueue of their own. Adds to ``aliases``."""
+    named = {q.job for q in enqueues if q.lines[-1].kind == "enqueue"} | set(aliases.values())
+    bare = [q for q in enqueues if q.lines[-1].kind == "trigger" and q.clock and q.job and q.job not in named
+            and q.job not in aliases]
+    if not bare:
+        return
+    starts = sorted(((r.start, r.job) for r in runs if r.job not in named and r.job not in aliases), key=lambda s: s[0])
+    times = [s[0] for s in starts]
+    votes: dict[str, Counter[str]] = defaultdict(Counter)
+    fires: Counter[str] = Counter()
+    for q in bare:
+        fires[q.job] += 1
+        near: set[str] = set()
+        for at, job in islice(starts, bisect_left(times, q.at - ARRIVAL_SKEW), None):
+            if at - q.at > LINK_WINDOW:
+                break
+            near.add(job)
+        for job in near:
+            votes[q.job][job] += 1
+    for name, counter in votes.items():
+        job, n = counter.most_common(1)[0]
+        if n * 2 > fires[name] and job != name:
+            aliases.setdefault(name, job)
 
 
 def _resolve_cron(enqueues: list[Enqueue], names: set[str]) -> None:
@@ -410,6 +459,11 @@ def _attempts(events: list[Event], floating: list[Event] | None = None) -> list[
             new = Attempt(start=e)
             run.attempts.append(new)
             open_by_proc[e.process].append(new)
+        elif e.kind in ("fail", "retry") and (late := _late_end(run, e)) is not None:
+            if e.kind == "fail":
+                late.end, late.ok = e, False
+            else:
+                late.retries.append(e)
         elif e.kind in ("done", "fail"):
             att = current(run)
             if att is not None and att.end is None:
@@ -446,6 +500,23 @@ def _attempts(events: list[Event], floating: list[Event] | None = None) -> list[
             if att is not None:
                 att.mails.append(e)
     return sorted(runs.values(), key=lambda r: r.start)
+
+
+def _late_end(run: Run | None, e: Event) -> Attempt | None:
+    """The attempt a Celery ``retry:`` line ends when the retry's ``received`` was logged first (a retry with no
+    countdown reaches the worker's main process before the pool child's line): the previous attempt, which that
+    ``received`` closed without an end line, when the new one has logged nothing yet. None otherwise."""
+    if run is None or len(run.attempts) < 2 or e.detail.get("via") != "celery":
+        return None
+    prev, cur = run.attempts[-2], run.attempts[-1]
+    if prev.end is None:
+        return None
+    if prev.end.line == e.line:  # the retry half of the fail line just given to it
+        return prev
+    if prev.end.kind != "start" or cur.end is not None or cur.mails or cur.errors:
+        return None
+    threads = {m.thread for m in prev.mails if m.thread}
+    return prev if not threads or e.thread in threads else None
 
 
 def _by_place(e: Event, last_failed: dict[str, Attempt], open_by_proc: dict[str, list[Attempt]]) -> Attempt | None:
