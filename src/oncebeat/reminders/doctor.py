@@ -100,7 +100,9 @@ def check_lost_reminders(facts: Facts) -> list[Finding]:
     jobs = facts.load_jobs(int(r["open_job_id"]) for r in fates.queued)
     orphans = fates.lost
     # those waiting out a mail outage (fates.outage) are check_undelivered's
-    slow = [r for r in fates.queued if facts.now - r["created_at"] > PENDING_GRACE]
+    # those waiting for fresh payment data on purpose (reason "waiting: …") are doctorwait's
+    slow = [r for r in fates.queued if facts.now - r["created_at"] > PENDING_GRACE
+            and not str(r.get("reason") or "").startswith("waiting: ")]
     findings: list[Finding] = []
     if orphans:
         findings.append(Finding(
@@ -345,3 +347,6 @@ def register() -> None:
     register_scope("invoice", _invoice_scope, help="only what belongs to this invoice number", sql_line=LINE)
     register_explain("invoice", explain_invoice, numeric=False, help="an invoice, by number", sql_line=LINE)
     register_hooks(ReminderHooks())
+    from . import doctorwait  # imports this module: registered last, after it is complete
+
+    doctorwait.register()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from ..crashpoints import SimulatedCrash, crashpoints
 from ..errors import TransientStoreError
 from ..mail import Mailer, MailSink
 from ..provenance import Source, current_source
+from ..reminders.capfence import cap_zone
 from ..reminders.holds import place_hold, release_holds
 from ..reminders.model import Payment
 from ..reminders.policy import Policy
@@ -302,6 +304,7 @@ class _Sim:
             for worker in w.workers:
                 worker.drain()
         report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
+                       cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
                        business_date=policy.business_date, definitions=w.definitions,
                        payments=self.payments_log, in_doubt_budget=self.doubt_budget)
         return self._report(w, book, report, t0, t_end, url, maildir)
