@@ -178,7 +178,8 @@ class Freshness:
         if self.refreshed_at is None or self.age is None:
             return (f"no payment data refreshed yet (no import, Stripe event or source read recorded); reminders "
                     f"wait until some is fresher than {limit}")
-        ago = format_duration(max(0.0, self.age))
+        age = max(0.0, self.age)
+        ago = format_duration(float(round(age / 60) * 60) if age >= 60 else float(round(age)))  # no fractions
         how = _SOURCE_WORDS.get(self.source or "", self.source or "?")
         if self.stale:
             return f"payment data last refreshed {ago} ago by {how}; reminders wait until it is fresher than {limit}"
