@@ -17,6 +17,7 @@ from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
 from oncebeat import telemetry
 from oncebeat.doctor import run_doctor
+from oncebeat.doctor.explain import explain
 from oncebeat.errors import Snooze
 from oncebeat.reminders.bulk import BulkOptions
 from oncebeat.reminders.capfence import claim_place, fence_status
@@ -86,11 +87,15 @@ def test_a_cap_of_one_sends_one_notice_a_week_and_defers_the_rest_in_order(cappe
                                      "next allowed 2026-03-09")
         assert rows[n]["capped_at"] is not None
     assert len(h.messages()) == 1
+    (note,) = [f for f in run_doctor(h.store, now=h.clock.now()).findings if f.code == "waiting"]
+    assert note.severity == "info" and note.summary.startswith("2 reminders deferred by the per-customer cap")
     _run_days(h, D0 + DAY, D0 + 15 * DAY)
     assert _sent_days(h) == {("INV-1", 1): D0, ("INV-2", 1): D0 + 7 * DAY, ("INV-3", 1): D0 + 14 * DAY}
     assert len(h.messages()) == 3  # nothing lost, nothing twice
     rows = {r["number"]: r for r in h.reminders()}
     assert rows["INV-3"]["capped_at"] is not None and rows["INV-3"]["reason"] is None  # deferred, then sent
+    story = "\n".join(explain(h.store, "invoice", "INV-3"))  # oncebeat doctor --explain invoice INV-3
+    assert "stage 1 deferred: cap: 1 notice to this customer since " in story, story
     summary = _checked(h)
     assert summary["cap_deferred"] == 2 and summary["max_notices_in_7_days"] == 1
 
@@ -156,6 +161,8 @@ def test_two_workers_racing_for_one_customer_never_both_pass_a_cap_of_one(capped
     states = sorted(r["state"] for r in h.reminders())
     assert states == ["deferred", "deferred", "sent"]
     assert len(h.messages()) == 1
+    (note,) = [f for f in run_doctor(h.store, now=h.clock.now()).findings if f.code == "waiting"]
+    assert note.severity == "info" and note.summary.startswith("2 reminders deferred by the per-customer cap")
     _run_days(h, D0 + DAY, D0 + 15 * DAY)
     assert sorted(_sent_days(h).values()) == [D0, D0 + 7 * DAY, D0 + 14 * DAY]
     _checked(h)

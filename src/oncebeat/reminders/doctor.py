@@ -316,9 +316,11 @@ def _reminder_story(store: Store, story: Story, r: dict[str, Any], occs: dict[in
     if r["sent_at"] is not None:
         story.add(r["sent_at"], f"reminder {r['id']} stage {r['stage']} sent, Message-ID {r['message_id']}",
                   EFFECT_END)
-    elif r["state"] in ("failed", "in_doubt") or (r["state"] in ("skipped", "held")
-                                                   and r["updated_at"] != r["created_at"]):
+    elif r["state"] in ("failed", "in_doubt", "deferred") or (r["state"] in ("skipped", "held")
+                                                               and r["updated_at"] != r["created_at"]):
         story.add(r["updated_at"], f"reminder {r['id']} stage {r['stage']} {r['state']}: {r['reason']}", FAILED)
+    if r.get("capped_at") is not None and r["state"] != "deferred":  # deferred by the cap, then decided
+        story.add(r["capped_at"], f"reminder {r['id']} stage {r['stage']} deferred: {r.get('cap_reason')}", CREATED)
 
 
 def _created_as(r: Mapping[str, Any]) -> str:

@@ -61,4 +61,4 @@ def check_waiting(facts: Facts) -> list[Finding]:
 def register() -> None:
     """Register the ``waiting`` check (idempotent)."""
     register_check("waiting", check_waiting, title="reminders waiting for fresh payment data or the per-customer cap",
-                   order=121, part="reminders", sql_line=LINE)
+                   order=119, part="reminders", sql_line=LINE)

@@ -895,6 +895,12 @@ send_at = {json.dumps(p.send_at)}
 # gets German words with Austrian amounts and dates). Any other customer (ja, ar,
 # pt, a missing or unknown locale) gets words, amounts and dates in this locale.
 fallback_locale = {json.dumps(p.fallback_locale)}
+# At most this many notices per customer in any 7 days, over all their invoices;
+# the others are deferred to the next allowed day (never lost, stage order kept).
+# max_notices_per_week = 2
+# Send only while the freshest payment data (the last CSV import, Stripe event,
+# API import or [source] read) is at most this old; until then sends wait.
+# max_payment_staleness = "6h"
 
 [sender]
 # The From address of reminder emails.

@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_PAGE", "MAX_PAGE", "REMINDER_STATES", "routes"]
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 500
-REMINDER_STATES = ("pending", "sent", "skipped", "failed", "in_doubt")
+REMINDER_STATES = ("pending", "sent", "skipped", "failed", "in_doubt", "held", "deferred")
 _PARAMS = {"reminders": ("invoice", "customer", "state", "after", "limit"), "schedules": ("after", "limit")}
 
 

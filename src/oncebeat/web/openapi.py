@@ -126,7 +126,7 @@ _DOCUMENT: dict[str, Any] = {
             params=[_query("invoice", "Only this invoice number.", {"type": "string"}),
                     _query("customer", "Only this customer's email.", {"type": "string"}),
                     _query("state", "Only this state.", {"enum": ["pending", "sent", "skipped", "failed",
-                                                                  "in_doubt"]}),
+                                                                  "in_doubt", "held", "deferred"]}),
                     *_PAGE])},
         "/api/v1/schedules": {"get": _read("Schedules with their next fires, in key order.", "SchedulePage",
                                            params=_PAGE, tag="schedules")},

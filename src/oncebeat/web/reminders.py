@@ -108,7 +108,7 @@ async def reminders_page(request: Request) -> Response:
     return render(request, "reminders.html", {
         "title": "Reminders", "as_of": as_of, "tz": rt.policy.tz, "charts": _aging_charts(aging_rows),
         "counts": dict(sorted(counts.items())),
-        "states": [s for s in ("pending", "sent", "held", "skipped", "failed", "in_doubt") if s in states]})
+        "states": [s for s in ("pending", "deferred", "sent", "held", "skipped", "failed", "in_doubt") if s in states]})
 
 
 async def search(request: Request) -> Response:
