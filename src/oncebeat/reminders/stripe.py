@@ -41,6 +41,10 @@ else is recorded ``stale``. The customer is written under the same merge rule as
 an import's: Stripe carries no zone or language, so a known customer keeps them. A forged or tampered event
 raises :class:`WebhookRejected` before anything is read or written.
 
+Every verified event refreshes the ``stripe`` payment-freshness watermark (:mod:`.capfence`), and
+``payment_intent.processing`` makes the invoice's reminders wait until ``succeeded``, ``payment_failed`` or
+``canceled`` (a bank debit takes days; reminding meanwhile asks for money already on its way).
+
 Example::
 
     hooks = StripeWebhooks(store, clock=SystemClock(), secret=os.environ["STRIPE_WEBHOOK_SECRET"], tz="UTC")

@@ -22,10 +22,11 @@ WHERE i.customer_id = :customer_id AND r.id <> :id
 
 -- name: cap_waiting
 -- The customer's open invoices' reminders waiting for a place (deferred, or pending without one), in the order
--- they get the places: the earliest business date first (they have waited longest), then stage, then id.
+-- they get the places: the earliest business date first (they have waited longest), then stage, then id. An
+-- invoice whose Stripe payment is processing waits for it, not for a place: it does not stand in the line.
 SELECT r.id FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE i.customer_id = :customer_id AND i.status = 'open' AND r.cap_day IS NULL
-  AND r.state IN ('pending', 'deferred')
+  AND r.state IN ('pending', 'deferred') AND i.payment_processing_since IS NULL
 ORDER BY r.business_date, r.stage, r.id
 LIMIT :places;
 
