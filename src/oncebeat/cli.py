@@ -336,7 +336,7 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
                 raise ImportRejected(f"{len(data.problems)} problem(s) in {path}; nothing imported. Fix them, or use "
                                      "--skip-invalid REJECTS.csv to import the valid rows.",
                                      [str(p) for p in data.problems])
-            result = rt.service.apply_import(data, skip_invalid=True, reopen=reopen)
+            result = rt.service.apply_import(data, skip_invalid=True, reopen=reopen, watermark="stripe")
             if data.problems and skip_invalid is not None:
                 n = write_rejects(skip_invalid, data.header, data.rejected_lines, data.problems)
                 _echo_problems([str(p) for p in data.problems], errors_file)

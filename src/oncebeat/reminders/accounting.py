@@ -11,6 +11,10 @@ A reminder ``pending`` in the database is:
   reports it as delayed (exit status 4), never as a violation; ``doctor`` warns about one pending longer than
   an hour, or (``undelivered``) waiting out an outage longer than an hour.
 
+A reminder ``deferred`` by the per-customer cap (reminders 0013, :mod:`.capfence`) is not final either: with an
+unfinished (snoozed) send job it is **delayed** (``capped``: it goes out on the next allowed day by itself),
+without one it is **lost** by the same rule.
+
 :func:`duplicate_copies` is the shared count of duplicate deliveries: the copies of a reminder's message beyond
 the first, by the invoice and stage its headers name (``X-Oncebeat-Invoice``, ``X-Oncebeat-Stage``), and of any
 other message by Message-ID.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..doctor.facts import header
@@ -38,31 +42,35 @@ class PendingFates:
     lost: list[dict[str, Any]]
     outage: list[dict[str, Any]]  # delayed: waiting out a mail outage
     queued: list[dict[str, Any]]  # delayed: send job queued, running or retrying
+    capped: list[dict[str, Any]] = field(default_factory=list)  # delayed: deferred by the cap, job snoozed
 
     @property
     def delayed(self) -> list[dict[str, Any]]:
-        return self.outage + self.queued
+        return self.outage + self.queued + self.capped
 
     def by_id(self) -> dict[int, tuple[str, dict[str, Any]]]:
-        """reminder id -> (``lost``, ``outage`` or ``queued``; its row)."""
+        """reminder id -> (``lost``, ``outage``, ``queued`` or ``capped``; its row)."""
         return {int(r["id"]): (fate, r) for fate, rows in (("lost", self.lost), ("outage", self.outage),
-                                                           ("queued", self.queued)) for r in rows}
+                                                           ("queued", self.queued), ("capped", self.capped))
+                for r in rows}
 
 
 def fate_of(row: Mapping[str, Any]) -> str:
-    """``lost``, ``outage`` or ``queued`` for one pending reminder row carrying ``open_job_id`` and
-    ``deferred_since``."""
+    """``lost``, ``outage``, ``queued`` or ``capped`` for one pending (or deferred) reminder row carrying
+    ``open_job_id``, ``state`` and ``deferred_since``."""
     if row["open_job_id"] is None:
         return "lost"
+    if row.get("state") == "deferred":
+        return "capped"
     return "outage" if row.get("deferred_since") is not None else "queued"
 
 
 def pending_fates(db: Store | Tx, rows: Iterable[Mapping[str, Any]] | None = None) -> PendingFates:
     """The pending reminders of ``db`` (or the given rows of ``doctor_pending_reminders``) sorted by fate."""
-    found: dict[str, list[dict[str, Any]]] = {"lost": [], "outage": [], "queued": []}
+    found: dict[str, list[dict[str, Any]]] = {"lost": [], "outage": [], "queued": [], "capped": []}
     for r in rows if rows is not None else db.read("doctor_pending_reminders"):
         found[fate_of(r)].append(dict(r))
-    return PendingFates(lost=found["lost"], outage=found["outage"], queued=found["queued"])
+    return PendingFates(lost=found["lost"], outage=found["outage"], queued=found["queued"], capped=found["capped"])
 
 
 def reminder_label(msg: StoredMessage) -> str | None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import ImportRejected
 from ..store import Store, Tx
+from .capfence import touch_watermark
 from .conversions import DateFormat
 from .holds import import_holds
 from .model import Customer, Invoice
@@ -284,6 +285,8 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
                     counts["holds"] = counts.get("holds", 0) + import_holds(tx, held, source=source, now=now)
         counts["rejected"] = _finish(staging, table, options)
         staging.drop()
+        # The payment-freshness fence's watermark (capfence): statuses of this file are now known as of now.
+        touch_watermark(tx, "csv", now=now, detail=f"invoices {source}"[:500])
     return counts
 
 
@@ -343,6 +346,7 @@ def import_payments(store: Store, path: Path, options: BulkOptions, *, now: date
                 paid += mark_paid(tx, [(r["number"], r["paid_on"]) for r in page], now=now)
         rejected = _finish(staging, table, options)
         staging.drop()
+        touch_watermark(tx, "csv", now=now, detail=f"payments {source}"[:500])  # the freshness fence's watermark
     return {"payments": payments, "marked_paid": paid, "unchanged (already closed)": payments - paid,
             "rejected": rejected}
 

@@ -100,7 +100,9 @@ def check_lost_reminders(facts: Facts) -> list[Finding]:
     jobs = facts.load_jobs(int(r["open_job_id"]) for r in fates.queued)
     orphans = fates.lost
     # those waiting out a mail outage (fates.outage) are check_undelivered's
-    slow = [r for r in fates.queued if facts.now - r["created_at"] > PENDING_GRACE]
+    # those waiting for fresh payment data on purpose (reason "waiting: …") are doctorwait's
+    slow = [r for r in fates.queued if facts.now - r["created_at"] > PENDING_GRACE
+            and not str(r.get("reason") or "").startswith("waiting: ")]
     findings: list[Finding] = []
     if orphans:
         findings.append(Finding(
@@ -314,9 +316,11 @@ def _reminder_story(store: Store, story: Story, r: dict[str, Any], occs: dict[in
     if r["sent_at"] is not None:
         story.add(r["sent_at"], f"reminder {r['id']} stage {r['stage']} sent, Message-ID {r['message_id']}",
                   EFFECT_END)
-    elif r["state"] in ("failed", "in_doubt") or (r["state"] in ("skipped", "held")
-                                                   and r["updated_at"] != r["created_at"]):
+    elif r["state"] in ("failed", "in_doubt", "deferred") or (r["state"] in ("skipped", "held")
+                                                               and r["updated_at"] != r["created_at"]):
         story.add(r["updated_at"], f"reminder {r['id']} stage {r['stage']} {r['state']}: {r['reason']}", FAILED)
+    if r.get("capped_at") is not None and r["state"] != "deferred":  # deferred by the cap, then decided
+        story.add(r["capped_at"], f"reminder {r['id']} stage {r['stage']} deferred: {r.get('cap_reason')}", CREATED)
 
 
 def _created_as(r: Mapping[str, Any]) -> str:
@@ -345,3 +349,6 @@ def register() -> None:
     register_scope("invoice", _invoice_scope, help="only what belongs to this invoice number", sql_line=LINE)
     register_explain("invoice", explain_invoice, numeric=False, help="an invoice, by number", sql_line=LINE)
     register_hooks(ReminderHooks())
+    from . import doctorwait  # imports this module: registered last, after it is complete
+
+    doctorwait.register()

@@ -18,7 +18,8 @@ from .outage import waiting_on_outage
 
 __all__ = ["install", "reminder_gauges"]
 
-STATES = ("pending", "in_doubt")  # the unfinished ones; what was decided is counted by the workers' counters
+# the unfinished ones (deferred: by the cap, not final); what was decided is counted by the workers' counters
+STATES = ("pending", "in_doubt", "deferred")
 
 
 def reminder_gauges(store: Store, clock: Clock) -> Iterator[Metric]:

@@ -21,8 +21,8 @@ __all__ = ["DEFAULT_LOCALE", "DEFAULT_TZ", "Customer", "Invoice", "Payment", "IN
 INVOICE_STATUSES = ("open", "paid", "void", "uncollectible")
 #: Why reminders of an invoice or customer are held (oncebeat.reminders.holds).
 HOLD_REASONS = ("dispute", "promise", "manual")
-#: Every state a reminder row may be in (the CHECK of the reminders table, migrations 0001 and 0009).
-REMINDER_STATES = ("pending", "sent", "skipped", "failed", "in_doubt", "held")
+#: Every state a reminder row may be in (the CHECK of the reminders table, migrations 0001, 0009 and 0013).
+REMINDER_STATES = ("pending", "sent", "skipped", "failed", "in_doubt", "held", "deferred")
 #: The language of a customer without one (new, or cleared by an explicit empty ``customer_locale``).
 DEFAULT_LOCALE = "en_US"
 #: The zone of a customer without one of its own: the schedule's zone applies (``send_zone = "customer"`` falls

@@ -158,6 +158,9 @@ class Policy:
     schedules: tuple[ScheduleDef, ...] = ()
     # [source]: the team's own database, read before each scan (oncebeat.reminders.sources.database)
     source: SourceConfig | None = None
+    # --- issue 23 items 4-5 (oncebeat.reminders.capfence): the per-customer cap and the payment-freshness fence.
+    max_notices_per_week: int | None = None  # notices per customer in any 7 days, over all invoices; None: no cap
+    max_payment_staleness: float | None = None  # seconds: sends wait while payment data is older; None: no fence
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -614,6 +617,31 @@ _CHECKS = {
 }
 
 
+# --- issue 23 items 4-5: the per-customer cap and the payment-freshness fence ([reminders] keys) -----------------
+MAX_NOTICES_PER_WEEK = 100
+MIN_PAYMENT_STALENESS = 60.0
+MAX_PAYMENT_STALENESS = 31 * 86400.0
+
+
+def _check_max_notices_per_week(value: Any) -> int | None:
+    return _whole_number(value, 1, MAX_NOTICES_PER_WEEK, "Write how many notices one customer may get in any 7 "
+                         "days over all their invoices, e.g. 2, or remove the key for no cap.")
+
+
+def _check_max_payment_staleness(value: Any) -> float | None:
+    if value is None:
+        return None
+    fix = 'Write a duration from 1m to 31d, e.g. "6h", or remove the key to send whatever the data\'s age.'
+    seconds = _duration_value(value, fix)
+    if not MIN_PAYMENT_STALENESS <= seconds <= MAX_PAYMENT_STALENESS:
+        raise _Invalid("must be from 1m to 31d", fix, value=value)
+    return seconds
+
+
+_CHECKS["max_notices_per_week"] = _check_max_notices_per_week
+_CHECKS["max_payment_staleness"] = _check_max_payment_staleness
+
+
 # --------------------------------------------------------------------------- TOML layout
 
 # section -> {toml key -> Policy field}
@@ -627,6 +655,9 @@ _LAYOUT: dict[str, dict[str, str]] = {
                  "max_connections": "max_connections"},
     "retention": {"older_than": "retention", "cron": "retention_cron"},
 }
+# issue 23 items 4-5 (oncebeat.reminders.capfence)
+_LAYOUT["reminders"] |= {"max_notices_per_week": "max_notices_per_week",
+                         "max_payment_staleness": "max_payment_staleness"}
 
 
 def _show(value: Any) -> str:
@@ -864,6 +895,12 @@ send_at = {json.dumps(p.send_at)}
 # gets German words with Austrian amounts and dates). Any other customer (ja, ar,
 # pt, a missing or unknown locale) gets words, amounts and dates in this locale.
 fallback_locale = {json.dumps(p.fallback_locale)}
+# At most this many notices per customer in any 7 days, over all their invoices;
+# the others are deferred to the next allowed day (never lost, stage order kept).
+# max_notices_per_week = 2
+# Send only while the freshest payment data (the last CSV import, Stripe event,
+# API import or [source] read) is at most this old; until then sends wait.
+# max_payment_staleness = "6h"
 
 [sender]
 # The From address of reminder emails.

@@ -66,6 +66,7 @@ from ..queue import Queue
 from ..ratelimit import RateLimit
 from ..store import Json, Store, Tx
 from ..timebase import Clock
+from . import capfence
 from .bulk import BulkOptions, import_invoices, import_payments
 from .holds import hold_scan_rows
 from .importing import InvoiceImport, RowProblem
@@ -144,7 +145,8 @@ class ReminderService:
         self.message_domain = sender.domain or "oncebeat.invalid"
 
     # --- import -------------------------------------------------------------------------------
-    def apply_import(self, data: InvoiceImport, *, skip_invalid: bool = False, reopen: bool = False) -> dict[str, int]:
+    def apply_import(self, data: InvoiceImport, *, skip_invalid: bool = False, reopen: bool = False,
+                     watermark: str | None = "csv") -> dict[str, int]:
         """Upsert customers and invoices by invoice number, all in one transaction.
 
         A paid invoice stays paid when a row without newer payment information says otherwise (see
@@ -158,7 +160,8 @@ class ReminderService:
         if data.problems and not skip_invalid:
             raise ImportRejected(f"{len(data.problems)} problem(s) in {data.source or 'the file'}; nothing imported",
                                  [str(p) for p in data.problems])
-        return self.upsert(data.customers, data.invoices, reopen=reopen) | {"rejected": len(data.rejected_lines)}
+        return self.upsert(data.customers, data.invoices, reopen=reopen, watermark=watermark) \
+            | {"rejected": len(data.rejected_lines)}
 
     def import_invoices_csv(self, path: Path, options: BulkOptions) -> dict[str, int]:
         """Stream the invoice CSV at ``path`` into the database in one transaction, in bounded memory
@@ -179,7 +182,7 @@ class ReminderService:
         return import_payments(self.store, path, options, now=self.clock.now())
 
     def upsert(self, customers: Sequence[Customer], invoices: Sequence[Invoice], *,
-               reopen: bool = False, tx: Tx | None = None) -> dict[str, int]:
+               reopen: bool = False, tx: Tx | None = None, watermark: str | None = "api") -> dict[str, int]:
         """Insert or update customers and invoices in one transaction; returns counts.
 
         Customers merge and statuses move as :mod:`oncebeat.reminders.records` says for every source: a customer
@@ -194,19 +197,23 @@ class ReminderService:
         accountable for them, and holds no earlier scan accountable. A scan in flight delays the import.
 
         ``tx``: write in the caller's transaction (the HTTP API stores its idempotency key in it).
+        ``watermark``: the source whose payment-freshness watermark this refreshes (:mod:`.capfence`; ``api``,
+        ``stripe``), None: none (the SQL source records its reads in ``source_reads``).
         """
         if tx is None:
             with self.store.transaction() as own:
-                return self.upsert(customers, invoices, reopen=reopen, tx=own)
+                return self.upsert(customers, invoices, reopen=reopen, tx=own, watermark=watermark)
         tx.run("scan_lock")
         now = self.clock.now()
         write_customers(tx, customers)
         done = write_invoices(tx, invoices, reopen=reopen, now=now)
+        if watermark is not None and invoices:
+            capfence.touch_watermark(tx, watermark, now=now, detail=f"{len(invoices)} invoice(s)")
         return {"customers": len(customers), "invoices": len(invoices), "new": done.new, "updated": done.updated,
                 "kept paid": done.kept_paid, "stale": done.stale}
 
     def apply_payments(self, payments: Sequence[Payment], problems: Sequence[RowProblem] = (), *,
-                       tx: Tx | None = None) -> dict[str, int]:
+                       tx: Tx | None = None, watermark: str | None = "api") -> dict[str, int]:
         """Mark invoices paid (one transaction) under the transition rule (:func:`.records.mark_paid`). Invoices
         already paid or void are counted, not errors.
 
@@ -220,7 +227,7 @@ class ReminderService:
         """
         if tx is None:
             with self.store.transaction() as own:
-                return self.apply_payments(payments, problems, tx=own)
+                return self.apply_payments(payments, problems, tx=own, watermark=watermark)
         now = self.clock.now()
         found = [str(p) for p in problems] + [f"invoice {payments[n].number!r}: {text}" if column == "paid_on"
                                               else text for n, column, text in self.unpayable(payments, tx)]
@@ -229,6 +236,8 @@ class ReminderService:
                                  "invoices first or fix the numbers, and check the dates (and --date-format).",
                                  found)
         paid = mark_paid(tx, [(p.number, p.paid_on) for p in payments], now=now)
+        if watermark is not None:  # the payment-freshness fence's watermark (capfence)
+            capfence.touch_watermark(tx, watermark, now=now, detail=f"{len(payments)} payment(s)")
         return {"payments": len(payments), "marked_paid": paid, "unchanged (already closed)": len(payments) - paid}
 
     def unpayable(self, payments: Sequence[Payment], tx: Tx) -> list[tuple[int, str, str]]:
@@ -314,7 +323,7 @@ class ReminderService:
             raise Discard(f"reminder {reminder_id} does not exist")
         try:
             state = self._send(ctx, reminder_id, rows[0])
-            if rows[0]["state"] == "pending":  # this send decided it (not an earlier one)
+            if rows[0]["state"] in ("pending", "deferred"):  # this send decided it (not an earlier one)
                 telemetry.emit("reminder.finished", {"stage": rows[0]["stage"], "state": state})
             return state
         except (JobSignal, LeaseLost):  # Retry, Snooze, Discard steer the job; LeaseLost: this attempt no longer
@@ -328,6 +337,9 @@ class ReminderService:
             raise
 
     def _send(self, ctx: JobContext, reminder_id: int, r: dict[str, Any]) -> str:
+        if r["state"] == "deferred":  # deferred by the cap (not final): decided again now, as a pending one
+            capfence.wake(self.store, clock=self.clock, reminder_id=reminder_id)
+            r = {**r, "state": "pending"}
         if r["state"] != "pending":
             return str(r["state"])  # already decided by an earlier job: nothing to do
         key = reminder_key(reminder_id)
@@ -343,6 +355,11 @@ class ReminderService:
         problem = address_problem(r["email"])
         if problem is not None:  # no attempt can ever deliver it: failed at once, not retried for hours (G6)
             return self._finish(reminder_id, "failed", f"undeliverable address {r['email']!r}: {problem}")
+        if ctx.effect_state(key) in (None, "failed"):  # before any attempt reached the server (issue 23 4-5):
+            # stale payment data, or a Stripe payment processing: wait (Snooze), the reason on the row
+            capfence.check_fence(self.store, self.policy, clock=self.clock, reminder_id=reminder_id)
+            capfence.processing_wait(self.store, clock=self.clock, reminder_id=reminder_id, invoice_id=r["invoice_id"])
+            capfence.claim_place(self.store, self.policy, clock=self.clock, reminder_id=reminder_id, r=r)
         rendered, message_id = self._render(r)
         # The RFC 5322 bytes directly (the email package's EmailMessage cost ~1 ms of CPU per reminder), and
         # their envelope from the same parsed addresses (the mailer need not parse the header block back).

@@ -41,6 +41,10 @@ else is recorded ``stale``. The customer is written under the same merge rule as
 an import's: Stripe carries no zone or language, so a known customer keeps them. A forged or tampered event
 raises :class:`WebhookRejected` before anything is read or written.
 
+Every verified event refreshes the ``stripe`` payment-freshness watermark (:mod:`.capfence`), and
+``payment_intent.processing`` makes the invoice's reminders wait until ``succeeded``, ``payment_failed`` or
+``canceled`` (a bank debit takes days; reminding meanwhile asks for money already on its way).
+
 Example::
 
     hooks = StripeWebhooks(store, clock=SystemClock(), secret=os.environ["STRIPE_WEBHOOK_SECRET"], tz="UTC")
@@ -63,6 +67,7 @@ from ..errors import ConfigError, ImportRejected, OncebeatError
 from ..provenance import current_source
 from ..store import Store, Tx
 from ..timebase import Clock
+from .capfence import mark_processing, touch_watermark
 from .conversions import currency_reason, date_range_reason, length_reason, text_reason
 from .holds import HoldError, place_hold, release_holds
 from .model import INVOICE_STATUSES, Customer, Invoice
@@ -89,9 +94,14 @@ __all__ = [
 STRIPE_ZERO_DECIMAL = frozenset("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split())
 #: Stripe's three-decimal currencies (https://docs.stripe.com/currencies#three-decimal).
 STRIPE_THREE_DECIMAL = frozenset("BHD JOD KWD OMR TND".split())
+#: A payment of an invoice is processing (a bank debit takes days): its reminders wait (oncebeat.reminders.capfence)
+#: until it succeeds (invoice.paid: skipped) or ends otherwise (they go out). Keyed by the payment intent's invoice
+#: number (metadata.invoice_number, or an expanded invoice.number).
+PROCESSING_EVENTS = ("payment_intent.processing", "payment_intent.succeeded", "payment_intent.payment_failed",
+                     "payment_intent.canceled")
 #: Webhook event types that change an invoice; others are recorded and ignored.
 HANDLED_EVENTS = ("invoice.finalized", "invoice.paid", "invoice.voided", "invoice.marked_uncollectible",
-                  "charge.dispute.created", "charge.dispute.closed")
+                  "charge.dispute.created", "charge.dispute.closed", *PROCESSING_EVENTS)
 #: Dispute events: a dispute hold (oncebeat.reminders.holds) placed or released, keyed by the dispute's id.
 DISPUTE_EVENTS = ("charge.dispute.created", "charge.dispute.closed")
 #: Seconds a signed webhook stays valid (Stripe's default tolerance): older replays are refused.
@@ -405,6 +415,8 @@ class StripeWebhooks:
                 return WebhookOutcome(event_id=event_id, event_type=kind, outcome="duplicate", invoice=number,
                                       detail="this event id was received before; nothing changed")
             outcome = self._apply(tx, kind, obj, event_id, now)
+            # Any verified event is Stripe's data arriving: the payment-freshness fence's watermark (capfence).
+            touch_watermark(tx, "stripe", now=now, detail=f"webhook {kind}"[:500])
             tx.run("stripe_event_finish", id=event_id, outcome=outcome.outcome, detail=outcome.detail)
         return outcome
 
@@ -414,6 +426,8 @@ class StripeWebhooks:
 
         if kind in DISPUTE_EVENTS:
             return self._dispute(tx, kind, obj, out)
+        if kind in PROCESSING_EVENTS:
+            return self._processing(tx, kind, obj, now, out)
         if kind not in _EVENT_STATUS:
             return out("ignored", f"oncebeat does not act on {kind}")
         if not isinstance(obj, dict) or obj.get("object") != "invoice":
@@ -456,6 +470,23 @@ class StripeWebhooks:
         return out("stale", f"not moved to {target}: the invoice's current status does not allow it (a late or "
                             "reordered event)", invoice.number)
 
+    def _processing(self, tx: Tx, kind: str, obj: Any, now: datetime,
+                    out: Callable[..., WebhookOutcome]) -> WebhookOutcome:
+        """``payment_intent.processing``: the invoice's reminders wait (not skipped: the payment may still fail);
+        ``succeeded``, ``payment_failed``, ``canceled``: they no longer wait (a success also marks it paid through
+        ``invoice.paid``)."""
+        if not isinstance(obj, dict) or obj.get("object") != "payment_intent":
+            return out("invalid", "the event carries no payment intent")
+        number = _intent_invoice_number(obj)
+        if number is None:
+            return out("ignored", "the payment intent names no invoice number (metadata.invoice_number or an "
+                                  "expanded invoice.number)")
+        processing = kind == "payment_intent.processing"
+        if not mark_processing(tx, number, now if processing else None):
+            return out("ignored", f"no invoice {number!r}", number)
+        return out("applied", "payment processing: reminders wait" if processing
+                   else f"payment {kind.rsplit('.', 1)[1]}: reminders no longer wait", number)
+
     def _dispute(self, tx: Tx, kind: str, obj: Any, out: Callable[..., WebhookOutcome]) -> WebhookOutcome:
         """``charge.dispute.created``: a dispute hold on the invoice the dispute names; ``closed``: its release.
 
@@ -488,6 +519,17 @@ class StripeWebhooks:
         if hold is None:
             return out("duplicate", f"dispute {dispute} already has its hold", number)
         return out("applied", f"dispute hold {hold.id} placed", number)
+
+
+def _intent_invoice_number(obj: Mapping[str, Any]) -> str | None:
+    """The invoice number a payment intent names: ``metadata.invoice_number`` or an expanded ``invoice.number``."""
+    invoice = obj.get("invoice") if isinstance(obj.get("invoice"), dict) else {}
+    assert isinstance(invoice, dict)
+    for holder, field in ((obj.get("metadata"), "invoice_number"), (invoice, "number")):
+        value = holder.get(field) if isinstance(holder, dict) else None
+        if isinstance(value, str) and 0 < len(value) <= 255 and value.isprintable():
+            return value
+    return None
 
 
 def dispute_invoice_number(obj: Mapping[str, Any]) -> str | None:

@@ -71,8 +71,8 @@ def sync_source(service: ReminderService, config: SourceConfig, *, quiet: bool =
         raise
     try:
         with store.transaction() as tx:
-            counts = service.upsert(read.customers, read.invoices, tx=tx)
-            paid = service.apply_payments(read.payments, tx=tx) if read.payments else {"marked_paid": 0}
+            counts = service.upsert(read.customers, read.invoices, tx=tx, watermark=None)  # source_reads is its own
+            paid = service.apply_payments(read.payments, tx=tx, watermark=None) if read.payments else {"marked_paid": 0}
             tx.run("record_source_read", source=config.name, started_at=started_at, read_at=clock.now(),
                    rows=read.rows, outcome="ok", error=None)
     except ImportRejected as exc:  # payments against the database: an unknown invoice, a date before issue

@@ -63,13 +63,15 @@ from ..reminders.model import reminder_key, with_superseded
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_reminders
 from ..store import Store
+from .checkcap import CAP_INVARIANTS, check_cap
 from .checkholds import HOLD_INVARIANTS, check_holds
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
 
 INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
-              "one-job-per-occurrence", "no-fire-on-start", "business-date-local", *HOLD_INVARIANTS)
+              "one-job-per-occurrence", "no-fire-on-start", "business-date-local", *HOLD_INVARIANTS,
+              *CAP_INVARIANTS)
 SCAN_TASK = "reminders.scan"
 TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
@@ -166,7 +168,8 @@ def _is_instant_of(definition: ScheduleDef, instant: datetime) -> bool:
 
 def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definitions: Mapping[str, list[ScheduleDef]],
           payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None,
-          collapse: str = "next", business_date: BusinessDate | None = None) -> CheckReport:
+          collapse: str = "next", business_date: BusinessDate | None = None, cap: int | None = None,
+          cap_zone: Callable[[str | None], ZoneInfo] | None = None) -> CheckReport:
     """Check every invariant; see the module docstring.
 
     Args:
@@ -176,6 +179,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         definitions: every definition each schedule key had during the run (key → list).
         payments: invoice number → window of the instant it was paid.
         in_doubt_budget: injected faults that can make a delivery unknowable (None: not checked).
+        cap: the policy's ``max_notices_per_week`` (None: no cap, only counted); ``cap_zone(customer_tz)`` the zone
+            whose dates it counts (None: UTC).
     """
     inv = {name: Invariant(name=name) for name in INVARIANTS}
     stages = sorted(stages)
@@ -201,12 +206,15 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     _check_occurrences(inv, ev, definitions)
     holds = list_holds(store)
     check_holds(inv, holds=holds, invoices=invoices, reminders=reminders, effects=effects)
+    capped = check_cap(inv, cap=cap, zone_of=cap_zone or (lambda _tz: ZoneInfo("UTC")), invoices=invoices,
+                       reminders=reminders)
 
     states = Counter(r["state"] for r in reminders)
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
                "messages_delivered": len(messages), "duplicates": sum(copies.values()),
                "lost": inv["due-reminders-terminal"].violations, "in_doubt": len(in_doubt),
-               "holds": len(holds), "delayed": len(delayed),
+               "holds": len(holds), "delayed": len(delayed), "cap_deferred": capped["deferred"],
+               "max_notices_in_7_days": capped["max_in_7_days"],
                "delayed_outage": sum(1 for fate, _ in delayed if fate == "outage"),
                "occurrences": dict(sorted(Counter(o["outcome"] for o in occurrences).items()))}
     return CheckReport(invariants=inv, summary=summary, delayed=[text for _, text in delayed[:5]])
@@ -255,8 +263,14 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
     """
     occ_by_id = {o["id"]: o for o in ev.occurrences}
     recorded: dict[str, list[tuple[int, date]]] = defaultdict(list)
+    # A stage deferred by the per-customer cap holds back the invoice's later stages (issue 23 item 4): while one
+    # was deferred (from capped_at until it ended) no scan was bound to create another stage of that invoice.
+    capped: dict[str, list[tuple[datetime, datetime | None]]] = defaultdict(list)
     for r in ev.reminders:
         recorded[r["number"]].append((int(r["stage"]), r["business_date"]))
+        if r.get("capped_at") is not None:
+            ended = (r.get("sent_at") or r["updated_at"]) if r["state"] in TERMINAL else None
+            capped[r["number"]].append((r["capped_at"], ended))
     required: set[tuple[str, int]] = set()
     allowed: set[tuple[str, int]] = set()
     for job in ev.jobs:
@@ -284,7 +298,9 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
             if i["status"] == "paid" and window is None:
                 continue  # paid before the run began
             certainly_open = (completed_at is not None and seen_for_sure
-                              and (window is None or window[0] > completed_at))
+                              and (window is None or window[0] > completed_at)
+                              and not any(c <= completed_at and (e is None or e >= earliest)
+                                          for c, e in capped[number]))
             maybe_open = window is None or window[1] >= earliest  # a tie: paid in the same instant
             earlier = [(st, bd) for st, bd in recorded[number] if bd < business]
             for s in stages_due(stages, i["due_on"], business, collapse, earlier):
@@ -306,7 +322,7 @@ def _check_due(inv: dict[str, Invariant], ev: _Evidence, required: set[tuple[str
         due = ev.by_pair.get(pair)
         if due is not None and due["state"] in TERMINAL:
             continue
-        pending = fates.get(int(due["id"])) if due is not None and due["state"] == "pending" else None
+        pending = fates.get(int(due["id"])) if due is not None and due["state"] in ("pending", "deferred") else None
         fate = pending[0] if pending is not None else "lost"
         where = f"{pair[0]} stage {pair[1]}: "
         if fate == "outage" and pending is not None:
@@ -314,6 +330,8 @@ def _check_due(inv: dict[str, Invariant], ev: _Evidence, required: set[tuple[str
             delayed.append((fate, where + f"waiting out a mail outage since {since.isoformat()}"))
         elif fate == "queued":
             delayed.append((fate, where + "pending, its send job queued or retrying"))
+        elif fate == "capped" and pending is not None:
+            delayed.append((fate, where + f"deferred by the per-customer cap: {pending[1]['reason']}"))
         else:
             inv["due-reminders-terminal"].fail(where + ("no reminder" if due is None else
                                                         f"still {due['state']} with no unfinished send job"))

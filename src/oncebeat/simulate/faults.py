@@ -30,6 +30,8 @@ FAULTS: dict[str, tuple[float, str]] = {
     "dst": (1.0, "schedules at 02:30 in zones whose DST transitions fall inside the run"),
     "host-tz": (1.0, "the process TZ is Pacific/Kiritimati (UTC+14), not the schedule's zone"),
     "schedule-change": (1.0, "the reminder schedule's time and zone are edited mid-run"),
+    "stale-import": (1.0, "the payment import stops for 2 days mid-run: payments made meanwhile reach oncebeat when "
+                          "it resumes (with [reminders] max_payment_staleness the sends wait; per run)"),
     "pause": (0.15, "an operator pauses the reminder schedule just after a fire, its run queued and not yet "
                     "claimed, and resumes it 1 to 30 hours later (per fire instant)"),
 }

@@ -20,11 +20,13 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..app import ScheduleDef
 from ..mail import MailSink
+from ..reminders.capfence import cap_zone
 from ..reminders.model import Payment
 from ..reminders.policy import Policy
 from ..reminders.rows import pending_reminders
@@ -151,6 +153,7 @@ def run_processes(db_url: str, workdir: Path, *, seconds: float = 30.0, settle: 
         definitions = {"reminders": [ScheduleDef(key="reminders", expression="every 5s", tz="America/Chicago",
                                                  task="reminders.scan", catchup="latest", catchup_window=3600.0)]}
         report = check(store, maildir=workdir / "maildir", stages=policy.stages, collapse=policy.collapse,
+                       cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
                        business_date=policy.business_date, definitions=definitions,
                        payments=payments, in_doubt_budget=kills["worker"] * CONCURRENCY)
     store.close()

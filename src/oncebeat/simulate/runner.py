@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from ..crashpoints import SimulatedCrash, crashpoints
 from ..errors import TransientStoreError
 from ..mail import Mailer, MailSink
 from ..provenance import Source, current_source
+from ..reminders.capfence import cap_zone
 from ..reminders.holds import place_hold, release_holds
 from ..reminders.model import Payment
 from ..reminders.policy import Policy
@@ -198,6 +200,10 @@ class _World:
     payments: list[Payment] = field(default_factory=list)  # still to arrive, by instant
     workers: list[Worker] = field(default_factory=list)
     holds: list[str] = field(default_factory=list)  # pauses due now, applied once the clocks have ticked
+    stale_until: datetime | None = None  # fault stale-import: payments reach oncebeat only from then on
+
+    def stale(self, now: datetime) -> bool:
+        return self.stale_until is not None and now < self.stale_until
 
 
 class _Sim:
@@ -292,7 +298,8 @@ class _Sim:
         # the order of these steps is the order of the seeded random draws: keep it, so runs repeat exactly
         self._prepare_faults(w, book, t0, t_end)
         self._start_clocks(w)
-        w.events = sorted(self._plan_events(w, t0, t_end) + late, key=lambda e: e[0])
+        w.events = sorted(self._plan_events(w, t0, t_end) + late + self._plan_feed(w, t0, t_end, t_settled),
+                          key=lambda e: e[0])
         w.payments = sorted([p for p in book.payments if p.number not in held] + list(late_payments.values()),
                             key=lambda p: payment_instant(p, policy.tz))
         w.workers = [self._worker(app, store, clock, f"worker.{i + 1}") for i in range(self.cfg.workers)]
@@ -302,6 +309,7 @@ class _Sim:
             for worker in w.workers:
                 worker.drain()
         report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
+                       cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
                        business_date=policy.business_date, definitions=w.definitions,
                        payments=self.payments_log, in_doubt_budget=self.doubt_budget)
         return self._report(w, book, report, t0, t_end, url, maildir)
@@ -477,6 +485,26 @@ class _Sim:
         events.sort(key=lambda e: e[0])
         return events
 
+    def _plan_feed(self, w: _World, t0: datetime, t_end: datetime, t_settled: datetime
+                   ) -> list[tuple[datetime, str, Any]]:
+        """The payment feed (issue 23 item 5): with ``max_payment_staleness`` set, an import refreshes the payment
+        data at a fixed interval (half the limit, at most 3 h) even when nothing was paid (events ``feed``); fault
+        ``stale-import`` stops it, and the payments, for 2 days from the middle of the run (event ``stale``). The
+        feed goes on while the run settles (it is not a fault).
+        Deterministic: no random draw, so the other faults' runs repeat exactly."""
+        events: list[tuple[datetime, str, Any]] = []
+        limit = w.policy.max_payment_staleness
+        if limit is not None:
+            step = timedelta(seconds=min(limit / 2, 3 * 3600.0))
+            t = t0
+            while t < t_settled:
+                events.append((t, "feed", None))
+                t += step
+        if "stale-import" in self.faults:
+            stops = t0 + (t_end - t0) / 2
+            events.append((stops, "stale", stops + timedelta(days=2)))
+        return events
+
     def _run_until(self, w: _World, t_end: datetime, t_settled: datetime) -> None:
         """Step simulated time from wake-up to wake-up until ``t_settled``; faults stop at ``t_end``."""
         settling = False
@@ -487,7 +515,7 @@ class _Sim:
                 self.active = False
                 w.sink.faults.clear()
             # 1. payments that arrived
-            while w.payments and payment_instant(w.payments[0], w.policy.tz) <= now:
+            while w.payments and payment_instant(w.payments[0], w.policy.tz) <= now and not w.stale(now):
                 p = w.payments.pop(0)
                 self._pay(w.service, [p], now)  # the instant the database records (paid_at), as check reads it
             # 2. planned events
@@ -534,6 +562,12 @@ class _Sim:
                                                    external_ref=payload, note="simulated"))  # noqa: B023
             elif kind == "pay":
                 self._pay(w.service, [payload], now)
+            elif kind == "feed" and not w.stale(now):  # the periodic import, nothing new paid: data fresh as of now
+                with self.quiet():
+                    _attempt(lambda: w.service.apply_payments([]))  # noqa: B023
+            elif kind == "stale":
+                w.stale_until = payload
+                self.injected["stale-import"] += 1
             elif kind == "import":  # a late invoice: its CSV import or webhook arrives now
                 with self.quiet():
                     w.service.upsert([], [payload])
@@ -562,8 +596,9 @@ class _Sim:
         candidates = [t_settled, now + MAX_STEP]
         fires = [k.next_fire_at() for k in w.clocks.values() if k is not None]
         candidates += [t for t in fires if t is not None]
-        if w.payments:
-            candidates.append(payment_instant(w.payments[0], w.policy.tz))
+        if w.payments:  # held back while the import is stopped (fault stale-import): they arrive when it resumes
+            candidates.append(w.stale_until if w.stale(now) and w.stale_until is not None
+                              else payment_instant(w.payments[0], w.policy.tz))
         if w.events:
             candidates.append(w.events[0][0])
         self.wakes = [t for t in self.wakes if t > now]

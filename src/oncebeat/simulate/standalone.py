@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from .. import audit, ledger
 from ..app import App, ScheduleDef
+from ..reminders.capfence import cap_zone
 from ..reminders.policy import Policy
 from ..store import Store
 from .checker import CheckReport, check, payments_from_db
@@ -50,6 +52,7 @@ def check_deployment(store: Store, app: App, policy: Policy, *, maildir: Path | 
     delayed (waiting out a mail outage, or queued) are in ``delayed`` (exit 4 when nothing else is wrong).
     """
     report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
+                   cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
                    business_date=policy.business_date, definitions=definitions_from_db(store, app),
                    payments=payments_from_db(store, policy.tz), in_doubt_budget=None)
     failed = int(report.summary.get("reminders", {}).get("failed", 0))

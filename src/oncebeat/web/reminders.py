@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from ..reminders.capfence import fence_status, waiting_reminders
 from ..reminders.money import minor_digits
 from ..reminders.outage import mail_outage
 from ..reminders.runtime import Runtime
@@ -25,7 +26,7 @@ from .filters import ago, utc
 from .schedules import operator_source
 from .security import content_security_policy
 
-__all__ = ["mail_outage_banner", "mask_email", "routes"]
+__all__ = ["mail_outage_banner", "mask_email", "payment_freshness_banner", "routes"]
 
 BUCKETS = ("current", "1-30", "31-60", "61-90", "90+")
 
@@ -56,6 +57,23 @@ def mail_outage_banner(rt: Runtime) -> list[Banner]:
 
 
 register_banner(mail_outage_banner)
+
+
+def payment_freshness_banner(rt: Runtime) -> list[Banner]:
+    """The banner every page shows while sends wait for fresher payment data (``[reminders]
+    max_payment_staleness``, :func:`oncebeat.reminders.capfence.fence_status`): how old the freshest data is, from
+    which source, and how many reminders wait (issue 23 item 5)."""
+    if rt.policy.max_payment_staleness is None:
+        return []
+    fresh = fence_status(rt.store, rt.policy, clock=rt.clock)
+    if not fresh.stale:
+        return []
+    n = len(waiting_reminders(rt.store))
+    text = fresh.sentence() + (f" ({n} reminder{'' if n == 1 else 's'} waiting: a delay, not a failure)" if n else "")
+    return [Banner(title="Reminders waiting for fresh payment data:", text=text, link="/doctor")]
+
+
+register_banner(payment_freshness_banner)
 
 
 def _aging_charts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -90,7 +108,7 @@ async def reminders_page(request: Request) -> Response:
     return render(request, "reminders.html", {
         "title": "Reminders", "as_of": as_of, "tz": rt.policy.tz, "charts": _aging_charts(aging_rows),
         "counts": dict(sorted(counts.items())),
-        "states": [s for s in ("pending", "sent", "held", "skipped", "failed", "in_doubt") if s in states]})
+        "states": [s for s in ("pending", "deferred", "sent", "held", "skipped", "failed", "in_doubt") if s in states]})
 
 
 async def search(request: Request) -> Response:

@@ -75,7 +75,7 @@ RETURNING deferred_since;
 -- name: retry_failed_reminders
 -- An operator's retry: failed reminders (failed since :since) become pending again, never one whose email may
 -- have gone out (its effect done, in doubt or being sent).
-UPDATE reminders SET state = 'pending', reason = :reason, deferred_since = NULL, updated_at = :now
+UPDATE reminders SET state = 'pending', reason = :reason, deferred_since = NULL, cap_day = NULL, updated_at = :now
 WHERE state = 'failed' AND updated_at >= :since
   AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.key = 'reminder:' || CAST(reminders.id AS text)
                   AND e.state IN ('done', 'in_doubt', 'started'))
@@ -113,7 +113,7 @@ SELECT * FROM reminders WHERE invoice_id = :invoice_id ORDER BY stage;
 
 -- name: unfinished_reminder_counts
 -- Pending and in-doubt reminders per stage: the /metrics gauge reads only the partial index reminders_unfinished.
-SELECT stage, state, COUNT(*) AS n FROM reminders WHERE state IN ('pending', 'in_doubt')
+SELECT stage, state, COUNT(*) AS n FROM reminders WHERE state IN ('pending', 'in_doubt', 'deferred')
 GROUP BY stage, state ORDER BY stage, state;
 
 -- name: reminders_waiting_on_outage

@@ -7,7 +7,7 @@ SELECT r.*, i.number, i.status AS invoice_status,
         WHERE j.unique_key = 'reminder:' || r.id::text AND j.state IN ('available', 'scheduled', 'running', 'retryable')
         ORDER BY j.id DESC LIMIT 1) AS open_job_id
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id
-WHERE r.state = 'pending'
+WHERE r.state IN ('pending', 'deferred')  -- deferred by the cap (0013): not final, its send job snoozed
 ORDER BY r.created_at, r.id;
 
 -- name: doctor_reminders_of_invoices

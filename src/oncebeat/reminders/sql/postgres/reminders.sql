@@ -55,6 +55,8 @@ WITH stages AS (
     JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
+      -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
+      AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 ), ins AS (
     INSERT INTO reminders (invoice_id, stage, state, reason, superseded_stages, occurrence_id, business_date,
                            created_at, updated_at)
@@ -88,6 +90,8 @@ WITH stages AS MATERIALIZED (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
+      -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
+      AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 ), nxt AS (
     -- per invoice the lowest matching stage row (one zone matches, so one business date): a LIMIT 1 over the
     -- few ladder rows, no join of every reached stage followed by a sort and an aggregate
@@ -118,7 +122,7 @@ SELECT count(*) AS pending, 0 AS superseded FROM ins;
 -- attempt) is retried by the next scan.
 SELECT jsonb_build_object('reminder_id', r.id) AS args, 'reminder:' || r.id::text AS unique_key, r.occurrence_id
 FROM reminders r
-WHERE r.state = 'pending';
+WHERE r.state IN ('pending', 'deferred');
 
 -- name: preview_due
 -- What scan_insert_reminders would create (nothing written): per invoice its top stage and how many lower
@@ -140,6 +144,8 @@ WITH stages AS (
     JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
+      -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
+      AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 )
 SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, d.stage,
        cardinality(ARRAY(SELECT x FROM unnest(d.lower) AS x WHERE d.last_stage IS NULL OR x > d.last_stage))
@@ -159,6 +165,8 @@ WITH stages AS (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
+      -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
+      AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 ), nxt AS (
     SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
     FROM open_due i JOIN stages s ON i.due_on <= s.cutoff

@@ -34,6 +34,8 @@ WITH stages AS (
       ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '')
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+      -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
+      AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 )
 INSERT INTO reminders (invoice_id, stage, state, reason, superseded_stages, occurrence_id, business_date,
                        created_at, updated_at)
@@ -66,6 +68,8 @@ WITH stages AS (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i INDEXED BY invoices_open_due
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+      -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
+      AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 ), nxt AS (
     SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
     FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
@@ -90,7 +94,7 @@ RETURNING 1 AS pending, 0 AS superseded;
 -- attempt) is retried by the next scan.
 SELECT json_object('reminder_id', r.id) AS args, 'reminder:' || r.id AS unique_key, r.occurrence_id
 FROM reminders r
-WHERE r.state = 'pending';
+WHERE r.state IN ('pending', 'deferred');
 
 -- name: preview_due
 -- What scan_insert_reminders would create (nothing written): per invoice its top stage and how many lower
@@ -113,6 +117,8 @@ WITH stages AS (
       ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '')
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+      -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
+      AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 )
 SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, d.stage,
        CASE WHEN d.last_stage IS NULL THEN json_array_length(d.lower)
@@ -132,6 +138,8 @@ WITH stages AS (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i INDEXED BY invoices_open_due
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
+      -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
+      AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 ), nxt AS (
     SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
     FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
