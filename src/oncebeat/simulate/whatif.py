@@ -77,6 +77,11 @@ AFFECTED_TEXT = 20
 AFFECTED_JSON = 1000
 
 
+_MANY = 10**9
+#: Rows of the text output's notices-per-week distribution (inclusive ranges).
+_BUCKETS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, _MANY))
+
+
 class _NoDelivery(Mailer):
     """A mailer that delivers nothing: each send passes the effect's point of no return and reports a reply, so
     the send job records the reminder ``sent`` exactly as after a real delivery. A what-if must never email a
@@ -102,6 +107,7 @@ class RunStats:
     """One policy's run over the window: counts of reminders decided in it (all plain ints and dicts)."""
 
     stages: tuple[int, ...]
+    policy: Policy = field(repr=False)  # the run's (its zone, send_zone and send_at judge DST hits)
     notices: int = 0
     states: Counter[str] = field(default_factory=Counter)  # state -> reminders (superseded stages as skipped)
     reasons: Counter[tuple[str, str]] = field(default_factory=Counter)  # (state, reason, numbers masked) -> n
@@ -194,10 +200,14 @@ class WhatIfReport:
             lines.append(f"  {label:<{width}}{a:>9}{b:>10}{b - a:>+9}")
         lines.append(f"  {'invoices whose reminders change':<{width}}{'':>9}{self.changed_invoices:>10}")
         lines.append(f"  {'  of them already in dunning':<{width}}{'':>9}{self.affected_count:>10}")
-        lines += ["", "notices per customer per week (customer-weeks with n notices):"]
+        lines += ["", "notices per customer per week (customer-weeks with that many notices; --json: each count):"]
         dist_a, dist_b = cur.week_distribution(), new.week_distribution()
-        for n in sorted(set(dist_a) | set(dist_b)):
-            lines.append(f"  {n} notice(s): current {dist_a.get(n, 0)}, proposed {dist_b.get(n, 0)}")
+        for low, high in _BUCKETS:
+            a = sum(v for k, v in dist_a.items() if low <= k <= high)
+            b = sum(v for k, v in dist_b.items() if low <= k <= high)
+            if a or b:
+                label = str(low) if low == high else f"{low}+" if high == _MANY else f"{low}-{high}"
+                lines.append(f"  {label:>6} notice(s): current {a}, proposed {b}")
         if not dist_a and not dist_b:
             lines.append("  none sent under either policy")
         lines += ["", "stages moved (each invoice's k-th notice in the window, current -> proposed):"]
@@ -314,9 +324,8 @@ def _reason_class(reason: str | None) -> str:
 class _Calendars:
     """Per-customer lookups the comparison repeats: public holidays by country, UTC offsets by zone and date."""
 
-    def __init__(self, default_tz: str, schedule_tz: str, t0: datetime) -> None:
+    def __init__(self, default_tz: str, t0: datetime) -> None:
         self.default_tz = default_tz
-        self.schedule_zone = ZoneInfo(schedule_tz)
         self.t0 = t0
         self._holidays: dict[tuple[str, int], Any] = {}
         self._change_days: dict[tuple[str, date], bool] = {}
@@ -352,13 +361,20 @@ class _Calendars:
             self._change_days[key] = a != b
         return self._change_days[key]
 
-    def shifted(self, tz: str | None, sent_at: datetime) -> bool:
-        """True when the customer's offset from the schedule's zone at ``sent_at`` differs from that at the start:
-        the same scan time reaches the customer at another local wall time."""
+    def shifted(self, tz: str | None, sent_at: datetime, policy: Policy) -> bool:
+        """True when the notice reaches the customer at another local wall time than the policy means.
+
+        ``send_zone = "customer"``: its local time is not ``send_at`` (a send time a DST change skips).
+        ``send_zone = "schedule"``: the customer's offset from the schedule's zone differs from the one at the
+        window's start (the two zones change on different dates), so the same scan time is another hour there.
+        """
         zone = self.zone(tz)
+        if policy.send_zone == "customer":
+            return sent_at.astimezone(zone).time().replace(second=0, microsecond=0) != policy.send_time
+        schedule_zone = policy.zone
 
         def gap(t: datetime) -> timedelta | None:
-            a, b = t.astimezone(zone).utcoffset(), t.astimezone(self.schedule_zone).utcoffset()
+            a, b = t.astimezone(zone).utcoffset(), t.astimezone(schedule_zone).utcoffset()
             return None if a is None or b is None else a - b
 
         return gap(sent_at) != gap(self.t0)
@@ -388,13 +404,17 @@ def _tally(run: RunStats, rows: list[dict[str, Any]], start: date, cal: _Calenda
             continue
         run.notices += 1
         day: date = r["business_date"]
-        run.weekly[(int(r["customer_id"]), (day - start).days // 7)] += 1
+        # a zone behind the schedule's can still be on the day before the start at the first scan: week 0
+        run.weekly[(int(r["customer_id"]), max(0, (day - start).days // 7))] += 1
         run.holiday_sends += cal.is_holiday(r["locale"], day)
         sent_at = r["sent_at"]
         if sent_at is not None:
             local = sent_at.astimezone(cal.zone(r["tz"]))
             run.dst_change_day += cal.change_day(r["tz"], local.date())
-            run.dst_shifted += cal.shifted(r["tz"], sent_at)
+            # the window's first scan catches up what came due before it (an earlier business date, or the start
+            # instant itself): its wall time says nothing about DST
+            on_time = sent_at > cal.t0 and (run.policy.send_zone != "customer" or local.date() == day)
+            run.dst_shifted += on_time and cal.shifted(r["tz"], sent_at, run.policy)
         sent.append(r)
     sent.sort(key=lambda r: (r["business_date"], r["stage"]))
     return sent
@@ -493,8 +513,8 @@ def run_whatif(live: Store, *, current: Policy, proposed: Policy, start: date, d
                                 f"what-if's start {start}; start on {copied.latest_reminder_on} or later (--start)")
         report = WhatIfReport(start=start, days=days, zone=current.tz, current_name=current_name,
                               proposed_name=proposed_name, copied=copied,
-                              runs={"current": RunStats(stages=current.stages),
-                                    "proposed": RunStats(stages=proposed.stages)})
+                              runs={"current": RunStats(stages=current.stages, policy=current),
+                                    "proposed": RunStats(stages=proposed.stages, policy=proposed)})
         stores: dict[str, Store] = {}
         try:
             for name, policy in (("current", current), ("proposed", proposed)):
@@ -502,7 +522,7 @@ def run_whatif(live: Store, *, current: Policy, proposed: Policy, start: date, d
                 _duplicate(base, path)
                 _run(path, _for_whatif(policy), copied, copied.zones, t0, t_end)
                 stores[name] = open_store(f"sqlite:///{path}", create=False)
-            _compare(report, stores, t0, _Calendars(current.tz, current.tz, t0))
+            _compare(report, stores, t0, _Calendars(current.tz, t0))
         finally:
             for s in stores.values():
                 s.close()
