@@ -170,3 +170,11 @@ def test_a_bad_proposed_policy_is_a_clear_error_before_anything_runs(tmp_path: P
     (tmp_path / "syntax.toml").write_text("[schedule]\ntz = America/Chicago\n", encoding="utf-8")
     result = oncebeat("preview", "--policy", "syntax.toml", "--db", db, cwd=tmp_path)
     assert result.returncode == 2 and "syntax.toml:2:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_preview_without_policy_keeps_its_dry_run_and_refuses_start(tmp_path: Path, book: Store, db_url: str) -> None:
+    plain = oncebeat("preview", "--db", db_url, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.startswith("scan on ") and "what-if" not in plain.stdout
+    stray = oncebeat("preview", "--start", "2026-03-03", "--db", db_url, cwd=tmp_path)
+    assert stray.returncode == 2 and "--start goes with --policy" in stray.stderr

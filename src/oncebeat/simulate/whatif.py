@@ -404,7 +404,8 @@ def _tally(run: RunStats, rows: list[dict[str, Any]], start: date, cal: _Calenda
             continue
         run.notices += 1
         day: date = r["business_date"]
-        # a zone behind the schedule's can still be on the day before the start at the first scan: week 0
+        # the window's first scan can serve a customer whose send time has not come yet on the start day (the
+        # day before, by its business date): counted in week 0
         run.weekly[(int(r["customer_id"]), max(0, (day - start).days // 7))] += 1
         run.holiday_sends += cal.is_holiday(r["locale"], day)
         sent_at = r["sent_at"]
