@@ -178,3 +178,15 @@ def test_preview_without_policy_keeps_its_dry_run_and_refuses_start(tmp_path: Pa
     assert plain.stdout.startswith("scan on ") and "what-if" not in plain.stdout
     stray = oncebeat("preview", "--start", "2026-03-03", "--db", db_url, cwd=tmp_path)
     assert stray.returncode == 2 and "--start goes with --policy" in stray.stderr
+
+
+def test_each_problem_of_a_bad_proposed_policy_names_its_line(tmp_path: Path) -> None:
+    (tmp_path / "new.toml").write_text('[schedule]\ntz = "Europe/Berln"\n[reminders]\n\nstages = [3, 10, 10]\n'
+                                       'collapse = "x"\n', encoding="utf-8")
+    result = oncebeat("preview", "--policy", "new.toml", "--db", f"sqlite:///{tmp_path / 'none.db'}", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "new.toml: 3 problems:" in result.stderr
+    assert '- line 2: [schedule] tz = "Europe/Berln" is not a known IANA time zone. Did you mean "Europe/Berlin"' \
+        in result.stderr
+    assert "- line 5: [reminders] stages[2] = 10 repeats stage 10" in result.stderr
+    assert '- line 6: [reminders] collapse = "x" is not a collapse mode' in result.stderr
