@@ -190,3 +190,25 @@ def test_each_problem_of_a_bad_proposed_policy_names_its_line(tmp_path: Path) ->
         in result.stderr
     assert "- line 5: [reminders] stages[2] = 10 repeats stage 10" in result.stderr
     assert '- line 6: [reminders] collapse = "x" is not a collapse mode' in result.stderr
+
+
+def test_the_readme_whatif_on_the_demo_book_is_what_it_prints(tmp_path: Path) -> None:
+    """README's what-if output is reproduced by the commands above it (the demo book is seeded)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### What-if: try a policy change on your own book first", 1)[1]
+    commands = re.search(r"On the demo book.*?```sh\n(.*?)```\n\n```text\n(.*?)```", section, re.S)
+    assert commands, "README lost its what-if example"
+    demo = oncebeat("demo", "--days", "20", cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    (tmp_path / "oncebeat.toml").write_text('[reminders]\nstages = [1, 7, 14, 30]\nsend_zone = "customer"\n',
+                                            encoding="utf-8")
+    (tmp_path / "new.toml").write_text('[reminders]\nstages = [3, 10, 30]\nsend_zone = "customer"\n', encoding="utf-8")
+    assert "printf" in commands[1] and "stages = [3, 10, 30]" in commands[1]
+    run = commands[1].strip().splitlines()[-1].split()
+    assert run[0] == "oncebeat"
+    result = oncebeat(*run[1:], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    printed = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("wall time")).strip()
+    assert printed == commands[2].strip()
