@@ -1243,14 +1243,30 @@ class _FaultsOption(click.Option):
 # --- reports -------------------------------------------------------------------------------------
 @cli.command()
 @click.option("--days", default=0, show_default=True, type=click.IntRange(0, 3650),
-              help="Preview the scan this many days ahead (0 = today's business date).")
+              help="Preview the scan this many days ahead (0 = today's business date); with --policy, the days "
+                   "the what-if runs (0 = 30).")
+@click.option("--policy", "proposed", type=click.Path(path_type=Path), default=None, metavar="NEW.toml",
+              help="What-if: run the book through this policy and the current one on simulated time (on a copy; "
+                   "nothing is written or sent) and print the difference.")
+@click.option("--start", default=None, metavar="YYYY-MM-DD",
+              help="With --policy: the what-if's first day (default today in the policy's zone).")
 @DB_OPTION
 @CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True)
-def preview(days: int, database_url: str | None, config: Path | None, as_json: bool) -> None:
-    """What the scan would send (dry run: nothing is written)."""
+def preview(days: int, proposed: Path | None, start: str | None, database_url: str | None, config: Path | None,
+            as_json: bool) -> None:
+    """What the scan would send (dry run: nothing is written); with --policy, what a policy change would do."""
     from datetime import timedelta
 
+    if proposed is not None:
+        from .cli_whatif import preview_whatif
+
+        preview_whatif(proposed_path=proposed, days=days, start=_parse_date(start, "--start"),
+                       database_url=database_url, config=config, as_json=as_json, runtime=_runtime,
+                       print_json=_print_json)
+        return
+    if start is not None:
+        raise click.UsageError("--start goes with --policy (the what-if); the plain preview uses --days")
     rt = _runtime(config=config, database_url=database_url, migrate=False)
     try:
         business_date = rt.clock.now().astimezone(rt.policy.zone).date() + timedelta(days=days)

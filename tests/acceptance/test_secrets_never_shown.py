@@ -49,7 +49,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["migrate"], ["import", "invoices.csv"], ["trigger", "reminders"],
     ["backfill", "reminders", "--from", "2026-01-01T00:00:00+00:00", "--until", "2026-01-02T00:00:00+00:00"],
     ["schedules"], ["schedules", "pause", "reminders"], ["schedules", "resume", "reminders"], ["jobs"],
-    ["preview"], ["aging"], ["effects", "list"], ["effects", "resolve", "reminder:1", "done"],
+    ["preview"], ["preview", "--policy", "new.toml", "--days", "1"], ["aging"], ["effects", "list"], ["effects", "resolve", "reminder:1", "done"],
     ["check"], ["doctor"], ["doctor", "--json"], ["simulate", "--days", "1", "--dir", "sim"],
     ["tick"], ["occurrences", "rerun", "1"], ["schedules", "set", "reminders", "--cron", "0 9 * * *", "--tz", "UTC"],
     ["schedules", "retire", "reminders"], ["schedules", "revert", "reminders"], ["schedules", "describe", "reminders"],
@@ -115,6 +115,7 @@ def place(tmp_path: Path) -> Iterator[dict[str, Any]]:
     require_postgres()
     schema = f"secrets_{os.getpid()}_{time.monotonic_ns() % 10**9}"
     (tmp_path / "invoices.csv").write_text(INVOICES, encoding="utf-8")
+    (tmp_path / "new.toml").write_text("[reminders]\nstages = [3, 10, 30]\n", encoding="utf-8")
     with MailSink(tmp_path / "maildir") as sink:
         yield {"schema": schema, "dbs": _db_shapes(tmp_path, schema), "smtps": _smtp_shapes(sink.port)}
     drop_pg_schema(pg_base_url() + ("&" if "?" in pg_base_url() else "?") + f"schema={schema}")
