@@ -108,15 +108,27 @@ def set_schedule(store: Store, key: str, *, expression: str | None = None, tz: s
             return ScheduleEdit(key=key, changed=False, version=row["version"], old=_definition_text(old),
                                 new=_definition_text(new))
         code_hash = row["code_hash"] if row["origin"] == "runtime" else row["definition_hash"]
-        last = ledger.last_fire_at(tx, key)
-        updated = tx.one("override_schedule", key=key, expression=new.expression, tz=new.tz, dst_gap=new.dst_gap,
-                         dst_fold=new.dst_fold, catchup=new.catchup, catchup_window=new.catchup_window,
-                         overlap=new.overlap, definition_hash=new.definition_hash(), code_hash=code_hash,
-                         active_since=max(x for x in (now, last) if x is not None), now=now)
-        assert updated is not None
-        audit.record(tx, now=now, kind="schedule.changed", subject=f"schedule:{key}", source=source,
-                     detail={"old": _definition_text(old), "new": _definition_text(new), "origin": "runtime",
-                             "version": updated["version"]})
+        updated = tx.one("override_schedule", **_version_params(tx, key, new, now), code_hash=code_hash)
+        return _versioned(tx, updated, "schedule.changed", "runtime", key, old, new, now=now, source=source)
+
+
+def _version_params(tx: Tx, key: str, new: ScheduleDef, now: datetime) -> dict[str, Any]:
+    """The parameters of a new version of ``key`` defined as ``new``: counted from now and never from before the
+    newest recorded instant (G1)."""
+    last = ledger.last_fire_at(tx, key)
+    return {"key": key, "expression": new.expression, "tz": new.tz, "dst_gap": new.dst_gap, "dst_fold": new.dst_fold,
+            "catchup": new.catchup, "catchup_window": new.catchup_window, "overlap": new.overlap,
+            "definition_hash": new.definition_hash(), "active_since": max(x for x in (now, last) if x is not None),
+            "now": now}
+
+
+def _versioned(tx: Tx, updated: dict[str, Any] | None, kind: str, origin: str, key: str, old: ScheduleDef,
+               new: ScheduleDef, *, now: datetime, source: Source) -> ScheduleEdit:
+    """Audit the new version ``updated`` (``kind``) and answer it as a :class:`ScheduleEdit`."""
+    assert updated is not None
+    audit.record(tx, now=now, kind=kind, subject=f"schedule:{key}", source=source,
+                 detail={"old": _definition_text(old), "new": _definition_text(new), "origin": origin,
+                         "version": updated["version"]})
     return ScheduleEdit(key=key, changed=True, version=updated["version"], old=_definition_text(old),
                         new=_definition_text(new))
 
@@ -147,17 +159,8 @@ def revert_schedule(store: Store, app: App, key: str, *, source: Source | None =
         if row["origin"] != "runtime":
             return ScheduleEdit(key=key, changed=False, version=row["version"], old=_definition_text(current),
                                 new=_definition_text(current))
-        last = ledger.last_fire_at(tx, key)
-        updated = tx.one("revert_schedule", key=key, expression=code.expression, tz=code.tz, dst_gap=code.dst_gap,
-                         dst_fold=code.dst_fold, catchup=code.catchup, catchup_window=code.catchup_window,
-                         overlap=code.overlap, definition_hash=code.definition_hash(),
-                         active_since=max(x for x in (now, last) if x is not None), now=now)
-        assert updated is not None
-        audit.record(tx, now=now, kind="schedule.reverted", subject=f"schedule:{key}", source=source,
-                     detail={"old": _definition_text(current), "new": _definition_text(code), "origin": "code",
-                             "version": updated["version"]})
-    return ScheduleEdit(key=key, changed=True, version=updated["version"], old=_definition_text(current),
-                        new=_definition_text(code))
+        updated = tx.one("revert_schedule", **_version_params(tx, key, code, now))
+        return _versioned(tx, updated, "schedule.reverted", "code", key, current, code, now=now, source=source)
 
 
 def retire_schedule(store: Store, key: str, *, source: Source | None = None, clock: Clock | None = None) -> bool:
