@@ -56,6 +56,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["prune"], ["prune", "--older-than", "1d", "--apply"],
     ["holds"], ["hold", "--invoice", "INV-1", "--reason", "manual"], ["release", "--invoice", "INV-1"],
     ["queues"], ["queues", "pause", "mail"], ["queues", "resume", "mail"], ["sync"], ["sources"],
+    ["report", "dso"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")
 
