@@ -53,7 +53,7 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
 
         A figure the data cannot give (a month not over, before the first invoice, a payment without a date) is
         shown n/a with the reason, never guessed. Formulas: docs/reports.md."""
-        from .reminders.reports import Month, build, csv_text, default_range, json_table, text_lines
+        from .reminders.reports import Month, build_many, csv_text, default_range, json_table, text_lines
 
         if kind and kind_option and kind != kind_option:
             raise click.UsageError(f"report {kind} --kind {kind_option}: give the report once (argument or --kind)")
@@ -70,8 +70,7 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
         try:
             today = day or rt.clock.now().astimezone(rt.policy.zone).date()
             start, end = default_range(today, *months)
-            tables = [t for k in kinds for t in build(rt.store, k, first=start, last=end, as_of=today,
-                                                       currency=currency)]
+            tables = build_many(rt.store, kinds, first=start, last=end, as_of=today, currency=currency)
         finally:
             rt.close()
         if as_json:

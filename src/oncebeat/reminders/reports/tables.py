@@ -22,7 +22,7 @@ from ...csvsafe import safe_row
 from ..money import minor_digits
 from ..render import format_money, resolve_locale
 
-__all__ = ["Column", "Table", "csv_text", "json_value", "text_lines"]
+__all__ = ["Column", "Table", "cell_text", "csv_text", "json_value", "text_lines"]
 
 #: Decimals kept (JSON, CSV) and shown (text) per ratio kind: days 0.1, percent 0.1, share 0.1 % (0.001).
 DECIMALS = {"days": 1, "percent": 1, "share": 3}
@@ -67,7 +67,8 @@ def json_value(value: Any, column: Column) -> Any:
     return value
 
 
-def _cell_text(value: Any, column: Column, row: dict[str, Any], locale: str) -> str:
+def cell_text(value: Any, column: Column, row: dict[str, Any], locale: str) -> str:
+    """One cell for people: money with Babel in ``locale``, ratios rounded, "n/a" where data is missing."""
     if value is None:
         return "n/a" if column.kind in ("days", "percent", "share", "money") else ""
     loc = resolve_locale(locale)
@@ -88,7 +89,7 @@ def text_lines(table: Table, locale: str = "en_US") -> Iterator[str]:
     """The table for a terminal: a title, aligned columns (numbers right-aligned), then its notes."""
     yield table.title
     cells = [[c.label for c in table.columns]]
-    cells += [[_cell_text(r.get(c.key), c, r, locale) for c in table.columns] for r in table.rows]
+    cells += [[cell_text(r.get(c.key), c, r, locale) for c in table.columns] for r in table.rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(table.columns))]
     for row in cells:
         parts = [text.ljust(w) if c.kind == "text" else text.rjust(w)
