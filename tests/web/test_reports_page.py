@@ -8,12 +8,12 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from reports_book import seed
 from starlette.testclient import TestClient
 from web_helpers import dashboard_client, runtime  # noqa: F401  (fixtures)
 
 from oncebeat.reminders.runtime import Runtime
 from oncebeat.timebase import SimulatedClock
+from reports_book import seed
 
 
 def _on_as_of(runtime: Runtime) -> None:
