@@ -7,12 +7,15 @@ right says "not enough data" instead of a number, and amounts of different curre
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
+from datetime import date, timedelta
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
+from oncebeat.reminders.model import Customer, Invoice
 from oncebeat.reminders.policy import write_default_config
 from oncebeat.reminders.reports import (
     Month,
@@ -34,14 +37,19 @@ JAN, FEB, MAR, APR = Month(2026, 1), Month(2026, 2), Month(2026, 3), Month(2026,
 
 
 @pytest.fixture
-def rt(db_url: str, tmp_path: Path) -> Iterator[Runtime]:
+def runtime_only(db_url: str, tmp_path: Path) -> Iterator[Runtime]:
     write_default_config(tmp_path / "oncebeat.toml")
     runtime = load_runtime(database_url=db_url, config=tmp_path / "oncebeat.toml")
-    seed(runtime.service, runtime.store)
     try:
         yield runtime
     finally:
         runtime.close()
+
+
+@pytest.fixture
+def rt(runtime_only: Runtime) -> Runtime:
+    seed(runtime_only.service, runtime_only.store)
+    return runtime_only
 
 
 def test_dso_and_cei_match_the_hand_computed_months(rt: Runtime) -> None:
@@ -205,3 +213,65 @@ def test_countback_walks_back_until_the_receivables_are_used_up() -> None:
     assert countback_dso(0, lambda m: sales.get(m, 0), Month(2026, 3), Month(2026, 1)) == 0
     # More receivables than all the sales since the first month: refused, not guessed.
     assert countback_dso(401, lambda m: sales.get(m, 0), Month(2026, 3), Month(2026, 1)) is None
+
+
+def _oracle(invoices: list[tuple[str, int, date, date, str, date | None]], cur: str, month: Month,
+            first_month: Month) -> tuple[int, int, int, int, Fraction, Fraction | None]:
+    """DSO and CEI of one month straight from the definitions, invoice by invoice (docs/reports.md)."""
+    def ar(day: date, current_only: bool = False) -> int:
+        return sum(a for c, a, issued, due, status, paid in invoices
+                   if c == cur and status != "void" and issued <= day
+                   and not (status == "paid" and paid is not None and paid <= day)
+                   and (not current_only or due >= day))
+
+    def sales(m: Month) -> int:
+        return sum(a for c, a, issued, _, status, _ in invoices
+                   if c == cur and status != "void" and Month.of(issued) == m)
+
+    begin, end, current = ar(month.shift(-1).end), ar(month.end), ar(month.end, current_only=True)
+    left, days, m = Fraction(end), Fraction(0), month
+    while left > 0:
+        assert m >= first_month
+        if sales(m) >= left:
+            days += Fraction(m.days) * left / sales(m)
+            break
+        left -= sales(m)
+        days += m.days
+        m = m.shift(-1)
+    due = begin + sales(month) - current
+    return begin, sales(month), end, current, days, Fraction(100 * (begin + sales(month) - end), due) if due else None
+
+
+def test_dso_and_cei_agree_with_the_definitions_on_a_random_book(runtime_only: Runtime) -> None:
+    rng = random.Random(24)
+    rows: list[tuple[str, int, date, date, str, date | None]] = []
+    invoices = []
+    for n in range(300):
+        cur = rng.choice(["EUR", "JPY"])
+        issued = date(2025, 1, 1) + timedelta(days=rng.randrange(365))
+        due = issued + timedelta(days=rng.choice([0, 7, 14, 30, 45]))
+        status = rng.choices(["open", "paid", "void", "uncollectible"], [3, 8, 1, 1])[0]
+        paid = issued + timedelta(days=rng.randrange(0, 90)) if status == "paid" else None
+        if paid is not None and paid >= date(2026, 3, 1):
+            paid = date(2026, 2, 27)
+        amount = rng.randrange(1, 500_000)
+        rows.append((cur, amount, issued, due, status, paid))
+        invoices.append(Invoice(number=f"R-{n}", customer_email="ann@example.test", currency=cur, amount_due=amount,
+                                issued_on=issued, due_on=due, status=status, paid_on=paid))
+    runtime_only.service.upsert([Customer(email="ann@example.test", name="Ann")], invoices)
+    got = month_figures(runtime_only.store, first=Month(2025, 1), last=Month(2026, 1), as_of=date(2026, 3, 1))
+    firsts = {cur: Month.of(min(r[2] for r in rows if r[0] == cur and r[4] != "void")) for cur in ("EUR", "JPY")}
+    checked = 0
+    for figure in got:
+        if figure.month < firsts[figure.currency]:
+            assert figure.dso is None
+            continue
+        begin, sales, end, current, dso, cei = _oracle(rows, figure.currency, figure.month, firsts[figure.currency])
+        assert (figure.begin_receivables, figure.credit_sales, figure.end_receivables, figure.end_current) == (
+            begin, sales, end, current), (figure.currency, str(figure.month))
+        assert (figure.dso, figure.cei) == (dso, cei), (figure.currency, str(figure.month))
+        checked += 1
+    assert checked == 26
+    # The SQL aggregates: at most five rows (one per kind) per currency and month, however many invoices.
+    moves = runtime_only.store.read("report_receivable_moves", currency=None)
+    assert len(moves) <= 5 * len({(r["currency"], r["month"]) for r in moves})
