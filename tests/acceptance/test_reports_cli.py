@@ -55,8 +55,10 @@ def test_report_prints_text_csv_and_json_from_the_command_line(tmp_path: Path, d
     assert [(r["month"], r["amount"]) for r in disputes["rows"]] == [("2026-02", 50000), ("2026-03", 1200000)]
 
     stages = json.loads(oncebeat("report", "stages", "--json", *common, cwd=tmp_path).stdout)["reports"][0]["rows"]
-    assert stages[0] == {"stage": 1, "group": "reminded", "unpaid": 5, "paid_3d": 0.4, "of_3d": 5, "paid_7d": 0.6,
-                         "of_7d": 5, "paid_14d": 0.5, "of_14d": 4}
+    assert stages[0] == {"stage": 1, "group": "reminded", "unpaid": 5, "undated": 0, "paid_3d": 0.4, "of_3d": 5,
+                         "paid_7d": 0.6, "of_7d": 5, "paid_14d": 0.5, "of_14d": 4}
+    assert (stages[1]["group"], stages[1]["unpaid"], stages[1]["undated"], stages[1]["paid_14d"]) == (
+        "baseline", 5, 1, 0.5)
 
     everything = oncebeat("report", *common, cwd=tmp_path)
     assert everything.returncode == 0 and all(title in everything.stdout for title in (

@@ -129,7 +129,7 @@ def _cei(rows: list[MonthFigures]) -> Table:
 
 def _stages(rows: list[StageRow]) -> Table:
     columns = [Column("stage", "stage (days)", "count"), Column("group", "group"),
-               Column("unpaid", "unpaid at stage", "count")]
+               Column("unpaid", "unpaid at stage", "count"), Column("undated", "of which paid, no date", "count")]
     for n in WINDOWS:
         columns += [Column(f"paid_{n}d", f"paid within {n} d", "share"), Column(f"of_{n}d", f"of ({n} d over)",
                                                                                  "count")]
@@ -137,7 +137,8 @@ def _stages(rows: list[StageRow]) -> Table:
     no_baseline = []
     for r in rows:
         for name, group in (("reminded", r.reminded), ("baseline", r.baseline)):
-            row: dict[str, object] = {"stage": r.stage, "group": name, "unpaid": group.unpaid}
+            row: dict[str, object] = {"stage": r.stage, "group": name, "unpaid": group.unpaid,
+                                      "undated": group.undated}
             for n in WINDOWS:
                 row[f"paid_{n}d"], row[f"of_{n}d"] = group.share(n), group.eligible.get(n, 0)
             t.rows.append(row)
