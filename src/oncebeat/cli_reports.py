@@ -49,7 +49,7 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
                        currency: str | None, as_of: str | None, locale: str, as_csv: bool, as_json: bool,
                        database_url: str | None, config: Path | None) -> None:
         """Collection reports per currency and month: DSO (countback), CEI, stage effectiveness (paid within
-        3/7/14 days after each stage vs. invoices never reminded), aging, promises (kept/broken) and disputes.
+        3/7/14 days after each stage vs. invoices not yet reminded), aging, promises (kept/broken) and disputes.
 
         A figure the data cannot give (a month not over, before the first invoice, a payment without a date) is
         shown n/a with the reason, never guessed. Formulas: docs/reports.md."""

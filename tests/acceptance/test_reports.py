@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import pytest
 from oncebeat.reminders.model import Customer, Invoice
 from oncebeat.reminders.policy import write_default_config
 from oncebeat.reminders.reports import (
+    WINDOWS,
     Month,
     MonthError,
     ReportError,
@@ -275,3 +276,94 @@ def test_dso_and_cei_agree_with_the_definitions_on_a_random_book(runtime_only: R
     # The SQL aggregates: at most five rows (one per kind) per currency and month, however many invoices.
     moves = runtime_only.store.read("report_receivable_moves", currency=None)
     assert len(moves) <= 5 * len({(r["currency"], r["month"]) for r in moves})
+
+
+def test_the_baseline_leaves_out_a_window_in_which_the_invoice_was_reminded_before_it_paid(
+        runtime_only: Runtime) -> None:
+    rt = runtime_only
+    rt.service.upsert([Customer(email="ann@example.test", name="Ann")], [
+        Invoice(number="X1", customer_email="ann@example.test", currency="EUR", amount_due=100,
+                issued_on=date(2025, 12, 1), due_on=date(2026, 1, 1), status="paid", paid_on=date(2026, 1, 10)),
+        Invoice(number="X2", customer_email="ann@example.test", currency="EUR", amount_due=100,
+                issued_on=date(2025, 12, 1), due_on=date(2026, 1, 1))])
+    insert = ("INSERT INTO reminders (invoice_id, stage, state, business_date, created_at, updated_at, sent_at) "
+              "SELECT id, ?, 'sent', ?, ?, ?, ? FROM invoices WHERE number = ?")
+    insert = insert.replace("?", "%s") if rt.store.backend == "postgres" else insert
+    at = datetime(2026, 1, 8, 15, tzinfo=UTC)
+    with rt.store.transaction() as tx:
+        tx.execute(insert, (7, date(2026, 1, 8), at, at, at, "X1"))  # X1: first reminder is stage 7, on 01-08
+        tx.execute(insert, (1, date(2026, 1, 2), at, at, at, "X2"))  # X2: stage 1 on 01-02, never paid
+    rows = {r.stage: r for r in stage_effectiveness(rt.store, first=JAN, last=JAN, as_of=date(2026, 3, 1))}
+    # Stage 1 baseline: X1 unpaid on its anchor 01-02 and not reminded by then (fr = 01-08 - 01-02 = 6 days).
+    # 3 days: reminded only after the window -> eligible; paid 01-10 (d = 8 > 3) -> not paid within 3.
+    # 7 and 14 days: reminded on day 6, before paying on day 8 -> its outcome without a reminder is unknown: out.
+    assert (rows[1].baseline.unpaid, rows[1].baseline.eligible, rows[1].baseline.paid) == (
+        1, {3: 1, 7: 0, 14: 0}, {3: 0, 7: 0, 14: 0})
+    assert rows[1].baseline.share(3) == 0 and rows[1].baseline.share(7) is None
+    # X2 is stage 1's reminded invoice (unpaid); X1 is stage 7's (paid 2 days after it, d = 2).
+    assert rows[1].reminded.paid == {3: 0, 7: 0, 14: 0} and rows[1].reminded.eligible == {3: 1, 7: 1, 14: 1}
+    assert rows[7].reminded.paid == {3: 1, 7: 1, 14: 1}
+    # Stage 7 baseline: X2 was reminded (01-02) before its anchor 01-08, X1 on it: neither is a baseline invoice.
+    assert rows[7].baseline.unpaid == 0
+
+
+def test_stage_effectiveness_agrees_with_the_definitions_on_a_random_book(runtime_only: Runtime) -> None:
+    rt, rng = runtime_only, random.Random(5)
+    as_of, first_day, last_day = date(2026, 3, 20), JAN.start, FEB.end
+    invoices, sent = [], []
+    for n in range(250):
+        due = date(2025, 12, 1) + timedelta(days=rng.randrange(90))
+        status = rng.choices(["open", "paid", "void", "uncollectible"], [3, 8, 1, 1])[0]
+        paid = min(due + timedelta(days=rng.randrange(-5, 40)), as_of - timedelta(days=1)) if status == "paid" else None
+        invoices.append(Invoice(number=f"S-{n}", customer_email="ann@example.test", currency=rng.choice(["EUR", "USD"]),
+                                amount_due=100, issued_on=due - timedelta(days=30), due_on=due, status=status,
+                                paid_on=paid))
+        for stage in (1, 7, 14):  # a reminder goes (sometimes late, sometimes on stale payment news) or not
+            day = due + timedelta(days=stage + rng.choice([0, 0, 0, 1, 2]))
+            if day < as_of and rng.random() < 0.6:
+                sent.append((f"S-{n}", stage, day))
+    rt.service.upsert([Customer(email="ann@example.test", name="Ann")], invoices)
+    insert = ("INSERT INTO reminders (invoice_id, stage, state, business_date, created_at, updated_at, sent_at) "
+              "SELECT id, ?, 'sent', ?, ?, ?, ? FROM invoices WHERE number = ?")
+    insert = insert.replace("?", "%s") if rt.store.backend == "postgres" else insert
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    with rt.store.transaction() as tx:
+        for number, stage, day in sent:
+            tx.execute(insert, (stage, day, at, at, at, number))
+    by_number = {i.number: i for i in invoices}
+    first_sent: dict[str, date] = {}
+    for number, _, day in sent:
+        first_sent[number] = min(day, first_sent.get(number, day))
+    expected: dict[tuple[int, str], list[int]] = {}
+
+    def count(stage: int, group: str, inv: Invoice, anchor: date, fr: int | None) -> None:
+        row = expected.setdefault((stage, group), [0, 0] + [0] * 6)
+        undated = inv.status == "paid" and inv.paid_on is None
+        d = (inv.paid_on - anchor).days if inv.status == "paid" and inv.paid_on else None
+        row[0] += 1
+        row[1] += undated
+        for k, window in enumerate(WINDOWS):
+            if not undated and (as_of - anchor).days > window and (fr is None or fr > window or (
+                    d is not None and fr > d)):
+                row[2 + 2 * k] += 1
+                row[3 + 2 * k] += d is not None and d <= window
+
+    def unpaid_on(inv: Invoice, day: date) -> bool:
+        return inv.status != "void" and not (inv.status == "paid" and inv.paid_on and inv.paid_on < day)
+
+    for number, stage, day in sent:
+        if first_day <= day <= last_day and unpaid_on(by_number[number], day):
+            count(stage, "reminded", by_number[number], day, None)
+    for stage in sorted({s for _, s, _ in sent}):
+        for inv in invoices:
+            anchor = inv.due_on + timedelta(days=stage)
+            first = first_sent.get(inv.number)
+            if first_day <= anchor <= last_day and unpaid_on(inv, anchor) and (first is None or first > anchor):
+                count(stage, "baseline", inv, anchor, (first - anchor).days if first else None)
+    got = {}
+    for r in stage_effectiveness(rt.store, first=JAN, last=FEB, as_of=as_of):
+        for group, g in (("reminded", r.reminded), ("baseline", r.baseline)):
+            if g.unpaid:
+                got[r.stage, group] = [g.unpaid, g.undated] + [x for w in WINDOWS for x in (g.eligible[w], g.paid[w])]
+    assert got == expected
+    assert sum(v[2] for k, v in expected.items() if k[1] == "baseline") > 20  # the baseline really is exercised

@@ -1,5 +1,5 @@
 """Reports: the collection reports (docs/reports.md) as server-rendered SVG charts and tables, one card per
-currency for DSO and CEI, stage effectiveness against the never-reminded baseline, promises, disputes and aging.
+currency for DSO and CEI, stage effectiveness against the not-yet-reminded baseline, promises, disputes and aging.
 
 Entry point only: reads ``?from=YYYY-MM&to=YYYY-MM&currency=EUR`` (all optional, as ``oncebeat report``), calls
 :func:`oncebeat.reminders.reports.build_many` off the event loop and renders; a bad month or currency is the

@@ -28,10 +28,10 @@ from .months import Month, MonthError, month_range
 from .receivables import MonthFigures, countback_dso, month_figures
 from .tables import Column, Table, cell_text, csv_text, json_table, text_lines
 
-__all__ = ["KINDS", "Column", "DisputeRow", "Month", "MonthError", "MonthFigures", "PromiseRow", "ReportError",
-           "StageGroup", "StageRow", "Table", "build", "build_many", "cell_text", "check_currency", "countback_dso",
-           "csv_text", "default_range", "disputes", "json_table", "month_figures", "month_range", "promises",
-           "stage_effectiveness", "text_lines"]
+__all__ = ["KINDS", "WINDOWS", "Column", "DisputeRow", "Month", "MonthError", "MonthFigures", "PromiseRow",
+           "ReportError", "StageGroup", "StageRow", "Table", "build", "build_many", "cell_text", "check_currency",
+           "countback_dso", "csv_text", "default_range", "disputes", "json_table", "month_figures", "month_range",
+           "promises", "stage_effectiveness", "text_lines"]
 
 KINDS: tuple[str, ...] = ("dso", "cei", "stages", "aging", "promises", "disputes", "holds")
 _CODE = re.compile(r"[A-Z]{3}")
@@ -144,8 +144,9 @@ def _stages(rows: list[StageRow]) -> Table:
             t.rows.append(row)
         if r.baseline.unpaid == 0:
             no_baseline.append(str(r.stage))
-    t.notes.append("reminded: invoices whose stage was sent, from its send date; baseline: invoices never reminded, "
-                   "from due date + stage. n/a: no invoice's window is over yet.")
+    t.notes.append("reminded: invoices whose stage was sent, from its send date; baseline: invoices not reminded by "
+                   "due date + stage, from that day (one reminded within a window before paying is left out of it). "
+                   "n/a: no invoice's window is over yet.")
     if no_baseline:
         t.notes.append(f"no baseline for stage(s) {', '.join(no_baseline)}: every invoice unpaid then was reminded.")
     return t

@@ -1,5 +1,6 @@
 """Per-stage effectiveness: of the invoices still unpaid when a stage went out, the share paid within 3, 7 and 14
-days, next to a baseline of invoices never reminded (docs/reports.md, "Stage effectiveness").
+days, next to a baseline of invoices not reminded by the day the stage would have gone (docs/reports.md, "Stage
+effectiveness"; an invoice reminded within a window before paying is left out of that window).
 
 Counts, not amounts, so currencies may be reported together (``currency`` narrows to one). A window of N days
 counts an invoice only once it is over: its anchor + N is before ``as_of``; a younger invoice is in ``unpaid`` but
@@ -40,7 +41,7 @@ class StageGroup:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StageRow:
-    """One ladder stage (days relative to the due date): its reminded invoices and the never-reminded baseline."""
+    """One ladder stage (days relative to the due date): its reminded invoices and the not-yet-reminded baseline."""
 
     stage: int
     reminded: StageGroup

@@ -44,37 +44,42 @@ ORDER BY currency, month, kind;
 
 -- name: report_stage_effectiveness
 -- Per (stage, group): how many invoices were still unpaid on the anchor day and, of those whose window of N days
--- after the anchor is over before :as_of (N = 3, 7, 14), how many were paid within it (paid_on - anchor <= N).
+-- after the anchor is over before :as_of (age > N; N = 3, 7, 14), how many were paid within it (d = paid_on -
+-- anchor <= N).
 --   reminded: anchor = the business date of the stage's sent reminder (reminders.business_date).
---   baseline: invoices with no sent reminder at all; anchor = due_on + stage (the day the stage would have gone).
--- Anchors in [:start, :end]; void invoices and paid ones without a payment date are left out (counted in
--- "undated"); an invoice paid before its anchor is not "still unpaid" and is left out.
+--   baseline: anchor = due_on + stage (the day the stage would have gone); invoices not reminded by then (no sent
+--     reminder dated on or before the anchor). fr = the day of the invoice's first sent reminder - anchor: an
+--     invoice reminded within a window before it paid is left out of that window (its outcome without a reminder
+--     is unknown).
+-- Anchors in [:start, :end]; void invoices are left out; paid ones without a payment date count in unpaid and
+-- undated but in no window; an invoice paid before its anchor is not "still unpaid" and is left out.
 SELECT stage, grp, COUNT(*) AS unpaid, SUM(undated) AS undated,
-       SUM(CASE WHEN undated = 0 AND age > 3 THEN 1 ELSE 0 END) AS eligible_3,
-       SUM(CASE WHEN undated = 0 AND age > 3 AND d <= 3 THEN 1 ELSE 0 END) AS paid_3,
-       SUM(CASE WHEN undated = 0 AND age > 7 THEN 1 ELSE 0 END) AS eligible_7,
-       SUM(CASE WHEN undated = 0 AND age > 7 AND d <= 7 THEN 1 ELSE 0 END) AS paid_7,
-       SUM(CASE WHEN undated = 0 AND age > 14 THEN 1 ELSE 0 END) AS eligible_14,
-       SUM(CASE WHEN undated = 0 AND age > 14 AND d <= 14 THEN 1 ELSE 0 END) AS paid_14
+       SUM(CASE WHEN undated = 0 AND age > 3 AND (fr IS NULL OR fr > 3 OR fr > d) THEN 1 ELSE 0 END) AS eligible_3,
+       SUM(CASE WHEN undated = 0 AND age > 3 AND (fr IS NULL OR fr > 3 OR fr > d) AND d <= 3 THEN 1 ELSE 0 END) AS paid_3,
+       SUM(CASE WHEN undated = 0 AND age > 7 AND (fr IS NULL OR fr > 7 OR fr > d) THEN 1 ELSE 0 END) AS eligible_7,
+       SUM(CASE WHEN undated = 0 AND age > 7 AND (fr IS NULL OR fr > 7 OR fr > d) AND d <= 7 THEN 1 ELSE 0 END) AS paid_7,
+       SUM(CASE WHEN undated = 0 AND age > 14 AND (fr IS NULL OR fr > 14 OR fr > d) THEN 1 ELSE 0 END) AS eligible_14,
+       SUM(CASE WHEN undated = 0 AND age > 14 AND (fr IS NULL OR fr > 14 OR fr > d) AND d <= 14 THEN 1 ELSE 0 END) AS paid_14
 FROM (
-    SELECT r.stage, 'reminded' AS grp,
-           CAST(:as_of AS DATE) - r.business_date AS age,
+    SELECT r.stage, 'reminded' AS grp, CAST(:as_of AS DATE) - r.business_date AS age,
            CASE WHEN i.status = 'paid' THEN i.paid_on - r.business_date END AS d,
-           CASE WHEN i.status = 'paid' AND i.paid_on IS NULL THEN 1 ELSE 0 END AS undated
+           CASE WHEN i.status = 'paid' AND i.paid_on IS NULL THEN 1 ELSE 0 END AS undated, CAST(NULL AS INTEGER) AS fr
     FROM reminders r JOIN invoices i ON i.id = r.invoice_id
     WHERE r.state = 'sent' AND i.status <> 'void' AND r.business_date BETWEEN CAST(:start AS DATE) AND CAST(:end AS DATE)
       AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < r.business_date)
       AND (CAST(:currency AS TEXT) IS NULL OR i.currency = :currency)
     UNION ALL
-    SELECT s.stage, 'baseline',
-           CAST(:as_of AS DATE) - i.due_on - s.stage,
-           CASE WHEN i.status = 'paid' THEN i.paid_on - i.due_on - s.stage END,
-           CASE WHEN i.status = 'paid' AND i.paid_on IS NULL THEN 1 ELSE 0 END
-    FROM (SELECT DISTINCT stage FROM reminders WHERE state = 'sent') AS s
-    JOIN invoices i ON i.due_on + s.stage BETWEEN CAST(:start AS DATE) AND CAST(:end AS DATE)
-    WHERE i.status <> 'void' AND (CAST(:currency AS TEXT) IS NULL OR i.currency = :currency)
-      AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < i.due_on + s.stage)
-      AND NOT EXISTS (SELECT 1 FROM reminders x WHERE x.invoice_id = i.id AND x.state = 'sent')
+    SELECT stage, 'baseline', age, d, undated, fr FROM (
+        SELECT s.stage, CAST(:as_of AS DATE) - i.due_on - s.stage AS age,
+               CASE WHEN i.status = 'paid' THEN i.paid_on - i.due_on - s.stage END AS d,
+               CASE WHEN i.status = 'paid' AND i.paid_on IS NULL THEN 1 ELSE 0 END AS undated,
+               (SELECT MIN(x.business_date) FROM reminders x WHERE x.invoice_id = i.id AND x.state = 'sent') - i.due_on - s.stage AS fr
+        FROM (SELECT DISTINCT stage FROM reminders WHERE state = 'sent') AS s
+        JOIN invoices i ON i.due_on + s.stage BETWEEN CAST(:start AS DATE) AND CAST(:end AS DATE)
+        WHERE i.status <> 'void' AND (CAST(:currency AS TEXT) IS NULL OR i.currency = :currency)
+          AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < i.due_on + s.stage)
+    ) AS candidates
+    WHERE fr IS NULL OR fr > 0
 ) AS anchored
 GROUP BY stage, grp
 ORDER BY stage, grp;
