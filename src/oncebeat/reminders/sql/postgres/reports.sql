@@ -73,10 +73,13 @@ FROM (
         SELECT s.stage, CAST(:as_of AS DATE) - i.due_on - s.stage AS age,
                CASE WHEN i.status = 'paid' THEN i.paid_on - i.due_on - s.stage END AS d,
                CASE WHEN i.status = 'paid' AND i.paid_on IS NULL THEN 1 ELSE 0 END AS undated,
-               (SELECT MIN(x.business_date) FROM reminders x WHERE x.invoice_id = i.id AND x.state = 'sent') - i.due_on - s.stage AS fr
+               f.first_sent - i.due_on - s.stage AS fr
         FROM (SELECT DISTINCT stage FROM reminders WHERE state = 'sent') AS s
-        JOIN invoices i ON i.due_on + s.stage BETWEEN CAST(:start AS DATE) AND CAST(:end AS DATE)
-        WHERE i.status <> 'void' AND (CAST(:currency AS TEXT) IS NULL OR i.currency = :currency)
+        CROSS JOIN invoices i
+        LEFT JOIN (SELECT invoice_id, MIN(business_date) AS first_sent FROM reminders WHERE state = 'sent'
+                   GROUP BY invoice_id) AS f ON f.invoice_id = i.id
+        WHERE i.due_on + s.stage BETWEEN CAST(:start AS DATE) AND CAST(:end AS DATE)
+          AND i.status <> 'void' AND (CAST(:currency AS TEXT) IS NULL OR i.currency = :currency)
           AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < i.due_on + s.stage)
     ) AS candidates
     WHERE fr IS NULL OR fr > 0

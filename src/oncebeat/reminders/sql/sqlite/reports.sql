@@ -74,11 +74,13 @@ FROM (
         SELECT s.stage, CAST(julianday(:as_of) - julianday(i.due_on) - s.stage AS INTEGER) AS age,
                CASE WHEN i.status = 'paid' THEN CAST(julianday(i.paid_on) - julianday(i.due_on) - s.stage AS INTEGER) END AS d,
                CASE WHEN i.status = 'paid' AND i.paid_on IS NULL THEN 1 ELSE 0 END AS undated,
-               CAST(julianday((SELECT MIN(x.business_date) FROM reminders x WHERE x.invoice_id = i.id AND x.state = 'sent'))
-                       - julianday(i.due_on) - s.stage AS INTEGER) AS fr
+               CAST(julianday(f.first_sent) - julianday(i.due_on) - s.stage AS INTEGER) AS fr
         FROM (SELECT DISTINCT stage FROM reminders WHERE state = 'sent') AS s
-        JOIN invoices i ON date(i.due_on, '+' || s.stage || ' days') BETWEEN :start AND :end
-        WHERE i.status <> 'void' AND (:currency IS NULL OR i.currency = :currency)
+        CROSS JOIN invoices i
+        LEFT JOIN (SELECT invoice_id, MIN(business_date) AS first_sent FROM reminders WHERE state = 'sent'
+                   GROUP BY invoice_id) AS f ON f.invoice_id = i.id
+        WHERE date(i.due_on, '+' || s.stage || ' days') BETWEEN :start AND :end
+          AND i.status <> 'void' AND (:currency IS NULL OR i.currency = :currency)
           AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < date(i.due_on, '+' || s.stage || ' days'))
     ) AS candidates
     WHERE fr IS NULL OR fr > 0
