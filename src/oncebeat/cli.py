@@ -1645,6 +1645,9 @@ def _add_logging_options(group: click.Group) -> None:
 from .cli_holds import register as _register_holds  # noqa: E402 - its commands use the helpers above
 
 _register_holds(cli, sys.modules[__name__])
+from .cli_reports import register as _register_reports  # noqa: E402 - as cli_holds
+
+_register_reports(cli, sys.modules[__name__])
 _add_logging_options(cli)
 
 

@@ -58,6 +58,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["holds"], ["hold", "--invoice", "INV-1", "--reason", "manual"], ["release", "--invoice", "INV-1"],
     ["queues"], ["queues", "pause", "mail"], ["queues", "resume", "mail"], ["queues", "limit", "mail", "2"], ["sync"],
     ["sources"],
+    ["report", "dso"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")
 

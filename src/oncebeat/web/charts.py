@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Chart", "nice_ceiling", "stacked_bars"]
+__all__ = ["Chart", "grouped_bars", "nice_ceiling", "stacked_bars"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,4 +89,40 @@ def stacked_bars(columns: Sequence[tuple[str, dict[str, float]]], series: Sequen
             chart.bars.append(Bar(round(x, 1), round(base, 1), round(bar_w, 1), round(h, 1), f"s{i % 6}", tip))
         if n % label_every == 0:
             chart.labels.append((round(chart.left + n * slot + slot / 2, 1), label))
+    return chart
+
+
+def grouped_bars(columns: Sequence[tuple[str, dict[str, float | None]]], series: Sequence[str], *,
+                 width: int = 560, height: int = 160, title: str = "", top: float | None = None,
+                 unit: str = "", value_text: dict[tuple[str, str], str] | None = None) -> Chart:
+    """Bars side by side: per column, one bar per series (series i has class ``s{i}``), on one y axis.
+
+    Args:
+        columns: ``(x label, {series name: value or None})``; None draws no bar (no data), unlike 0.
+        top: the axis maximum (100 for percentages); default a round number above the largest value.
+        unit: appended to tick labels and tooltips ("%", " d").
+        value_text: optional tooltip per (x label, series name), e.g. why a value is missing.
+    """
+    chart = Chart(width=width, height=height, title=title,
+                  legend=[(f"s{i % 6}", name) for i, name in enumerate(series)] if len(series) > 1 else [])
+    plot_w = width - chart.left - 8
+    plot_h = height - chart.top - chart.bottom
+    largest = max((v for _, values in columns for v in values.values() if v is not None), default=0.0)
+    top_value = top if top is not None else nice_ceiling(largest)
+    for i in range(5):
+        chart.ticks.append((chart.top + plot_h - plot_h * i / 4, _short(top_value * i / 4) + unit))
+    slot = plot_w / max(1, len(columns))
+    group_w = slot * 0.8
+    bar_w = max(1.0, group_w / max(1, len(series)))
+    for n, (label, values) in enumerate(columns):
+        x0 = chart.left + n * slot + (slot - group_w) / 2
+        for i, name in enumerate(series):
+            v = values.get(name)
+            tip = (value_text or {}).get((label, name))
+            if v is None:
+                continue
+            h = plot_h * min(v, top_value) / top_value if top_value else 0.0
+            chart.bars.append(Bar(round(x0 + i * bar_w, 1), round(chart.top + plot_h - h, 1), round(bar_w * 0.92, 1),
+                                  round(h, 1), f"s{i % 6}", tip or f"{label} {name}: {_short(v)}{unit}"))
+        chart.labels.append((round(chart.left + n * slot + slot / 2, 1), label))
     return chart
