@@ -1194,14 +1194,26 @@ def preview(days: int, database_url: str | None, config: Path | None, as_json: b
         rows = rt.service.preview(business_date)
     finally:
         rt.close()
+    calendar = rt.policy.calendar
+    closed = calendar.why_not(business_date) if calendar else None
     if as_json:
-        _print_json({"business_date": business_date, "reminders": rows})
+        _print_json({"business_date": business_date, "reminders": rows, "not_a_business_day": closed,
+                     "next_business_day": calendar.next_business_day(business_date) if closed and calendar
+                     else None})
         return
-    click.echo(f"scan on {business_date} ({rt.policy.tz}) would send {len(rows)} reminder(s):")
+    if closed and calendar:
+        click.echo(f"{business_date} is not a business day ({closed}): nothing goes out; what is due then goes "
+                   f"out on {calendar.next_business_day(business_date)} (oncebeat preview --days N shows that day)")
+        return
+    held = sum(1 for r in rows if r["held"])
+    click.echo(f"scan on {business_date} ({rt.policy.tz}) would send {len(rows) - held} reminder(s)"
+               + (f" and record {held} held:" if held else ":"))
     from .reminders.render import format_money
 
     for r in rows:
         extra = f" (+{r['superseded']} lower stage(s) recorded skipped)" if r["superseded"] else ""
+        extra += f"; {r['moved']}" if r["moved"] else ""
+        extra += f"; not sent, {r['held']}" if r["held"] else ""
         click.echo(f"  {_printable(r['number'])} stage {r['stage']} to {_printable(r['email'])}: "
                    f"{format_money(r['amount_due'], r['currency'], 'en_US')} due {r['due_on']}{extra}")
 

@@ -50,6 +50,7 @@ def check_deployment(store: Store, app: App, policy: Policy, *, maildir: Path | 
     delayed (waiting out a mail outage, or queued) are in ``delayed`` (exit 4 when nothing else is wrong).
     """
     report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
+                   calendar=policy.calendar,
                    business_date=policy.business_date, definitions=definitions_from_db(store, app),
                    payments=payments_from_db(store, policy.tz), in_doubt_budget=None)
     failed = int(report.summary.get("reminders", {}).get("failed", 0))
