@@ -216,9 +216,10 @@ def _country_names() -> dict[str, str]:
 
 
 def _close(word: str, options: list[str], extra: dict[str, str] | None = None) -> list[str]:
-    found = difflib.get_close_matches(word.upper(), options, n=3, cutoff=0.5)
-    if extra:
-        found = [extra[m] for m in difflib.get_close_matches(word.lower(), list(extra), n=2, cutoff=0.6)] + found
+    extra = extra or {}
+    named = [extra[m] for m in difflib.get_close_matches(word.lower(), list(extra), n=2, cutoff=0.6)]
+    # A name that reads like a known one ("Germny") says more than codes that share letters with it.
+    found = named or difflib.get_close_matches(word.upper(), options, n=3, cutoff=0.5)
     unique: list[str] = []
     for f in found:
         if f not in unique:
