@@ -84,6 +84,10 @@ def test_a_stage_on_a_us_holiday_or_weekend_goes_out_on_the_next_business_day(
         _run(h, _local(last, 23))
         assert {k: v[0] for k, v in _dates(h).items()} == expected
         assert all(state == "sent" for _, state in _dates(h).values())
+        story = h.service.invoice_story(invoices[-1][0])  # the dashboard's and the API's invoice story say why
+        assert story is not None
+        assert story["reminders"][0]["moved"].startswith("nominal ") and "sent on the next business day" in \
+            story["reminders"][0]["moved"]
         assert len(h.messages()) == len(expected)
         for r in h.reminders():  # each left at the send time of a business day
             local = r["sent_at"].astimezone(CHICAGO)

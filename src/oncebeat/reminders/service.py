@@ -576,7 +576,9 @@ class ReminderService:
 
     def invoice_story(self, number: str) -> dict[str, Any] | None:
         """Invoice ``number`` with its customer and its reminders (stage order), each with its effect's ledger
-        row (``effect``: state, detail, result, holder) when one was claimed. None when no such invoice.
+        row (``effect``: state, detail, result, holder) when one was claimed, and ``moved``: why the business
+        calendar moved it past its nominal date (:meth:`BusinessCalendar.late_reason`), else None. None when no
+        such invoice.
 
         A stage recorded superseded in a higher stage's row is listed as a ``skipped`` reminder of its own
         (:func:`~oncebeat.reminders.model.with_superseded`: ``superseded_by`` = that row's id, no effect)."""
@@ -586,8 +588,12 @@ class ReminderService:
         ledger = EffectLedger(self.store, clock=self.clock, source=current_source("api"))
         reminders = sorted(with_superseded(self.store.read("reminders_of_invoice", invoice_id=rows[0]["id"])),
                            key=lambda r: r["stage"])
+        calendar = self.policy.calendar
         for r in reminders:
             r["effect"] = ledger.get(reminder_key(r["id"])) if r["superseded_by"] is None else None
+            # why the business calendar moved it past its nominal date (computed, not stored: no new column)
+            r["moved"] = calendar.late_reason(rows[0]["due_on"], r["stage"], r["business_date"]) \
+                if calendar is not None and r["superseded_by"] is None else None
         return {"invoice": rows[0], "reminders": reminders}
 
     def reminders_page(self, *, number: str | None = None, email: str | None = None, state: str | None = None,
