@@ -346,7 +346,7 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
             options = BulkOptions(column_map=mapping, date_format=fmt, default_currency=default_currency,
                                   due_days=due_days, today=today, skip_invalid=skip_invalid is not None,
                                   rejects=skip_invalid, errors_file=errors_file, reopen=reopen, progress=progress,
-                                  on_apply=on_apply,
+                                  on_apply=on_apply, calendar=rt.policy.calendar,
                                   on_problems=lambda first, total: _echo_problems(first, errors_file, total=total))
             errors_written = True  # the import writes the errors file itself (every problem)
             if is_payments:

@@ -210,3 +210,17 @@ def test_preview_says_which_stages_the_calendar_moved_and_which_a_hold_keeps(sto
         assert rows["MOVED"]["held"] is None
         assert rows["HELD"]["held"].startswith("held: dispute (hold ")
         assert rows["LATE"]["moved"] is None  # late, but not because of the calendar
+
+
+def test_an_imported_promise_resumes_on_the_next_business_day(store: Store, tmp_path: Path) -> None:
+    from oncebeat.reminders.bulk import BulkOptions
+    from oncebeat.reminders.holds import list_holds
+
+    csv = tmp_path / "holds.csv"
+    csv.write_text("invoice_number,customer_email,customer_name,currency,amount_due,issued_on,due_on,hold_reason,"
+                   "promise_until,hold_note\nIMP-1,ana@example.com,Ana,USD,10.00,2026-11-21,2026-12-21,promise,"
+                   "2026-12-24,called\n", encoding="utf-8")
+    with _harness(store, tmp_path, _local(date(2026, 12, 21), 9)) as h:
+        h.service.import_invoices_csv(csv, BulkOptions(calendar=h.policy.calendar))
+        (hold,) = list_holds(h.store)
+        assert (hold.promise_until, hold.resumes_on) == (date(2026, 12, 24), date(2026, 12, 28))

@@ -241,7 +241,8 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
     return released
 
 
-def import_holds(tx: Tx, rows: Sequence[dict[str, Any]], *, source: str, now: datetime) -> int:
+def import_holds(tx: Tx, rows: Sequence[dict[str, Any]], *, source: str, now: datetime,
+                 calendar: BusinessCalendar | None = None) -> int:
     """Place the holds an invoice import's rows give (``number``, ``hold_reason``, ``promise_until``, ``hold_note``;
     checked by the import), inside its transaction. Keyed by ``import:<number>:<reason>[:<until>]``, so importing
     the same row again places nothing; a row without a hold never releases one (``oncebeat release`` does).
@@ -253,7 +254,7 @@ def import_holds(tx: Tx, rows: Sequence[dict[str, Any]], *, source: str, now: da
         ref = f"import:{r['number']}:{r['hold_reason']}" + (f":{until.isoformat()}" if until else "")
         invoice = tx.run("invoice_for_hold", number=r["number"])
         row = tx.one("insert_hold", invoice_id=invoice[0]["id"], customer_id=None, reason=r["hold_reason"],
-                     promise_until=until, resumes_on=next_business_day(until) if until else None,
+                     promise_until=until, resumes_on=next_business_day(until, calendar) if until else None,
                      note=r["hold_note"], external_ref=ref[:255], created_by=f"import:{source}"[:200], now=now)
         if row is None:
             continue
