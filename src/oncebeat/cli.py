@@ -346,7 +346,7 @@ def import_(path: Path, is_payments: bool, is_stripe: bool, column_map: tuple[st
             options = BulkOptions(column_map=mapping, date_format=fmt, default_currency=default_currency,
                                   due_days=due_days, today=today, skip_invalid=skip_invalid is not None,
                                   rejects=skip_invalid, errors_file=errors_file, reopen=reopen, progress=progress,
-                                  on_apply=on_apply,
+                                  on_apply=on_apply, calendar=rt.policy.calendar,
                                   on_problems=lambda first, total: _echo_problems(first, errors_file, total=total))
             errors_written = True  # the import writes the errors file itself (every problem)
             if is_payments:
@@ -1273,14 +1273,26 @@ def preview(days: int, proposed: Path | None, start: str | None, database_url: s
         rows = rt.service.preview(business_date)
     finally:
         rt.close()
+    calendar = rt.policy.calendar
+    closed = calendar.why_not(business_date) if calendar else None
     if as_json:
-        _print_json({"business_date": business_date, "reminders": rows})
+        _print_json({"business_date": business_date, "reminders": rows, "not_a_business_day": closed,
+                     "next_business_day": calendar.next_business_day(business_date) if closed and calendar
+                     else None})
         return
-    click.echo(f"scan on {business_date} ({rt.policy.tz}) would send {len(rows)} reminder(s):")
+    if closed and calendar:
+        click.echo(f"{business_date} is not a business day ({closed}): nothing goes out; what is due then goes "
+                   f"out on {calendar.next_business_day(business_date)} (oncebeat preview --days N shows that day)")
+        return
+    held = sum(1 for r in rows if r["held"])
+    click.echo(f"scan on {business_date} ({rt.policy.tz}) would send {len(rows) - held} reminder(s)"
+               + (f" and record {held} held:" if held else ":"))
     from .reminders.render import format_money
 
     for r in rows:
         extra = f" (+{r['superseded']} lower stage(s) recorded skipped)" if r["superseded"] else ""
+        extra += f"; {r['moved']}" if r["moved"] else ""
+        extra += f"; not sent, {r['held']}" if r["held"] else ""
         click.echo(f"  {_printable(r['number'])} stage {r['stage']} to {_printable(r['email'])}: "
                    f"{format_money(r['amount_due'], r['currency'], 'en_US')} due {r['due_on']}{extra}")
 

@@ -47,7 +47,8 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
         rt = h._runtime(config=config, database_url=database_url, migrate=True)
         try:
             held = place_hold(rt.store, clock=rt.clock, zone=rt.policy.zone, source=h._operator(), reason=reason,
-                              invoice=invoice, customer=customer, until=day, note=note)
+                              invoice=invoice, customer=customer, until=day, note=note,
+                              calendar=rt.policy.calendar)
         finally:
             rt.close()
         assert held is not None  # no external_ref: never refused as a replay
@@ -76,7 +77,8 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
         rt = h._runtime(config=config, database_url=database_url, migrate=True)
         try:
             released = release_holds(rt.store, clock=rt.clock, zone=rt.policy.zone, source=h._operator(),
-                                     hold_id=hold_id, invoice=invoice, customer=customer, note=note)
+                                     hold_id=hold_id, invoice=invoice, customer=customer, note=note,
+                                     calendar=rt.policy.calendar)
         finally:
             rt.close()
         if as_json:

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import ImportRejected
 from ..store import Store, Tx
+from .calendar import BusinessCalendar
 from .capfence import touch_watermark
 from .conversions import DateFormat
 from .holds import import_holds
@@ -61,6 +62,7 @@ class BulkOptions:
     rejects: Path | None = None
     errors_file: Path | None = None
     reopen: bool = False
+    calendar: BusinessCalendar | None = None  # the policy's: a promise_until column resumes on its next business day
     progress: Progress | None = None
     #: Told (valid rows, rows read) once the checks are done, before the rows are applied.
     on_apply: Callable[[int, int], None] | None = None
@@ -282,7 +284,8 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
                 counts["stale"] += done.stale
                 held = [r for r in page if r["hold_reason"]]
                 if held:  # after the upsert: the invoices exist; a row imported again places no second hold
-                    counts["holds"] = counts.get("holds", 0) + import_holds(tx, held, source=source, now=now)
+                    counts["holds"] = counts.get("holds", 0) + import_holds(tx, held, source=source, now=now,
+                                                                                calendar=options.calendar)
         counts["rejected"] = _finish(staging, table, options)
         staging.drop()
         # The payment-freshness fence's watermark (capfence): statuses of this file are now known as of now.

@@ -116,11 +116,11 @@ def claim_place(store: Store, policy: Policy, *, clock: Clock, reminder_id: int,
             tx.run("cap_claim", id=reminder_id, day=today, now=now)
             return
         if places > 0:  # a place is free, but reminders of this customer waiting longer go first
-            nxt = next_business_day(today)
+            nxt = next_business_day(today, policy.calendar)
             reason = (f"cap: {len(taken)} of {cap} notices to this customer since {since.isoformat()}, and "
                       f"reminders waiting longer go first; next try {nxt.isoformat()}")
         else:  # the place that frees first: the cap-th newest notice leaves the window 7 days after its day
-            nxt = next_business_day(taken[cap - 1] + timedelta(days=CAP_DAYS - 1))
+            nxt = next_business_day(taken[cap - 1] + timedelta(days=CAP_DAYS - 1), policy.calendar)
             reason = (f"cap: {len(taken)} notice{'s' if len(taken) != 1 else ''} to this customer since "
                       f"{since.isoformat()} (at most {cap} per {CAP_DAYS} days); next allowed {nxt.isoformat()}")
         tx.run("cap_defer", id=reminder_id, reason=reason, now=now)

@@ -37,6 +37,7 @@ from ..errors import OncebeatError
 from ..provenance import Source, current_source
 from ..store import Store, Tx
 from ..timebase import Clock
+from .calendar import BusinessCalendar
 from .model import HOLD_REASONS
 
 __all__ = ["HOLD_REASONS", "Hold", "HoldError", "place_hold", "release_holds", "list_holds", "get_hold",
@@ -49,13 +50,15 @@ class HoldError(OncebeatError):
     """A hold cannot be placed or released as asked (unknown invoice, customer or hold; a bad date or reason)."""
 
 
-def next_business_day(day: date) -> date:
+def next_business_day(day: date, calendar: BusinessCalendar | None = None) -> date:
     """The business day after ``day``: where a held ladder resumes.
 
     Without a business calendar every day is a business day (the scan runs daily at the send time), so this is
-    ``day + 1``; a calendar (weekends, holidays) plugs in here and nowhere else.
+    ``day + 1``; with one (``[calendar]``: weekends, holidays) the first business day after ``day``. Either way
+    the scan creates nothing on a non-business day, so a hold stored without the calendar (an import) still
+    resumes on a business day.
     """
-    return day + timedelta(days=1)
+    return day + timedelta(days=1) if calendar is None else calendar.next_business_day(day)
 
 
 def created_by(source: Source) -> str:
@@ -119,7 +122,7 @@ def _today(clock: Clock, zone: ZoneInfo) -> date:
 def place_hold(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source, reason: str,
                invoice: str | None = None, customer: str | None = None, until: date | None = None,
                note: str | None = None, external_ref: str | None = None, by: str | None = None,
-               tx: Tx | None = None) -> Hold | None:
+               tx: Tx | None = None, calendar: BusinessCalendar | None = None) -> Hold | None:
     """Place a hold on invoice number ``invoice`` or on every invoice of customer ``customer`` (an email).
 
     Args:
@@ -130,6 +133,7 @@ def place_hold(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source, re
             placed (returns None), so a replayed webhook places one hold.
         by: who placed it as stored (default :func:`created_by` of ``source``), e.g. ``stripe``.
         tx: place it inside this transaction (the caller commits); default: its own.
+        calendar: the policy's business calendar: a promise resumes on the next business day after ``until``.
     Returns:
         The hold, or None when ``external_ref`` already has one.
     Raises:
@@ -138,7 +142,8 @@ def place_hold(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source, re
     if tx is None:
         with store.transaction() as own:
             return place_hold(store, clock=clock, zone=zone, source=source, reason=reason, invoice=invoice,
-                              customer=customer, until=until, note=note, external_ref=external_ref, by=by, tx=own)
+                              customer=customer, until=until, note=note, external_ref=external_ref, by=by, tx=own,
+                              calendar=calendar)
     if reason not in HOLD_REASONS:
         raise HoldError(f"hold reason {reason!r} is not one of {', '.join(HOLD_REASONS)}")
     if (invoice is None) == (customer is None):
@@ -167,7 +172,7 @@ def place_hold(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source, re
             raise HoldError(f"no customer with email {customer!r}; customers are identified by their email")
         customer_id = int(rows[0]["id"])
     now = clock.now()
-    resumes_on = next_business_day(until) if until is not None else None
+    resumes_on = next_business_day(until, calendar) if until is not None else None
     row = tx.one("insert_hold", invoice_id=invoice_id, customer_id=customer_id, reason=reason,
                  promise_until=until, resumes_on=resumes_on, note=note, external_ref=external_ref,
                  created_by=by or created_by(source), now=now)
@@ -182,12 +187,13 @@ def place_hold(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source, re
 
 def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source, hold_id: int | None = None,
                   invoice: str | None = None, customer: str | None = None, note: str | None = None,
-                  external_ref: str | None = None, by: str | None = None, tx: Tx | None = None) -> list[Hold]:
+                  external_ref: str | None = None, by: str | None = None, tx: Tx | None = None,
+                  calendar: BusinessCalendar | None = None) -> list[Hold]:
     """Release hold ``hold_id``, or every unreleased hold on invoice ``invoice`` (number), on customer
     ``customer`` (email) or placed with ``external_ref``: exactly one selector.
 
-    A released hold stops covering on the next business day after today (in ``zone``), so the ladder resumes then
-    with the next due stage only. Audited ``reminders.hold_released`` per hold.
+    A released hold stops covering on the next business day after today (in ``zone``; of ``calendar`` when
+    given), so the ladder resumes then with the next due stage only. Audited ``reminders.hold_released`` per hold.
 
     Returns:
         The holds released (empty when there was none unreleased for the selector, e.g. a replayed release).
@@ -197,7 +203,8 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
     if tx is None:
         with store.transaction() as own:
             return release_holds(store, clock=clock, zone=zone, source=source, hold_id=hold_id, invoice=invoice,
-                                 customer=customer, note=note, external_ref=external_ref, by=by, tx=own)
+                                 customer=customer, note=note, external_ref=external_ref, by=by, tx=own,
+                                 calendar=calendar)
     given = [s for s in (hold_id, invoice, customer, external_ref) if s is not None]
     if len(given) != 1:
         raise HoldError("release what? Give one: a hold id, --invoice NUMBER or --customer EMAIL")
@@ -221,7 +228,7 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
         ids = [int(r["id"]) for r in tx.run("hold_by_external_ref", external_ref=external_ref)
                if r["released_at"] is None]
     now = clock.now()
-    resumes_on = next_business_day(now.astimezone(zone).date())
+    resumes_on = next_business_day(now.astimezone(zone).date(), calendar)
     released: list[Hold] = []
     for i in ids:
         if tx.one("release_hold", id=i, now=now, released_by=by or created_by(source), note=note,
@@ -235,7 +242,8 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
     return released
 
 
-def import_holds(tx: Tx, rows: Sequence[dict[str, Any]], *, source: str, now: datetime) -> int:
+def import_holds(tx: Tx, rows: Sequence[dict[str, Any]], *, source: str, now: datetime,
+                 calendar: BusinessCalendar | None = None) -> int:
     """Place the holds an invoice import's rows give (``number``, ``hold_reason``, ``promise_until``, ``hold_note``;
     checked by the import), inside its transaction. Keyed by ``import:<number>:<reason>[:<until>]``, so importing
     the same row again places nothing; a row without a hold never releases one (``oncebeat release`` does).
@@ -247,7 +255,7 @@ def import_holds(tx: Tx, rows: Sequence[dict[str, Any]], *, source: str, now: da
         ref = f"import:{r['number']}:{r['hold_reason']}" + (f":{until.isoformat()}" if until else "")
         invoice = tx.run("invoice_for_hold", number=r["number"])
         row = tx.one("insert_hold", invoice_id=invoice[0]["id"], customer_id=None, reason=r["hold_reason"],
-                     promise_until=until, resumes_on=next_business_day(until) if until else None,
+                     promise_until=until, resumes_on=next_business_day(until, calendar) if until else None,
                      note=r["hold_note"], external_ref=ref[:255], created_by=f"import:{source}"[:200], now=now)
         if row is None:
             continue

@@ -59,6 +59,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from oncebeat.app import ScheduleDef
 from oncebeat.durations import format_duration, parse_duration
 from oncebeat.errors import ConfigError, ScheduleError
+from oncebeat.reminders.calendar import BusinessCalendar, calendar_config
 from oncebeat.reminders.conversions import zone_reason
 from oncebeat.reminders.sources.database import SourceConfig, source_config
 from oncebeat.reminders.translations import DEFAULT_FALLBACK_LOCALE, fallback_locale
@@ -161,6 +162,9 @@ class Policy:
     # --- issue 23 items 4-5 (oncebeat.reminders.capfence): the per-customer cap and the payment-freshness fence.
     max_notices_per_week: int | None = None  # notices per customer in any 7 days, over all invoices; None: no cap
     max_payment_staleness: float | None = None  # seconds: sends wait while payment data is older; None: no fence
+    # --- [calendar] (issue 23.3): business days, stage day counting, send window (oncebeat.reminders.calendar);
+    # None: every day is a business day. Checked by its own module; the one cross-field check is below.
+    calendar: BusinessCalendar | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -178,6 +182,14 @@ class Policy:
                     'must fire at every quarter hour with send_zone = "customer" (zones such as Asia/Kolkata and '
                     "Asia/Kathmandu reach their send time at :30 and :45 UTC)",
                     f'Write cron = "{QUARTER_HOURLY}", or leave cron unset.', value=self.schedule)))
+        if not problems and self.calendar is not None and self.calendar.send_window is not None \
+                and self.send_zone == "customer":
+            opens, closes = self.calendar.send_window
+            if not opens <= self.send_time < closes:
+                problems.append(_describe("send_at", _Invalid(
+                    f"is outside [calendar] send_window ({opens:%H:%M}-{closes:%H:%M}): every reminder would wait "
+                    "for the next day's window", "Move send_at into the window, or widen send_window.",
+                    value=self.send_at)))
         if not problems and self.retention is None and self.retention_cron != DEFAULT_RETENTION_CRON:
             problems.append(_describe("retention_cron", _Invalid(
                 "is set, but [retention] older_than is not, so nothing would ever be pruned",
@@ -584,6 +596,13 @@ def _check_target_schedules(value: Any) -> tuple[ScheduleDef, ...]:
     return tuple(value)
 
 
+def _check_calendar(value: Any) -> BusinessCalendar | None:
+    if value is not None and not isinstance(value, BusinessCalendar):
+        raise _Invalid("must be a business calendar", "Build it with oncebeat.reminders.calendar.calendar_config.",
+                       value=value)
+    return value
+
+
 def _check_source(value: Any) -> SourceConfig | None:
     if value is not None and not isinstance(value, SourceConfig):
         raise _Invalid("must be a source definition", "Build it with oncebeat.reminders.sources.database."
@@ -614,6 +633,7 @@ _CHECKS = {
     "retention_cron": _check_schedule,
     "schedules": _check_target_schedules,
     "source": _check_source,
+    "calendar": _check_calendar,
 }
 
 
@@ -699,7 +719,7 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         raise ConfigError(f"{source}: expected a table of sections, got {_type_name(data)}")
     problems: list[str] = []
     values: dict[str, Any] = {}
-    sections = [*_LAYOUT, "source"]
+    sections = [*_LAYOUT, "source", "calendar"]
     for section, content in data.items():
         if section == "schedules":  # [[schedules]]: the engine's target schedules, checked by their own module
             try:
@@ -710,6 +730,12 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         if section == "source":  # [source]: the team's own database, checked by its own module
             try:
                 values["source"] = source_config(content, source=source)
+            except ConfigError as exc:
+                problems.append(str(exc).removeprefix(f"{source}: "))
+            continue
+        if section == "calendar":  # [calendar]: business days and the send window, checked by its own module
+            try:
+                values["calendar"] = calendar_config(content, source=source)
             except ConfigError as exc:
                 problems.append(str(exc).removeprefix(f"{source}: "))
             continue
@@ -806,7 +832,7 @@ def load_policy(path: Path | None) -> Policy:
 
 
 def stages_due(stages: Sequence[int], due_on: date, business: date, collapse: str,
-                earlier: list[tuple[int, date]]) -> list[int]:
+                earlier: list[tuple[int, date]], calendar: BusinessCalendar | None = None) -> list[int]:
     """The stages of one open invoice that a scan for ``business`` creates, by the policy's ``collapse`` rule.
 
     The one statement of the rule outside SQL (the scan's ``scan_insert_next_reminders``); the demo and the
@@ -818,8 +844,15 @@ def stages_due(stages: Sequence[int], due_on: date, business: date, collapse: st
     above the highest one in ``earlier``, once its offset has come,
     a courtesy stage only while the invoice is not overdue, and no sooner than the gap between the two stages
     after the earlier one's business date.
+
+    ``calendar`` (:mod:`.calendar`): nothing on a non-business ``business`` date, and a stage has come when its
+    nominal date (calendar or business days) is on or before ``business``; the spacing rule of ``next`` and the
+    courtesy rule stay in calendar days, as in the scan's SQL.
     """
-    reached = [s for s in stages if due_on + timedelta(days=s) <= business]
+    if calendar is not None and not calendar.is_business_day(business):
+        return []
+    reached = [s for s in stages if (due_on + timedelta(days=s) if calendar is None
+                                     else calendar.nominal(due_on, s)) <= business]
     last = max(earlier, default=None)
     if collapse == "highest":
         return [s for s in reached if last is None or s > last[0]]
@@ -927,6 +960,17 @@ outage_retry = {json.dumps(format_duration(p.outage_retry))}
 # refusing one more (421 at connect) shrinks the pool by itself; that is a
 # delay, not an outage.
 # max_connections = 4
+
+# [calendar]
+# Business days (README, "Business calendar"). Off unless set: every day is a business day.
+# A stage whose day is a weekend day or a public holiday goes out on the next business
+# day at the send time (in each customer's zone with send_zone = "customer").
+# country = "US"               # public holidays of this country, from the holidays package
+# subdivision = "IL"           # optional: a state, province or Land ("BY" with country = "DE")
+# weekend = ["sat", "sun"]     # weekdays nothing goes out on
+# stage_days = "calendar"      # "business": stage N is the N-th business day after the due date
+# send_window = "08:00-17:00"  # optional: local hours an email may leave in (a catch-up or a
+#                              # retry outside waits for the next business day's window)
 
 # [retention]
 # Prune the engine's history (finished jobs, old occurrences, effects, audit

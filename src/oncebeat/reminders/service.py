@@ -34,7 +34,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from email.headerregistry import Address
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .. import audit, telemetry
 from ..effects import EffectAttempt, EffectLedger
@@ -68,7 +68,8 @@ from ..store import Json, Store, Tx
 from ..timebase import Clock
 from . import capfence
 from .bulk import BulkOptions, import_invoices, import_payments
-from .holds import hold_scan_rows
+from .calendar import BusinessCalendar
+from .holds import hold_scan_rows, list_holds
 from .importing import InvoiceImport, RowProblem
 from .model import (
     Customer,
@@ -119,14 +120,21 @@ class ScanResult:
     held: int = 0  # reminders created held (a hold covers their invoice on this date): no send job
 
 
-def stage_cutoffs(stages: Sequence[int], business_date: date, tz: str | None = None) -> list[dict[str, Any]]:
+def stage_cutoffs(stages: Sequence[int], business_date: date, tz: str | None = None,
+                  calendar: BusinessCalendar | None = None) -> list[dict[str, Any]]:
     """For each stage N, the latest due date for which stage N is due on ``business_date`` (date - N days).
 
     Rows are ``{"stage", "cutoff", "business_date", "tz"}`` as the scan queries read them; ``tz`` None applies
-    to every customer, a zone name only to customers in that zone.
+    to every customer, a zone name only to customers in that zone. With a ``calendar`` (:mod:`.calendar`): no
+    rows on a non-business date (nothing goes out then; the next business day's cutoffs include those stages),
+    and cutoffs counted back in business days with ``stage_days = "business"``.
     """
+    if calendar is not None and not calendar.is_business_day(business_date):
+        return []
     day = business_date.isoformat()
-    return [{"stage": s, "cutoff": (business_date - timedelta(days=s)).isoformat(), "business_date": day, "tz": tz}
+    return [{"stage": s, "cutoff": (business_date - timedelta(days=s) if calendar is None
+                                    else calendar.stage_cutoff(business_date, s)).isoformat(),
+             "business_date": day, "tz": tz}
             for s in stages]
 
 
@@ -258,8 +266,9 @@ class ReminderService:
     # --- scan ---------------------------------------------------------------------------------
     def _stage_rows(self, tx: Tx, business_date: date, fire_at: datetime | None) -> list[dict[str, Any]]:
         """The scan's stage rows: one set for the schedule's date, or one per customer zone (send_zone = customer)."""
+        calendar = self.policy.calendar
         if self.policy.send_zone != "customer":
-            return stage_cutoffs(self.policy.stages, business_date)
+            return stage_cutoffs(self.policy.stages, business_date, calendar=calendar)
         rows: list[dict[str, Any]] = []
         for zone in (r["tz"] for r in tx.run("customer_zones", default_tz=self.policy.tz)):
             try:
@@ -268,7 +277,7 @@ class ReminderService:
                 # An unknown zone stored for a customer: counted in the schedule's zone, never dropped (G6).
                 log.warning("customer zone %r is not an IANA zone; using %s", zone, self.policy.tz)
                 day = self.policy.business_date(fire_at, None, business_date) if fire_at else business_date
-            rows += stage_cutoffs(self.policy.stages, day, zone)
+            rows += stage_cutoffs(self.policy.stages, day, zone, calendar=calendar)
         return rows
 
     def scan(self, *, occurrence_id: int, business_date: date, source: Source, tx: Tx | None = None,
@@ -295,13 +304,14 @@ class ReminderService:
         now = self.clock.now()
         tx.run("scan_lock")  # one scan at a time: each sees what the one before it recorded
         stages = self._stage_rows(tx, business_date, fire_at)
-        if not stages:
+        if not stages and self.policy.calendar is None:
             return ScanResult(business_date=business_date, pending=0, skipped=0)
-        max_cutoff = max(s["cutoff"] for s in stages)
+        # No stage rows with a calendar: a non-business day for every zone. Nothing is created, but the pending
+        # reminders' send jobs are still looked after below (G6 does not take weekends off).
         query = "scan_insert_next_reminders" if self.policy.collapse == "next" else "scan_insert_reminders"
         # One row (PostgreSQL) or one per reminder (SQLite): reminders created, superseded stages recorded.
-        rows = tx.run(query, stages=Json(stages), max_cutoff=max_cutoff, default_tz=self.policy.tz,
-                      occurrence_id=occurrence_id, now=now)
+        rows = tx.run(query, stages=Json(stages), max_cutoff=max(s["cutoff"] for s in stages),
+                      default_tz=self.policy.tz, occurrence_id=occurrence_id, now=now) if stages else []
         pending = sum(int(r["pending"]) for r in rows)
         superseded = sum(int(r["superseded"] or 0) for r in rows)
         # A stage a hold covers is recorded held now, before any send job exists for it (G9).
@@ -355,6 +365,10 @@ class ReminderService:
         problem = address_problem(r["email"])
         if problem is not None:  # no attempt can ever deliver it: failed at once, not retried for hours (G6)
             return self._finish(reminder_id, "failed", f"undeliverable address {r['email']!r}: {problem}")
+        wait = self._window_wait(r)
+        if wait > 0 and ctx.effect_state(key) in (None, "failed"):  # no attempt reached the server: it may wait
+            raise Snooze(f"outside the send window ({self.policy.calendar.describe() if self.policy.calendar else ''})"
+                         f"; it opens in {format_duration(wait)}", delay=wait)
         if ctx.effect_state(key) in (None, "failed"):  # before any attempt reached the server (issue 23 4-5):
             # stale payment data, or a Stripe payment processing: wait (Snooze), the reason on the row
             capfence.check_fence(self.store, self.policy, clock=self.clock, reminder_id=reminder_id)
@@ -427,6 +441,21 @@ class ReminderService:
             return "sent"
         # Done by an earlier attempt or by a reconcile: its own transaction records the reminder (if still pending).
         return self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now())
+
+    def _window_wait(self, r: dict[str, Any]) -> float:
+        """Seconds until reminder row ``r`` may leave under ``[calendar] send_window`` (0: now): read in the
+        customer's zone with ``send_zone = "customer"`` (an unknown one: the schedule's), else the schedule's. A
+        catch-up after downtime or a retry after an outage thus never mails anyone at night or on a holiday."""
+        calendar = self.policy.calendar
+        if calendar is None or calendar.send_window is None:
+            return 0.0
+        zone = self.policy.zone
+        if self.policy.send_zone == "customer" and r.get("tz"):
+            try:
+                zone = ZoneInfo(r["tz"])
+            except (ZoneInfoNotFoundError, ValueError):
+                pass
+        return calendar.window_wait(self.clock.now().astimezone(zone))
 
     def relay_limit(self) -> RateLimit | None:
         """The relay's rate limit from ``[delivery] max_per_minute`` (per ``rate_window``), keyed by the relay's
@@ -564,7 +593,9 @@ class ReminderService:
 
     def invoice_story(self, number: str) -> dict[str, Any] | None:
         """Invoice ``number`` with its customer and its reminders (stage order), each with its effect's ledger
-        row (``effect``: state, detail, result, holder) when one was claimed. None when no such invoice.
+        row (``effect``: state, detail, result, holder) when one was claimed, and ``moved``: why the business
+        calendar moved it past its nominal date (:meth:`BusinessCalendar.late_reason`), else None. None when no
+        such invoice.
 
         A stage recorded superseded in a higher stage's row is listed as a ``skipped`` reminder of its own
         (:func:`~oncebeat.reminders.model.with_superseded`: ``superseded_by`` = that row's id, no effect)."""
@@ -574,8 +605,12 @@ class ReminderService:
         ledger = EffectLedger(self.store, clock=self.clock, source=current_source("api"))
         reminders = sorted(with_superseded(self.store.read("reminders_of_invoice", invoice_id=rows[0]["id"])),
                            key=lambda r: r["stage"])
+        calendar = self.policy.calendar
         for r in reminders:
             r["effect"] = ledger.get(reminder_key(r["id"])) if r["superseded_by"] is None else None
+            # why the business calendar moved it past its nominal date (computed, not stored: no new column)
+            r["moved"] = calendar.late_reason(rows[0]["due_on"], r["stage"], r["business_date"]) \
+                if calendar is not None and r["superseded_by"] is None else None
         return {"invoice": rows[0], "reminders": reminders}
 
     def reminders_page(self, *, number: str | None = None, email: str | None = None, state: str | None = None,
@@ -594,17 +629,31 @@ class ReminderService:
 
         With ``send_zone = "customer"`` the date is each customer's own local date ("what goes out on that
         day at each customer's send time").
+
+        Each row also says ``held``: the text the scan would record for a stage a hold covers on that date
+        ("held: dispute (hold 4)"; it is created held, not sent), else None; and ``moved``: why the calendar moved
+        the stage to this date ("nominal 2026-12-25 (Christmas Day (US)), sent on the next business day"), else
+        None. On a non-business date nothing goes out: no rows (:meth:`BusinessCalendar.why_not` says why).
         """
+        calendar = self.policy.calendar
         if self.policy.send_zone == "customer":
             zones = [r["tz"] for r in self.store.read("customer_zones", default_tz=self.policy.tz)]
-            stages = [row for z in zones for row in stage_cutoffs(self.policy.stages, business_date, z)]
+            stages = [row for z in zones for row in stage_cutoffs(self.policy.stages, business_date, z, calendar)]
         else:
-            stages = stage_cutoffs(self.policy.stages, business_date)
+            stages = stage_cutoffs(self.policy.stages, business_date, calendar=calendar)
         if not stages:
             return []
         query = "preview_next_due" if self.policy.collapse == "next" else "preview_due"
-        return self.store.read(query, stages=Json(stages), default_tz=self.policy.tz,
+        rows = self.store.read(query, stages=Json(stages), default_tz=self.policy.tz,
                                max_cutoff=max(s["cutoff"] for s in stages))
+        holds = list_holds(self.store, active_on=business_date) if rows else []
+        for r in rows:
+            hold = next((h for h in holds if h.invoice == r["number"] or h.customer == r["email"]), None)
+            r["held"] = None if hold is None else "held: " + (
+                f"promise to pay until {hold.promise_until}" if hold.reason == "promise" else hold.reason) + \
+                f" (hold {hold.id})"
+            r["moved"] = calendar.late_reason(r["due_on"], r["stage"], business_date) if calendar else None
+        return rows
 
     def aging(self, as_of: date) -> list[dict[str, Any]]:
         """Open amounts (minor units) and counts per currency and days-past-due bucket on ``as_of``."""

@@ -67,6 +67,7 @@ from ..errors import ConfigError, ImportRejected, OncebeatError
 from ..provenance import current_source
 from ..store import Store, Tx
 from ..timebase import Clock
+from .calendar import BusinessCalendar
 from .capfence import mark_processing, touch_watermark
 from .conversions import currency_reason, date_range_reason, length_reason, text_reason
 from .holds import HoldError, place_hold, release_holds
@@ -360,9 +361,11 @@ def _event_shape(data: Any) -> dict[str, Any]:
 
 
 class StripeWebhooks:
-    """Verify and apply Stripe invoice events on ``store``; ``tz`` is the business zone for dates."""
+    """Verify and apply Stripe invoice events on ``store``; ``tz`` is the business zone for dates, ``calendar`` the
+    policy's business calendar (a closed dispute resumes the ladder on its next business day)."""
 
-    def __init__(self, store: Store, *, clock: Clock, secret: str | None, tz: str) -> None:
+    def __init__(self, store: Store, *, clock: Clock, secret: str | None, tz: str,
+                 calendar: BusinessCalendar | None = None) -> None:
         if not secret:
             raise ConfigError("STRIPE_WEBHOOK_SECRET is not set: copy the signing secret (whsec_…) of the endpoint "
                               "from the Stripe dashboard into it")
@@ -370,6 +373,7 @@ class StripeWebhooks:
         self.clock = clock
         self.secret = secret
         self.tz = tz
+        self.calendar = calendar
 
     def verify(self, payload: bytes, signature: str | None) -> dict[str, Any]:
         """The event in ``payload`` if ``signature`` (the ``Stripe-Signature`` header) proves Stripe sent it.
@@ -501,7 +505,7 @@ class StripeWebhooks:
         if kind == "charge.dispute.closed":
             released = release_holds(self.store, clock=self.clock, zone=zone, source=source, external_ref=dispute,
                                      note=f"Stripe dispute {dispute} closed: {obj.get('status')}", by="stripe",
-                                     tx=tx)
+                                     tx=tx, calendar=self.calendar)
             if not released:
                 return out("ignored", f"no open hold for dispute {dispute}")
             return out("applied", f"hold {released[0].id} released (dispute {obj.get('status')})",

@@ -111,7 +111,7 @@ def expected_reminders(invoices: list[Invoice], payments: list[Payment], policy:
             if inv.number in paid_at and paid_at[inv.number] <= t:
                 break
             b = policy.business_date(t, (customer_tz or {}).get(inv.customer_email), sched.local(t).date())
-            for s in stages_due(policy.stages, inv.due_on, b, policy.collapse, earlier):
+            for s in stages_due(policy.stages, inv.due_on, b, policy.collapse, earlier, policy.calendar):
                 due.add((inv.number, s))
                 earlier.append((s, b))
     return due

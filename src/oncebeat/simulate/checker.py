@@ -35,6 +35,9 @@ Invariants (name → meaning):
 - ``no-fire-on-start``: every scheduled occurrence is an instant of its schedule, never the
   moment a clock started;
 - ``business-date-local``: each occurrence's business date is its local date in its zone;
+- ``no-send-on-non-business-day``: with a business calendar (``[calendar]``), no reminder is created for (and so
+  none sent on) a business date of its customer that is a weekend day or a holiday; the due set above already
+  moves such a stage to the next business day (:func:`~oncebeat.reminders.policy.stages_due` with the calendar);
 - ``held-by-a-hold``, ``no-send-while-held``, ``stage-order``, ``resume-marked``: holds and stage order
   (G9), judged from the holds table, the invoices and the effect ledger (:mod:`.checkholds`).
 
@@ -58,6 +61,7 @@ from ..effects import list_effects
 from ..mail import StoredMessage, read_maildir
 from ..queue import all_jobs
 from ..reminders.accounting import PendingFates, duplicate_copies, pending_fates
+from ..reminders.calendar import BusinessCalendar
 from ..reminders.holds import list_holds
 from ..reminders.model import reminder_key, with_superseded
 from ..reminders.policy import stages_due
@@ -70,8 +74,8 @@ __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_
 
 INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
-              "one-job-per-occurrence", "no-fire-on-start", "business-date-local", *HOLD_INVARIANTS,
-              *CAP_INVARIANTS)
+              "one-job-per-occurrence", "no-fire-on-start", "business-date-local", "no-send-on-non-business-day",
+              *HOLD_INVARIANTS, *CAP_INVARIANTS)
 SCAN_TASK = "reminders.scan"
 TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
@@ -169,13 +173,15 @@ def _is_instant_of(definition: ScheduleDef, instant: datetime) -> bool:
 def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definitions: Mapping[str, list[ScheduleDef]],
           payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None,
           collapse: str = "next", business_date: BusinessDate | None = None, cap: int | None = None,
-          cap_zone: Callable[[str | None], ZoneInfo] | None = None) -> CheckReport:
+          cap_zone: Callable[[str | None], ZoneInfo] | None = None,
+          calendar: BusinessCalendar | None = None) -> CheckReport:
     """Check every invariant; see the module docstring.
 
     Args:
         collapse: the policy's ``collapse`` mode (``next`` or ``highest``), which decides the due stages.
         business_date: ``(fire_at, customer_tz, schedule_date) -> date``, the policy's rule for a customer's
             business date (``Policy.business_date``); None: the occurrence's date for every customer.
+        calendar: the policy's business calendar (``Policy.calendar``), None: every day is a business day.
         definitions: every definition each schedule key had during the run (key → list).
         payments: invoice number → window of the instant it was paid.
         in_doubt_budget: injected faults that can make a delivery unknowable (None: not checked).
@@ -197,7 +203,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                    effects=effects, messages=messages, fates=pending_fates(store))
 
     required, allowed = _due_pairs(ev, stages=stages, payments=payments, collapse=collapse,
-                                   business_date=business_date)
+                                   business_date=business_date, calendar=calendar)
+    _check_business_days(inv["no-send-on-non-business-day"], ev, calendar)
     delayed = _check_due(inv, ev, required, allowed)
     _check_skip_reasons(inv["skip-reasons-true"], ev, payments)
     _check_failed(inv["failed-has-server-reply"], ev)
@@ -254,7 +261,8 @@ def _recorded_as(r: dict[str, Any]) -> str:
 
 
 def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, PaymentWindow], collapse: str,
-               business_date: BusinessDate | None) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
+               business_date: BusinessDate | None, calendar: BusinessCalendar | None = None
+               ) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
     """(required, allowed): the (invoice, stage) pairs certainly due at some scan, and those possibly due.
 
     The due set comes from first principles. Under collapse = next a stage's due date depends on when the
@@ -303,12 +311,26 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
                                           for c, e in capped[number]))
             maybe_open = window is None or window[1] >= earliest  # a tie: paid in the same instant
             earlier = [(st, bd) for st, bd in recorded[number] if bd < business]
-            for s in stages_due(stages, i["due_on"], business, collapse, earlier):
+            for s in stages_due(stages, i["due_on"], business, collapse, earlier, calendar):
                 if certainly_open:
                     required.add((number, s))
                 if maybe_open:
                     allowed.add((number, s))
     return required, allowed
+
+
+def _check_business_days(inv: Invariant, ev: _Evidence, calendar: BusinessCalendar | None) -> None:
+    """``no-send-on-non-business-day``: every reminder row's business date (its customer's, as the scan decided
+    it) is a business day of the calendar. A superseded stage shares its row's date, so rows are judged once."""
+    if calendar is None:
+        return
+    for r in ev.reminders:
+        if r.get("superseded_by") is not None:
+            continue
+        inv.checked += 1
+        why = calendar.why_not(r["business_date"])
+        if why is not None:
+            inv.fail(f"{r['number']} stage {r['stage']} ({r['state']}) was created for {r['business_date']}: {why}")
 
 
 def _check_due(inv: dict[str, Invariant], ev: _Evidence, required: set[tuple[str, int]],

@@ -154,6 +154,7 @@ def run_processes(db_url: str, workdir: Path, *, seconds: float = 30.0, settle: 
                                                  task="reminders.scan", catchup="latest", catchup_window=3600.0)]}
         report = check(store, maildir=workdir / "maildir", stages=policy.stages, collapse=policy.collapse,
                        cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
+                       calendar=policy.calendar,
                        business_date=policy.business_date, definitions=definitions,
                        payments=payments, in_doubt_budget=kills["worker"] * CONCURRENCY)
     store.close()

@@ -310,6 +310,7 @@ class _Sim:
                 worker.drain()
         report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
                        cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
+                       calendar=policy.calendar,
                        business_date=policy.business_date, definitions=w.definitions,
                        payments=self.payments_log, in_doubt_budget=self.doubt_budget)
         return self._report(w, book, report, t0, t_end, url, maildir)
@@ -388,7 +389,8 @@ class _Sim:
             _attempt(lambda: place_hold(w.store, clock=w.clock, zone=w.policy.zone, source=_HOLDER,
                                         reason=payload["reason"], invoice=payload.get("invoice"),
                                         customer=payload.get("customer"), until=payload["until"],
-                                        external_ref=payload["ref"], note="simulated"))
+                                        external_ref=payload["ref"], note="simulated",
+                                        calendar=w.policy.calendar))
 
     def _dispute_race(self, w: _World) -> None:
         """Fault ``holds``: a dispute opened between a scan and its sends (on a pending reminder's invoice) and
@@ -559,7 +561,8 @@ class _Sim:
             elif kind == "release":
                 with self.quiet():
                     _attempt(lambda: release_holds(w.store, clock=w.clock, zone=w.policy.zone, source=_HOLDER,
-                                                   external_ref=payload, note="simulated"))  # noqa: B023
+                                                   external_ref=payload, note="simulated",  # noqa: B023
+                                                   calendar=w.policy.calendar))
             elif kind == "pay":
                 self._pay(w.service, [payload], now)
             elif kind == "feed" and not w.stale(now):  # the periodic import, nothing new paid: data fresh as of now

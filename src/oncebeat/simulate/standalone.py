@@ -53,6 +53,7 @@ def check_deployment(store: Store, app: App, policy: Policy, *, maildir: Path | 
     """
     report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
                    cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
+                   calendar=policy.calendar,
                    business_date=policy.business_date, definitions=definitions_from_db(store, app),
                    payments=payments_from_db(store, policy.tz), in_doubt_budget=None)
     failed = int(report.summary.get("reminders", {}).get("failed", 0))

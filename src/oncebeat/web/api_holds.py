@@ -109,7 +109,8 @@ async def place(request: Request) -> Response:
 
         def write(tx: Tx, source: Source) -> tuple[int, dict[str, Any]]:
             try:
-                hold = place_hold(rt.store, clock=rt.clock, zone=rt.policy.zone, source=source,
+                hold = place_hold(rt.store, clock=rt.clock, zone=rt.policy.zone, calendar=rt.policy.calendar,
+                                  source=source,
                                   reason=fields["reason"], invoice=fields.get("invoice_number"),
                                   customer=fields.get("customer_email"), until=fields.get("until"),
                                   note=fields.get("note"), external_ref=fields.get("external_ref"), tx=tx)
@@ -138,7 +139,8 @@ async def release(request: Request) -> Response:
 
         def write(tx: Tx, source: Source) -> tuple[int, dict[str, Any]]:
             try:
-                released = release_holds(rt.store, clock=rt.clock, zone=rt.policy.zone, source=source,
+                released = release_holds(rt.store, clock=rt.clock, zone=rt.policy.zone,
+                                         calendar=rt.policy.calendar, source=source,
                                          hold_id=fields.get("hold_id"), invoice=fields.get("invoice_number"),
                                          customer=fields.get("customer_email"),
                                          external_ref=fields.get("external_ref"), note=fields.get("note"), tx=tx)

@@ -158,7 +158,7 @@ async def place_hold_action(request: Request) -> Response:
     hold = await run_in_threadpool(lambda: place_hold(
         rt.store, clock=rt.clock, zone=rt.policy.zone, source=operator_source(), reason=form.get("reason", ""),
         invoice=None if on_customer else number, customer=rows[0]["email"] if on_customer else None, until=until,
-        note=form.get("note", "").strip()[:500] or None))
+        note=form.get("note", "").strip()[:500] or None, calendar=rt.policy.calendar))
     assert hold is not None
     return redirect_with(request, f"hold {hold.id} placed on {hold.target} ({hold.reason})", _invoice_path(number))
 
@@ -171,7 +171,7 @@ async def release_hold_action(request: Request) -> Response:
     rt = dashboard(request).runtime
     released = await run_in_threadpool(lambda: release_holds(
         rt.store, clock=rt.clock, zone=rt.policy.zone, source=operator_source(), hold_id=int(request.path_params["id"]),
-        note="released on the dashboard"))
+        note="released on the dashboard", calendar=rt.policy.calendar))
     message = (f"hold {released[0].id} released; reminders resume on {released[0].resumes_on}" if released
                else "that hold was already released")
     return redirect_with(request, message, form.get("next") or "/reminders")

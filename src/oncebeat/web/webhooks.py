@@ -59,7 +59,8 @@ async def read_body(request: Request, limit: int) -> bytes | None:
 async def stripe_webhook(request: Request) -> Response:
     rt = dashboard(request).runtime
     try:
-        hooks = StripeWebhooks(rt.store, clock=rt.clock, secret=os.environ.get(SECRET_VARIABLE), tz=rt.policy.tz)
+        hooks = StripeWebhooks(rt.store, clock=rt.clock, secret=os.environ.get(SECRET_VARIABLE), tz=rt.policy.tz,
+                               calendar=rt.policy.calendar)
     except ConfigError as exc:
         return JSONResponse({"error": str(exc)}, status_code=503)
     body = await read_body(request, MAX_BODY)
