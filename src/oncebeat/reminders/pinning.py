@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from .. import audit
@@ -28,8 +28,8 @@ from ..store import Store, Tx
 from .ladders import DEFAULT_LADDER, LadderSettings, ladders_of, match_ladder
 from .policy import Policy
 
-__all__ = ["Holding", "LadderVersion", "apply_to_open", "holdings", "ladder_invoices", "pin_due", "stage_rows",
-           "sync_versions", "versions_by_id"]
+__all__ = ["Holding", "LadderVersion", "all_versions", "apply_to_open", "holdings", "ladder_invoices", "pin_due",
+           "pin_moves", "stage_rows", "sync_versions", "versions_by_id"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -119,6 +119,23 @@ def versions_by_id(store: Store, ids: Iterable[int]) -> dict[int, LadderVersion]
     return {int(r["id"]): LadderVersion(id=int(r["id"]), version=int(r["version"]),
                                         settings=LadderSettings.from_json(r["settings"]))
             for r in store.read("ladder_versions_by_id", ids=wanted)}
+
+
+def all_versions(store: Store) -> dict[int, LadderVersion]:
+    """Every recorded ladder version (id -> version)."""
+    return {int(r["id"]): LadderVersion(id=int(r["id"]), version=int(r["version"]),
+                                        settings=LadderSettings.from_json(r["settings"]))
+            for r in store.read("all_ladder_versions")}
+
+
+def pin_moves(store: Store) -> list[tuple[datetime, str, int, int]]:
+    """Every move of an open invoice to another version, oldest first, from the audit trail (``ladders.applied``):
+    ``(instant, invoice number, from version id, to version id)``. Moves of a pruned audit trail are gone."""
+    out = []
+    for e in audit.list_events(store, since=datetime(1970, 1, 1, tzinfo=UTC), kind="ladders.applied"):
+        detail = e["detail"] if isinstance(e["detail"], dict) else json.loads(e["detail"])
+        out += [(e["at"], str(number), int(from_id), int(detail["id"])) for number, from_id in detail["moves"]]
+    return out
 
 
 def open_versions(tx: Tx) -> list[LadderVersion]:

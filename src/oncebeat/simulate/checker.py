@@ -64,12 +64,14 @@ from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_reminders
 from ..store import Store
 from .checkholds import HOLD_INVARIANTS, check_holds
+from .checkladders import LADDER_INVARIANTS, LadderTimeline, check_ladders
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
 
 INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
-              "one-job-per-occurrence", "no-fire-on-start", "business-date-local", *HOLD_INVARIANTS)
+              "one-job-per-occurrence", "no-fire-on-start", "business-date-local", *HOLD_INVARIANTS,
+              *LADDER_INVARIANTS)
 SCAN_TASK = "reminders.scan"
 TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
@@ -166,7 +168,8 @@ def _is_instant_of(definition: ScheduleDef, instant: datetime) -> bool:
 
 def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definitions: Mapping[str, list[ScheduleDef]],
           payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None,
-          collapse: str = "next", business_date: BusinessDate | None = None) -> CheckReport:
+          collapse: str = "next", business_date: BusinessDate | None = None,
+          ladders: LadderTimeline | None = None) -> CheckReport:
     """Check every invariant; see the module docstring.
 
     Args:
@@ -176,6 +179,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         definitions: every definition each schedule key had during the run (key → list).
         payments: invoice number → window of the instant it was paid.
         in_doubt_budget: injected faults that can make a delivery unknowable (None: not checked).
+        ladders: each invoice's pinned ladder versions (:func:`.checkladders.ladder_timeline`); the due stages
+            are then its ladder's (stages, collapse, spacing), and ``stages``/``collapse`` are not used.
     """
     inv = {name: Invariant(name=name) for name in INVARIANTS}
     stages = sorted(stages)
@@ -192,7 +197,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                    effects=effects, messages=messages, fates=pending_fates(store))
 
     required, allowed = _due_pairs(ev, stages=stages, payments=payments, collapse=collapse,
-                                   business_date=business_date)
+                                   business_date=business_date, ladders=ladders)
     delayed = _check_due(inv, ev, required, allowed)
     _check_skip_reasons(inv["skip-reasons-true"], ev, payments)
     _check_failed(inv["failed-has-server-reply"], ev)
@@ -201,6 +206,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     _check_occurrences(inv, ev, definitions)
     holds = list_holds(store)
     check_holds(inv, holds=holds, invoices=invoices, reminders=reminders, effects=effects)
+    if ladders is not None:
+        check_ladders(inv["reminder-on-pinned-ladder"], ladders, reminders)
 
     states = Counter(r["state"] for r in reminders)
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
@@ -246,7 +253,8 @@ def _recorded_as(r: dict[str, Any]) -> str:
 
 
 def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, PaymentWindow], collapse: str,
-               business_date: BusinessDate | None) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
+               business_date: BusinessDate | None, ladders: LadderTimeline | None = None
+               ) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
     """(required, allowed): the (invoice, stage) pairs certainly due at some scan, and those possibly due.
 
     The due set comes from first principles. Under collapse = next a stage's due date depends on when the
@@ -287,8 +295,13 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
                               and (window is None or window[0] > completed_at))
             maybe_open = window is None or window[1] >= earliest  # a tie: paid in the same instant
             earlier = [(st, bd) for st, bd in recorded[number] if bd < business]
-            for s in stages_due(stages, i["due_on"], business, collapse, earlier):
-                if certainly_open:
+            if ladders is None:
+                due_sets = [set(stages_due(stages, i["due_on"], business, collapse, earlier))]
+            else:  # the invoice's pinned version(s) while this scan ran: two when an operator moved it meanwhile
+                due_sets = [set(stages_due(ld.stages, i["due_on"], business, ld.collapse, earlier, ld.spacing))
+                            for ld in ladders.candidates(i, earliest, completed_at)]
+            for s in set.union(*due_sets):
+                if certainly_open and all(s in d for d in due_sets):
                     required.add((number, s))
                 if maybe_open:
                     allowed.add((number, s))

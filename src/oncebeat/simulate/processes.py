@@ -33,6 +33,7 @@ from ..sample import generate_book, prepare_workdir
 from ..store import open_store
 from ..timebase import SystemClock
 from .checker import CheckReport, PaymentWindow, check
+from .checkladders import ladder_timeline
 
 __all__ = ["ProcessRunReport", "run_processes"]
 
@@ -152,7 +153,8 @@ def run_processes(db_url: str, workdir: Path, *, seconds: float = 30.0, settle: 
                                                  task="reminders.scan", catchup="latest", catchup_window=3600.0)]}
         report = check(store, maildir=workdir / "maildir", stages=policy.stages, collapse=policy.collapse,
                        business_date=policy.business_date, definitions=definitions,
-                       payments=payments, in_doubt_budget=kills["worker"] * CONCURRENCY)
+                       payments=payments, in_doubt_budget=kills["worker"] * CONCURRENCY,
+                       ladders=ladder_timeline(store, policy))
     store.close()
     return ProcessRunReport(seconds=seconds, kills=kills, check=report)
 

@@ -42,6 +42,7 @@ from ..store import Store, open_store, redact_url
 from ..timebase import SimulatedClock
 from ..worker import Worker
 from .checker import CheckReport, PaymentWindow, check
+from .checkladders import ladder_timeline
 from .emitlogs import emit_logs
 from .naive import NaiveReport, run_naive
 
@@ -303,7 +304,8 @@ class _Sim:
                 worker.drain()
         report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
                        business_date=policy.business_date, definitions=w.definitions,
-                       payments=self.payments_log, in_doubt_budget=self.doubt_budget)
+                       payments=self.payments_log, in_doubt_budget=self.doubt_budget,
+                       ladders=ladder_timeline(store, policy))
         return self._report(w, book, report, t0, t_end, url, maildir)
 
     def _plan_late_imports(self, book: Book, policy: Policy, t0: datetime, t_end: datetime

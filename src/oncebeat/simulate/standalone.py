@@ -20,6 +20,7 @@ from ..app import App, ScheduleDef
 from ..reminders.policy import Policy
 from ..store import Store
 from .checker import CheckReport, check, payments_from_db
+from .checkladders import ladder_timeline
 
 __all__ = ["check_deployment", "definitions_from_db"]
 
@@ -51,7 +52,8 @@ def check_deployment(store: Store, app: App, policy: Policy, *, maildir: Path | 
     """
     report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
                    business_date=policy.business_date, definitions=definitions_from_db(store, app),
-                   payments=payments_from_db(store, policy.tz), in_doubt_budget=None)
+                   payments=payments_from_db(store, policy.tz), in_doubt_budget=None,
+                   ladders=ladder_timeline(store, policy))
     failed = int(report.summary.get("reminders", {}).get("failed", 0))
     if failed:
         report.attention.append(f"{failed} reminder(s) failed (not delivered): `oncebeat doctor` shows why; fix "

@@ -68,3 +68,6 @@ WHERE id = :id AND ladder_version_id = :from_id AND status = 'open';
 -- :cutoff (its first stage has come) to :version_id.
 UPDATE invoices SET ladder_version_id = :version_id
 WHERE status = 'open' AND ladder_version_id IS NULL AND due_on <= :cutoff;
+
+-- name: all_ladder_versions
+SELECT id, name, version, content_hash, settings, created_at FROM ladder_versions ORDER BY id;
