@@ -1562,6 +1562,9 @@ def _add_logging_options(group: click.Group) -> None:
 from .cli_holds import register as _register_holds  # noqa: E402 - its commands use the helpers above
 
 _register_holds(cli, sys.modules[__name__])
+from .cli_policies import register as _register_policies  # noqa: E402 - its commands use the helpers above
+
+_register_policies(cli, sys.modules[__name__])
 _add_logging_options(cli)
 
 

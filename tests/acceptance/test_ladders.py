@@ -196,3 +196,31 @@ def test_the_send_uses_the_pinned_ladders_sender_and_company(harness: Harness) -
     assert str(usd["From"]) == "Billing <billing@example.com>"
     assert "Example Co" in usd_text and "Beispiel" not in usd_text
     assert check_deployment(harness.store, harness.app, harness.policy, maildir=harness.sink.maildir).passed
+
+
+def test_the_checker_judges_each_invoice_by_its_pinned_ladder_and_sees_a_stage_off_it(store: Store,
+                                                                                        tmp_path: Path) -> None:
+    policy = Policy(ladders=_ladders({"name": "eur", "match": {"currency": "EUR"}, "stages": [3, 10]}))
+    h = Harness(store=store, sink=maildir_sink(tmp_path), clock=SimulatedClock(FIRST_FIRE - timedelta(hours=1)),
+                policy=policy)
+    try:
+        h.add_invoices(invoice("EUR-1", date(2026, 3, 1), currency="EUR"), invoice("USD-1", date(2026, 3, 1)))
+        worker = h.new_worker()
+        for n in range(12):
+            h.tick_to(FIRST_FIRE + timedelta(days=n, minutes=1))
+            worker.drain()
+        report = check_deployment(store, h.app, policy, maildir=h.sink.maildir)
+        assert report.passed and report.summary["due"] == 4, report.to_text()  # EUR 3, 10; USD 1, 7
+        assert report.invariants["reminder-on-pinned-ladder"].checked == 4
+        # A scan that ignored the pin (here: the row rewritten to the default ladder's version) is caught.
+        default_id = next(x.id for x in holdings(store, policy) if x.name == "default")
+        (row,) = store.read("invoice_by_number", number="EUR-1")
+        with store.transaction() as tx:
+            tx.run("repin_invoice", id=row["id"], from_id=row["ladder_version_id"], version_id=default_id)
+        report = check_deployment(store, h.app, policy, maildir=h.sink.maildir)
+        assert not report.invariants["reminder-on-pinned-ladder"].passed
+        assert not report.invariants["no-unexpected-reminders"].passed  # 3 and 10 were never due on default
+        assert not report.invariants["due-reminders-terminal"].passed  # and default's 1 and 7 were lost
+    finally:
+        h.close()
+        h.sink.stop()

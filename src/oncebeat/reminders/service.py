@@ -146,6 +146,12 @@ class ReminderService:
         self._send_at_policies: dict[str, Policy] = {}
         self._ladder_mail: dict[int, tuple[str, str | None, Renderer]] = {}  # versions never change: kept
 
+    def use_policy(self, policy: Policy) -> None:
+        """Go on under ``policy`` (an edited file picked up by a running process): the next scan records the
+        changed ladders as new versions; invoices already pinned keep theirs."""
+        self.policy = policy
+        self._send_at_policies.clear()
+
     # --- import -------------------------------------------------------------------------------
     def apply_import(self, data: InvoiceImport, *, skip_invalid: bool = False, reopen: bool = False) -> dict[str, int]:
         """Upsert customers and invoices by invoice number, all in one transaction.

@@ -30,6 +30,10 @@ FAULTS: dict[str, tuple[float, str]] = {
     "dst": (1.0, "schedules at 02:30 in zones whose DST transitions fall inside the run"),
     "host-tz": (1.0, "the process TZ is Pacific/Kiritimati (UTC+14), not the schedule's zone"),
     "schedule-change": (1.0, "the reminder schedule's time and zone are edited mid-run"),
+    "ladder-edit": (0.5, "the policy file's ladders are edited mid-run, and an operator applies each ladder's new "
+                         "version to its open invoices (per ladder; 0: edited, never applied)"),
+    "segment-move": (0.25, "a customer's locale changes mid-run, moving it to another ladder's segment (per "
+                          "customer)"),
     "pause": (0.15, "an operator pauses the reminder schedule just after a fire, its run queued and not yet "
                     "claimed, and resumes it 1 to 30 hours later (per fire instant)"),
 }
