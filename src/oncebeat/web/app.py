@@ -64,8 +64,8 @@ __all__ = ["MAX_ID_DIGITS", "Banner", "Dashboard", "WebSettings", "action_form",
 log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
 FLASH_COOKIE = "oncebeat_flash"
-PAGE_MODULES = ("overview", "schedules", "jobs", "queues", "effects", "reminders", "doctor", "auth", "metrics_route",
-                "api", "api_reads")
+PAGE_MODULES = ("overview", "schedules", "jobs", "queues", "effects", "reminders", "policies", "doctor", "auth",
+                "metrics_route", "api", "api_reads")
 OPTIONAL_MODULES = ("webhooks",)
 
 
