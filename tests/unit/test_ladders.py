@@ -125,3 +125,17 @@ def test_spacing_from_sent_keeps_the_gap_after_a_late_stage_and_nominal_does_not
     assert stages_due((1, 7, 14), due, date(2026, 3, 12), "next", late) == [7]
     assert stages_due((1, 7, 14), due, date(2026, 3, 8), "next", late, "nominal") == [7]  # its own date
     assert stages_due((1, 7, 14), due, date(2026, 3, 7), "next", late, "nominal") == []  # not before it
+
+
+def test_the_readme_ladders_example_loads_and_matches_as_it_says(tmp_path: Path) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"### Several ladders\n.*?```toml\n(.*?)```", readme, re.S)
+    assert block, "README lost its ladders example"
+    (tmp_path / "templates-at").mkdir()
+    (tmp_path / "oncebeat.toml").write_text(block.group(1), encoding="utf-8")
+    ladders = ladders_of(load_policy(tmp_path / "oncebeat.toml"))
+    assert [s.name for s, _ in ladders] == ["enterprise", "austria", "default"]
+    assert match_ladder(ladders, _fields(currency="CHF", amount_due=1_000_000)) == "enterprise"
+    assert match_ladder(ladders, _fields(currency="EUR", amount_due=999_999, customer_locale="de_AT")) == "austria"
