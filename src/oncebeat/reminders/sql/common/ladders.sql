@@ -31,9 +31,10 @@ WHERE i.status = 'open' AND i.ladder_version_id IS NULL AND i.due_on <= :max_cut
 UPDATE invoices SET ladder_version_id = :version_id WHERE id = :id AND ladder_version_id IS NULL;
 
 -- name: open_ladder_versions
--- The versions open invoices are pinned to: the ladders the scan runs.
+-- The versions open invoices are pinned to: the ladders the scan runs. One probe of index invoices_ladder_version
+-- per version (a handful), not a pass over the open invoices.
 SELECT v.id, v.name, v.version, v.settings FROM ladder_versions v
-WHERE v.id IN (SELECT i.ladder_version_id FROM invoices i WHERE i.status = 'open' AND i.ladder_version_id IS NOT NULL)
+WHERE EXISTS (SELECT 1 FROM invoices i WHERE i.ladder_version_id = v.id AND i.status = 'open')
 ORDER BY v.id;
 
 -- name: ladder_holdings

@@ -16,7 +16,7 @@ SELECT number, status, paid_on, issued_on FROM invoices WHERE number IN (SELECT 
 -- Each invoice meets exactly one ladder row: the stage whose due dates run from its own cutoff down to (not
 -- including) the next higher stage's cutoff; no per-invoice aggregate, one index range scan per stage.
 -- Returns one row per reminder created: pending (1) and its number of superseded stages.
-WITH stages AS (
+WITH stages AS MATERIALIZED (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
            json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date,
            CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal
@@ -59,7 +59,7 @@ RETURNING 1 AS pending, COALESCE(json_array_length(superseded_stages), 0) AS sup
 -- has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
 -- (stage - previous stage) days after the previous stage's business date. Nothing is recorded superseded.
 -- Returns one row per reminder created: pending (1), superseded (0).
-WITH stages AS (
+WITH stages AS MATERIALIZED (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
            json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date,
            CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal
@@ -99,7 +99,7 @@ WHERE r.state = 'pending';
 -- name: preview_due
 -- What scan_insert_reminders would create (nothing written): per invoice its top stage and how many lower
 -- stages it would record superseded.
-WITH stages AS (
+WITH stages AS MATERIALIZED (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
            json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date,
            CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal
@@ -129,7 +129,7 @@ ORDER BY i.due_on, i.number;
 
 -- name: preview_next_due
 -- What scan_insert_next_reminders would create (nothing written).
-WITH stages AS (
+WITH stages AS MATERIALIZED (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
            json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date,
            CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal

@@ -17,3 +17,5 @@ CREATE TABLE ladder_versions (
 ALTER TABLE invoices ADD COLUMN ladder_version_id BIGINT REFERENCES ladder_versions (id);
 ALTER TABLE reminders ADD COLUMN ladder_version_id BIGINT REFERENCES ladder_versions (id);
 CREATE INDEX invoices_ladder_version ON invoices (ladder_version_id) WHERE status = 'open';
+-- The scan pins open invoices not in dunning yet whose first stage came: only those rows, by due date.
+CREATE INDEX invoices_unpinned_due ON invoices (due_on) WHERE status = 'open' AND ladder_version_id IS NULL;
