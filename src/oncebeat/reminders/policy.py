@@ -28,6 +28,9 @@ The policy lives in one TOML file, ``oncebeat.toml`` (DESIGN.md §6, §7)::
     rate_window = "1m"           # optional: the window max_per_minute counts over (1s to 1h; default 1 minute)
     max_connections = 4          # optional: SMTP connections per worker process (default: its --concurrency)
 
+``[[ladders]]`` tables add ladders for some invoices (matched by rules, pinned per invoice):
+:mod:`oncebeat.reminders.ladders`; the settings above are the ``default`` ladder.
+
 Every key is optional: a missing key keeps its default, and a missing file
 (or no file at all) gives :class:`Policy` with all defaults. Unknown keys are
 refused, so a typo such as ``timezone = ...`` cannot silently fall back to a

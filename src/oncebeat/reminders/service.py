@@ -316,8 +316,11 @@ class ReminderService:
         date is computed from it (:meth:`Policy.business_date`), and ``business_date`` (the schedule's) only
         names the scan.
 
-        Which stage an invoice gets follows ``policy.collapse``: ``next`` (one stage per invoice and run, the
-        lowest unsent one, gaps between stages kept) or ``highest`` (the highest due stage; the lower ones that
+        Each invoice follows the ladder version it is pinned to (:mod:`.pinning`): the scan first records changed
+        ladders as new versions and pins the invoices whose first stage came to their matching ladder's current
+        version (README "Several ladders"). Which stage an invoice gets follows its version's ``collapse``:
+        ``next`` (one stage per invoice and run, the lowest unsent one, gaps between stages kept unless the
+        version's ``spacing`` is ``nominal``) or ``highest`` (the highest due stage; the lower ones that
         became due at the same time are recorded skipped, superseded, in that row's ``superseded_stages``).
         Either way a scan never creates a stage at or below the highest one an invoice already has, and scans run
         one at a time (``scan_lock``), so a superseded stage is never sent later.
