@@ -1660,6 +1660,10 @@ _register_holds(cli, sys.modules[__name__])
 from .cli_reports import register as _register_reports  # noqa: E402 - as cli_holds
 
 _register_reports(cli, sys.modules[__name__])
+
+from .cli_policies import register as _register_policies  # noqa: E402 - its commands use the helpers above
+
+_register_policies(cli, sys.modules[__name__])
 _add_logging_options(cli)
 
 

@@ -59,6 +59,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["queues"], ["queues", "pause", "mail"], ["queues", "resume", "mail"], ["queues", "limit", "mail", "2"], ["sync"],
     ["sources"],
     ["report", "dso"],
+    ["policies"], ["policies", "--ladder", "default"], ["policies", "apply", "--ladder", "default", "--apply-to-open"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")
 
@@ -73,7 +74,7 @@ def test_the_fuzz_covers_every_command_that_takes_a_database_url() -> None:
         if any(p.name == "database_url" for p in command.params):
             yield " ".join(path)
 
-    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects", "occurrences", "reminders", "queues") and len(c) > 1 and not c[1].startswith("-")
+    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects", "occurrences", "reminders", "queues", "policies") and len(c) > 1 and not c[1].startswith("-")
                         else c[:1]) for c in SHORT_COMMANDS} | set(LONG_COMMANDS)
     assert set(walk(cli.cli, ())) <= covered
 

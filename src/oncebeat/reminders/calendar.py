@@ -36,6 +36,7 @@ Example::
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import lru_cache
@@ -45,7 +46,7 @@ import holidays
 
 from ..errors import ConfigError
 
-__all__ = ["CALENDAR_KEYS", "STAGE_DAYS", "WEEKDAYS", "BusinessCalendar", "calendar_config"]
+__all__ = ["CALENDAR_KEYS", "STAGE_DAYS", "WEEKDAYS", "BusinessCalendar", "calendar_config", "stage_cutoffs"]
 
 #: Weekday names as written in ``weekend`` (``date.weekday()`` order: Monday = 0).
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -359,3 +360,21 @@ def calendar_config(content: Any, *, source: str) -> BusinessCalendar:
         raise ConfigError(f"{source}: {listing}")
     return BusinessCalendar(country=country, subdivision=subdivision, weekend=weekend, stage_days=stage_days,
                             send_window=window)
+
+
+def stage_cutoffs(stages: Sequence[int], business_date: date, tz: str | None = None,
+                  calendar: BusinessCalendar | None = None) -> list[dict[str, Any]]:
+    """For each stage N, the latest due date for which stage N is due on ``business_date`` (date - N days).
+
+    Rows are ``{"stage", "cutoff", "business_date", "tz"}`` as the scan queries read them; ``tz`` None applies
+    to every customer, a zone name only to customers in that zone. With a ``calendar`` (:class:`BusinessCalendar`): no
+    rows on a non-business date (nothing goes out then; the next business day's cutoffs include those stages),
+    and cutoffs counted back in business days with ``stage_days = "business"``.
+    """
+    if calendar is not None and not calendar.is_business_day(business_date):
+        return []
+    day = business_date.isoformat()
+    return [{"stage": s, "cutoff": (business_date - timedelta(days=s) if calendar is None
+                                    else calendar.stage_cutoff(business_date, s)).isoformat(),
+             "business_date": day, "tz": tz}
+            for s in stages]

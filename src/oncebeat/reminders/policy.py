@@ -28,6 +28,9 @@ The policy lives in one TOML file, ``oncebeat.toml`` (DESIGN.md §6, §7)::
     rate_window = "1m"           # optional: the window max_per_minute counts over (1s to 1h; default 1 minute)
     max_connections = 4          # optional: SMTP connections per worker process (default: its --concurrency)
 
+``[[ladders]]`` tables add ladders for some invoices (matched by rules, pinned per invoice):
+:mod:`oncebeat.reminders.ladders`; the settings above are the ``default`` ladder.
+
 Every key is optional: a missing key keeps its default, and a missing file
 (or no file at all) gives :class:`Policy` with all defaults. Unknown keys are
 refused, so a typo such as ``timezone = ...`` cannot silently fall back to a
@@ -142,6 +145,7 @@ class Policy:
     overlap: str = "allow"  # allow | skip | buffer_one: whether a scan may start while the previous one runs
     stages: tuple[int, ...] = (1, 7, 14, 30)  # days relative to the due date, strictly increasing
     collapse: str = "next"  # next | highest: which stage goes out when several became due at once
+    spacing: str = "from_sent"  # from_sent | nominal: after a late stage, is the next one spaced from it?
     send_zone: str = "schedule"  # schedule | customer: whose calendar decides the business date
     send_at: str = "08:00"  # local send time (HH:MM) when send_zone = "customer"
     sender: str = "Billing <billing@example.com>"  # From
@@ -165,6 +169,8 @@ class Policy:
     # --- [calendar] (issue 23.3): business days, stage day counting, send window (oncebeat.reminders.calendar);
     # None: every day is a business day. Checked by its own module; the one cross-field check is below.
     calendar: BusinessCalendar | None = None
+    # [[ladders]]: named ladders chosen per invoice by rules (oncebeat.reminders.ladders); the rest is "default"
+    ladders: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -610,7 +616,26 @@ def _check_source(value: Any) -> SourceConfig | None:
     return value
 
 
+def _check_spacing(value: Any) -> str:
+    if not isinstance(value, str) or value not in ("from_sent", "nominal"):
+        raise _Invalid("is not a spacing", 'Write spacing = "from_sent" (after a late stage the next keeps its gap '
+                       'from the actual send) or "nominal" (each stage on due date + its days).', value=value)
+    return value
+
+
+def _check_ladders(value: Any) -> tuple[Any, ...]:
+    from oncebeat.reminders.ladders import ladder_defs  # ladders builds on this module: imported when used
+
+    try:
+        return ladder_defs(list(value) if isinstance(value, tuple) and not value else value)
+    except ConfigError as exc:
+        raise _Invalid(str(exc).removeprefix("<dict>: "), "See README, \"Several ladders\".",
+                       show_value=False) from None
+
+
 _CHECKS = {
+    "spacing": _check_spacing,
+    "ladders": _check_ladders,
     "schedule": _check_schedule,
     "tz": _check_tz,
     "catchup": _check_catchup,
@@ -668,8 +693,8 @@ _CHECKS["max_payment_staleness"] = _check_max_payment_staleness
 _LAYOUT: dict[str, dict[str, str]] = {
     "schedule": {"cron": "schedule", "tz": "tz", "catchup": "catchup", "catchup_window": "catchup_window",
                  "overlap": "overlap"},
-    "reminders": {"stages": "stages", "collapse": "collapse", "send_zone": "send_zone", "send_at": "send_at",
-                  "templates": "templates", "fallback_locale": "fallback_locale"},
+    "reminders": {"stages": "stages", "collapse": "collapse", "spacing": "spacing", "send_zone": "send_zone",
+                  "send_at": "send_at", "templates": "templates", "fallback_locale": "fallback_locale"},
     "sender": {"from": "sender", "reply_to": "reply_to", "company": "company"},
     "delivery": {"outage_retry": "outage_retry", "max_per_minute": "max_per_minute", "rate_window": "rate_window",
                  "max_connections": "max_connections"},
@@ -724,6 +749,14 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         if section == "schedules":  # [[schedules]]: the engine's target schedules, checked by their own module
             try:
                 values["schedules"] = target_schedules(content, source=source)
+            except ConfigError as exc:
+                problems.append(str(exc).removeprefix(f"{source}: "))
+            continue
+        if section == "ladders":  # [[ladders]]: named ladders, checked by their own module
+            from oncebeat.reminders.ladders import ladder_defs  # builds on this module: imported when used
+
+            try:
+                values["ladders"] = ladder_defs(content, source=source, base_dir=base_dir)
             except ConfigError as exc:
                 problems.append(str(exc).removeprefix(f"{source}: "))
             continue
@@ -832,7 +865,8 @@ def load_policy(path: Path | None) -> Policy:
 
 
 def stages_due(stages: Sequence[int], due_on: date, business: date, collapse: str,
-                earlier: list[tuple[int, date]], calendar: BusinessCalendar | None = None) -> list[int]:
+                earlier: list[tuple[int, date]], calendar: BusinessCalendar | None = None,
+                spacing: str = "from_sent") -> list[int]:
     """The stages of one open invoice that a scan for ``business`` creates, by the policy's ``collapse`` rule.
 
     The one statement of the rule outside SQL (the scan's ``scan_insert_next_reminders``); the demo and the
@@ -843,7 +877,7 @@ def stages_due(stages: Sequence[int], due_on: date, business: date, collapse: st
     back; the scan sends the highest and records the others superseded). ``next``: at most the lowest stage
     above the highest one in ``earlier``, once its offset has come,
     a courtesy stage only while the invoice is not overdue, and no sooner than the gap between the two stages
-    after the earlier one's business date.
+    after the earlier one's business date (``spacing = "from_sent"``; ``"nominal"``: its own offset only).
 
     ``calendar`` (:mod:`.calendar`): nothing on a non-business ``business`` date, and a stage has come when its
     nominal date (calendar or business days) is on or before ``business``; the spacing rule of ``next`` and the
@@ -860,7 +894,7 @@ def stages_due(stages: Sequence[int], due_on: date, business: date, collapse: st
     if not candidates:
         return []
     stage = min(candidates)
-    if last is not None and business < last[1] + timedelta(days=stage - last[0]):
+    if spacing == "from_sent" and last is not None and business < last[1] + timedelta(days=stage - last[0]):
         return []
     return [stage]
 
@@ -913,6 +947,11 @@ stages = {stages}
 #             there, one stage a day at most, the gaps between stages kept;
 #   "highest" send only the highest due stage, record the lower ones skipped.
 collapse = {json.dumps(p.collapse)}
+# With "next": after a late stage (an outage, a hold, a holiday) is the next stage
+#   "from_sent" due the gap between the two stages after the late one went out, or
+#   "nominal"   due on its own date (due date + its days), at most one stage a day?
+spacing = {json.dumps(p.spacing)}
+# Other ladders for some invoices (by currency, amount, customer field): README, "Several ladders".
 # Whose calendar decides the day a reminder goes out and the days past due:
 #   "schedule" the [schedule] zone for every customer (the scan's cron decides the time);
 #   "customer" each customer's own zone (customer_tz; the [schedule] zone when

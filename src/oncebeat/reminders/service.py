@@ -27,9 +27,9 @@ not counted into ``outage_retry``). A relay refusing one more connection
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from email.headerregistry import Address
 from pathlib import Path
@@ -68,7 +68,7 @@ from ..store import Json, Store, Tx
 from ..timebase import Clock
 from . import capfence
 from .bulk import BulkOptions, import_invoices, import_payments
-from .calendar import BusinessCalendar
+from .calendar import stage_cutoffs
 from .holds import hold_scan_rows, list_holds
 from .importing import InvoiceImport, RowProblem
 from .model import (
@@ -80,6 +80,7 @@ from .model import (
     superseded_stages,
     with_superseded,
 )
+from .pinning import LadderVersion, open_versions, pin_due, stage_rows, sync_versions, versions_by_id
 from .policy import Policy, format_duration
 from .records import mark_paid, write_customers, write_invoices
 from .render import RenderedEmail, Renderer
@@ -120,24 +121,6 @@ class ScanResult:
     held: int = 0  # reminders created held (a hold covers their invoice on this date): no send job
 
 
-def stage_cutoffs(stages: Sequence[int], business_date: date, tz: str | None = None,
-                  calendar: BusinessCalendar | None = None) -> list[dict[str, Any]]:
-    """For each stage N, the latest due date for which stage N is due on ``business_date`` (date - N days).
-
-    Rows are ``{"stage", "cutoff", "business_date", "tz"}`` as the scan queries read them; ``tz`` None applies
-    to every customer, a zone name only to customers in that zone. With a ``calendar`` (:mod:`.calendar`): no
-    rows on a non-business date (nothing goes out then; the next business day's cutoffs include those stages),
-    and cutoffs counted back in business days with ``stage_days = "business"``.
-    """
-    if calendar is not None and not calendar.is_business_day(business_date):
-        return []
-    day = business_date.isoformat()
-    return [{"stage": s, "cutoff": (business_date - timedelta(days=s) if calendar is None
-                                    else calendar.stage_cutoff(business_date, s)).isoformat(),
-             "business_date": day, "tz": tz}
-            for s in stages]
-
-
 class ReminderService:
     """Reminder operations on ``store`` under ``policy``; ``mailer`` is needed only to send."""
 
@@ -151,6 +134,14 @@ class ReminderService:
                                              fallback_locale=policy.fallback_locale)
         sender = parse_address(policy.sender, field="[sender] from")
         self.message_domain = sender.domain or "oncebeat.invalid"
+        self._send_at_policies: dict[str, Policy] = {}
+        self._ladder_mail: dict[int, tuple[str, str | None, Renderer]] = {}  # versions never change: kept
+
+    def use_policy(self, policy: Policy) -> None:
+        """Go on under ``policy`` (an edited file picked up by a running process): the next scan records the
+        changed ladders as new versions; invoices already pinned keep theirs."""
+        self.policy = policy
+        self._send_at_policies.clear()
 
     # --- import -------------------------------------------------------------------------------
     def apply_import(self, data: InvoiceImport, *, skip_invalid: bool = False, reopen: bool = False,
@@ -264,21 +255,57 @@ class ReminderService:
         return found
 
     # --- scan ---------------------------------------------------------------------------------
-    def _stage_rows(self, tx: Tx, business_date: date, fire_at: datetime | None) -> list[dict[str, Any]]:
-        """The scan's stage rows: one set for the schedule's date, or one per customer zone (send_zone = customer)."""
-        calendar = self.policy.calendar
+    def _stage_rows(self, tx: Tx, business_date: date, fire_at: datetime | None,
+                    versions: Sequence[LadderVersion]) -> list[dict[str, Any]]:
+        """The scan's stage rows of each ladder version: one set for the schedule's date, or one per customer zone
+        (send_zone = customer, each ladder's business date from its own send_at)."""
         if self.policy.send_zone != "customer":
-            return stage_cutoffs(self.policy.stages, business_date, calendar=calendar)
+            return [row for v in versions for row in stage_rows(v, business_date, None, self.policy.calendar)]
         rows: list[dict[str, Any]] = []
-        for zone in (r["tz"] for r in tx.run("customer_zones", default_tz=self.policy.tz)):
-            try:
-                day = self.policy.business_date(fire_at, zone, business_date) if fire_at else business_date
-            except (ZoneInfoNotFoundError, ValueError):
-                # An unknown zone stored for a customer: counted in the schedule's zone, never dropped (G6).
-                log.warning("customer zone %r is not an IANA zone; using %s", zone, self.policy.tz)
-                day = self.policy.business_date(fire_at, None, business_date) if fire_at else business_date
-            rows += stage_cutoffs(self.policy.stages, day, zone, calendar=calendar)
+        zones = [r["tz"] for r in tx.run("customer_zones", default_tz=self.policy.tz)]
+        for v in versions:
+            policy = self._policy_at(v.settings.send_at)
+            for zone in zones:
+                try:
+                    day = policy.business_date(fire_at, zone, business_date) if fire_at else business_date
+                except (ZoneInfoNotFoundError, ValueError):
+                    # An unknown zone stored for a customer: counted in the schedule's zone, never dropped (G6).
+                    log.warning("customer zone %r is not an IANA zone; using %s", zone, self.policy.tz)
+                    day = policy.business_date(fire_at, None, business_date) if fire_at else business_date
+                rows += stage_rows(v, day, zone, self.policy.calendar)
         return rows
+
+    def _policy_at(self, send_at: str) -> Policy:
+        """The policy with a ladder's ``send_at`` (its business dates under send_zone = customer)."""
+        if send_at == self.policy.send_at:
+            return self.policy
+        if send_at not in self._send_at_policies:
+            self._send_at_policies[send_at] = replace(self.policy, send_at=send_at)
+        return self._send_at_policies[send_at]
+
+    def _local_day(self, business_date: date, fire_at: datetime | None) -> Callable[[str | None], date]:
+        """A customer's calendar date at ``fire_at`` (its zone, else the schedule's): when its first stage may
+        have come, so an invoice is pinned no later than the scan that creates its first stage."""
+        if self.policy.send_zone != "customer" or fire_at is None:
+            return lambda _tz: business_date
+
+        def day(tz: str | None) -> date:
+            try:
+                return fire_at.astimezone(ZoneInfo(tz or self.policy.tz)).date()
+            except (ZoneInfoNotFoundError, ValueError):
+                return fire_at.astimezone(self.policy.zone).date()
+        return day
+
+    def _pin_and_ladders(self, tx: Tx, business_date: date, fire_at: datetime | None,
+                         source: Source) -> list[LadderVersion]:
+        """Record changed ladder versions, pin the invoices starting dunning, and return the versions to run."""
+        now = self.clock.now()
+        current = sync_versions(tx, self.policy, now=now, source=source)
+        day_of = self._local_day(business_date, fire_at)
+        # The latest calendar date any customer can have at fire_at: UTC+14 is at most a day ahead.
+        latest = business_date + timedelta(days=1) if self.policy.send_zone == "customer" else business_date
+        pin_due(tx, self.policy, current, day_of, latest)
+        return open_versions(tx)
 
     def scan(self, *, occurrence_id: int, business_date: date, source: Source, tx: Tx | None = None,
              fire_at: datetime | None = None) -> ScanResult:
@@ -288,8 +315,11 @@ class ReminderService:
         date is computed from it (:meth:`Policy.business_date`), and ``business_date`` (the schedule's) only
         names the scan.
 
-        Which stage an invoice gets follows ``policy.collapse``: ``next`` (one stage per invoice and run, the
-        lowest unsent one, gaps between stages kept) or ``highest`` (the highest due stage; the lower ones that
+        Each invoice follows the ladder version it is pinned to (:mod:`.pinning`): the scan first records changed
+        ladders as new versions and pins the invoices whose first stage came to their matching ladder's current
+        version (README "Several ladders"). Which stage an invoice gets follows its version's ``collapse``:
+        ``next`` (one stage per invoice and run, the lowest unsent one, gaps between stages kept unless the
+        version's ``spacing`` is ``nominal``) or ``highest`` (the highest due stage; the lower ones that
         became due at the same time are recorded skipped, superseded, in that row's ``superseded_stages``).
         Either way a scan never creates a stage at or below the highest one an invoice already has, and scans run
         one at a time (``scan_lock``), so a superseded stage is never sent later.
@@ -303,17 +333,20 @@ class ReminderService:
                                  fire_at=fire_at)
         now = self.clock.now()
         tx.run("scan_lock")  # one scan at a time: each sees what the one before it recorded
-        stages = self._stage_rows(tx, business_date, fire_at)
-        if not stages and self.policy.calendar is None:
-            return ScanResult(business_date=business_date, pending=0, skipped=0)
-        # No stage rows with a calendar: a non-business day for every zone. Nothing is created, but the pending
-        # reminders' send jobs are still looked after below (G6 does not take weekends off).
-        query = "scan_insert_next_reminders" if self.policy.collapse == "next" else "scan_insert_reminders"
-        # One row (PostgreSQL) or one per reminder (SQLite): reminders created, superseded stages recorded.
-        rows = tx.run(query, stages=Json(stages), max_cutoff=max(s["cutoff"] for s in stages),
-                      default_tz=self.policy.tz, occurrence_id=occurrence_id, now=now) if stages else []
-        pending = sum(int(r["pending"]) for r in rows)
-        superseded = sum(int(r["superseded"] or 0) for r in rows)
+        versions = self._pin_and_ladders(tx, business_date, fire_at, source)
+        pending = superseded = 0
+        for collapse in ("next", "highest"):  # each invoice's stages from its pinned ladder version only
+            stages = self._stage_rows(tx, business_date, fire_at,
+                                      [v for v in versions if v.settings.collapse == collapse])
+            if not stages:
+                continue
+            max_cutoff = max(s["cutoff"] for s in stages)
+            query = "scan_insert_next_reminders" if collapse == "next" else "scan_insert_reminders"
+            # One row (PostgreSQL) or one per reminder (SQLite): reminders created, superseded stages recorded.
+            rows = tx.run(query, stages=Json(stages), max_cutoff=max_cutoff, default_tz=self.policy.tz,
+                          occurrence_id=occurrence_id, now=now)
+            pending += sum(int(r["pending"]) for r in rows)
+            superseded += sum(int(r["superseded"] or 0) for r in rows)
         # A stage a hold covers is recorded held now, before any send job exists for it (G9).
         held, _ = hold_scan_rows(tx, now)
         # Also re-enqueues pending reminders whose send job was discarded (G6: nothing left pending).
@@ -375,11 +408,12 @@ class ReminderService:
             capfence.processing_wait(self.store, clock=self.clock, reminder_id=reminder_id, invoice_id=r["invoice_id"])
             capfence.claim_place(self.store, self.policy, clock=self.clock, reminder_id=reminder_id, r=r)
         rendered, message_id = self._render(r)
+        sender, reply_to, _ = self._ladder_mail_of(r.get("ladder_version_id"))
         # The RFC 5322 bytes directly (the email package's EmailMessage cost ~1 ms of CPU per reminder), and
         # their envelope from the same parsed addresses (the mailer need not parse the header block back).
-        data, envelope = build_message_envelope(sender=self.policy.sender, to=_mailbox(r["name"], r["email"]),
+        data, envelope = build_message_envelope(sender=sender, to=_mailbox(r["name"], r["email"]),
                                    subject=rendered.subject, text=rendered.text, html=rendered.html,
-                                   message_id=message_id, reply_to=self.policy.reply_to, date=self.clock.now(),
+                                   message_id=message_id, reply_to=reply_to, date=self.clock.now(),
                                    headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Stage": str(r["stage"]),
                                             "X-Oncebeat-Reminder": str(reminder_id)})
         mailer = self.mailer
@@ -561,13 +595,31 @@ class ReminderService:
     def _render(self, r: dict[str, Any]) -> tuple[RenderedEmail, str]:
         """The email of reminder row ``r`` (as read by ``get_reminder_for_send``) and its Message-ID."""
         days = (r["business_date"] - r["due_on"]).days
-        rendered = self.renderer.render(invoice_number=r["number"], customer_name=r["name"],
+        _, _, renderer = self._ladder_mail_of(r.get("ladder_version_id"))
+        rendered = renderer.render(invoice_number=r["number"], customer_name=r["name"],
                                         customer_locale=r["locale"], currency=r["currency"],
                                         amount_due=r["amount_due"], due_on=r["due_on"], issued_on=r["issued_on"],
                                         stage=r["stage"], days_past_due=days, payment_url=r.get("payment_url"),
                                         promise_missed=r.get("resumed_promise_until") if r.get("resumed_reason")
                                         == "promise" and r.get("resumed_released_at") is None else None)
         return rendered, make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)
+
+    def _ladder_mail_of(self, version_id: int | None) -> tuple[str, str | None, Renderer]:
+        """(From, Reply-To, renderer) of a reminder created under ladder version ``version_id``; None (a reminder
+        from before ladders were recorded): the policy file's."""
+        if version_id is None:
+            return self.policy.sender, self.policy.reply_to, self.renderer
+        if version_id not in self._ladder_mail:
+            found = versions_by_id(self.store, [version_id]).get(int(version_id))
+            if found is None:
+                raise OncebeatError(f"ladder version {version_id} is not recorded")
+            st = found.settings
+            own = str(self.policy.templates) if self.policy.templates is not None else None
+            renderer = self.renderer if (st.templates, st.company) == (own, self.policy.company) else Renderer(
+                Path(st.templates) if st.templates else None, company=st.company,
+                fallback_locale=self.policy.fallback_locale)
+            self._ladder_mail[version_id] = (st.sender, st.reply_to, renderer)
+        return self._ladder_mail[version_id]
 
     # --- reads for operators (dashboard) ----------------------------------------------------------
     def render_reminder(self, reminder_id: int) -> tuple[dict[str, Any], RenderedEmail, str]:
@@ -636,24 +688,35 @@ class ReminderService:
         None. On a non-business date nothing goes out: no rows (:meth:`BusinessCalendar.why_not` says why).
         """
         calendar = self.policy.calendar
-        if self.policy.send_zone == "customer":
-            zones = [r["tz"] for r in self.store.read("customer_zones", default_tz=self.policy.tz)]
-            stages = [row for z in zones for row in stage_cutoffs(self.policy.stages, business_date, z, calendar)]
-        else:
-            stages = stage_cutoffs(self.policy.stages, business_date, calendar=calendar)
-        if not stages:
-            return []
-        query = "preview_next_due" if self.policy.collapse == "next" else "preview_due"
-        rows = self.store.read(query, stages=Json(stages), default_tz=self.policy.tz,
-                               max_cutoff=max(s["cutoff"] for s in stages))
-        holds = list_holds(self.store, active_on=business_date) if rows else []
-        for r in rows:
+        out: list[dict[str, Any]] = []
+        try:
+            with self.store.transaction() as tx:
+                # What the scan would pin and record first (versions, pins): done here and rolled back below.
+                tx.run("scan_lock")
+                versions = self._pin_and_ladders(tx, business_date, None, current_source("cli"))
+                for collapse in ("next", "highest"):
+                    chosen = [v for v in versions if v.settings.collapse == collapse]
+                    if self.policy.send_zone == "customer":
+                        zones = [r["tz"] for r in tx.run("customer_zones", default_tz=self.policy.tz)]
+                        stages = [row for v in chosen for z in zones
+                                  for row in stage_rows(v, business_date, z, calendar)]
+                    else:
+                        stages = [row for v in chosen for row in stage_rows(v, business_date, None, calendar)]
+                    if stages:
+                        query = "preview_next_due" if collapse == "next" else "preview_due"
+                        out += tx.run(query, stages=Json(stages), default_tz=self.policy.tz,
+                                      max_cutoff=max(s["cutoff"] for s in stages))
+                raise _Preview
+        except _Preview:
+            pass
+        holds = list_holds(self.store, active_on=business_date) if out else []
+        for r in out:
             hold = next((h for h in holds if h.invoice == r["number"] or h.customer == r["email"]), None)
             r["held"] = None if hold is None else "held: " + (
                 f"promise to pay until {hold.promise_until}" if hold.reason == "promise" else hold.reason) + \
                 f" (hold {hold.id})"
             r["moved"] = calendar.late_reason(r["due_on"], r["stage"], business_date) if calendar else None
-        return rows
+        return sorted(out, key=lambda r: (r["due_on"], r["number"]))
 
     def aging(self, as_of: date) -> list[dict[str, Any]]:
         """Open amounts (minor units) and counts per currency and days-past-due bucket on ``as_of``."""
@@ -669,6 +732,10 @@ class ReminderService:
         for r in self.store.read("reminder_counts"):
             out[r["state"]] = out.get(r["state"], 0) + int(r["n"])
         return out
+
+
+class _Preview(Exception):
+    """Rolls back the preview's transaction: it pinned and recorded versions only to see what a scan would do."""
 
 
 class _Held(Exception):

@@ -69,13 +69,14 @@ from ..reminders.rows import all_invoices, all_reminders
 from ..store import Store
 from .checkcap import CAP_INVARIANTS, check_cap
 from .checkholds import HOLD_INVARIANTS, check_holds
+from .checkladders import LADDER_INVARIANTS, LadderTimeline, check_ladders
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
 
 INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
               "one-job-per-occurrence", "no-fire-on-start", "business-date-local", "no-send-on-non-business-day",
-              *HOLD_INVARIANTS, *CAP_INVARIANTS)
+              *HOLD_INVARIANTS, *CAP_INVARIANTS, *LADDER_INVARIANTS)
 SCAN_TASK = "reminders.scan"
 TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
@@ -174,7 +175,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
           payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None,
           collapse: str = "next", business_date: BusinessDate | None = None, cap: int | None = None,
           cap_zone: Callable[[str | None], ZoneInfo] | None = None,
-          calendar: BusinessCalendar | None = None) -> CheckReport:
+          calendar: BusinessCalendar | None = None, ladders: LadderTimeline | None = None) -> CheckReport:
     """Check every invariant; see the module docstring.
 
     Args:
@@ -187,6 +188,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         in_doubt_budget: injected faults that can make a delivery unknowable (None: not checked).
         cap: the policy's ``max_notices_per_week`` (None: no cap, only counted); ``cap_zone(customer_tz)`` the zone
             whose dates it counts (None: UTC).
+        ladders: each invoice's pinned ladder versions (:func:`.checkladders.ladder_timeline`); the due stages
+            are then its ladder's (stages, collapse, spacing), and ``stages``/``collapse`` are not used.
     """
     inv = {name: Invariant(name=name) for name in INVARIANTS}
     stages = sorted(stages)
@@ -203,7 +206,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                    effects=effects, messages=messages, fates=pending_fates(store))
 
     required, allowed = _due_pairs(ev, stages=stages, payments=payments, collapse=collapse,
-                                   business_date=business_date, calendar=calendar)
+                                   business_date=business_date, calendar=calendar,
+                                   ladders=ladders)
     _check_business_days(inv["no-send-on-non-business-day"], ev, calendar)
     delayed = _check_due(inv, ev, required, allowed)
     _check_skip_reasons(inv["skip-reasons-true"], ev, payments)
@@ -215,6 +219,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     check_holds(inv, holds=holds, invoices=invoices, reminders=reminders, effects=effects)
     capped = check_cap(inv, cap=cap, zone_of=cap_zone or (lambda _tz: ZoneInfo("UTC")), invoices=invoices,
                        reminders=reminders)
+    if ladders is not None:
+        check_ladders(inv["reminder-on-pinned-ladder"], ladders, reminders)
 
     states = Counter(r["state"] for r in reminders)
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
@@ -261,7 +267,8 @@ def _recorded_as(r: dict[str, Any]) -> str:
 
 
 def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, PaymentWindow], collapse: str,
-               business_date: BusinessDate | None, calendar: BusinessCalendar | None = None
+               business_date: BusinessDate | None, calendar: BusinessCalendar | None = None,
+               ladders: LadderTimeline | None = None
                ) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
     """(required, allowed): the (invoice, stage) pairs certainly due at some scan, and those possibly due.
 
@@ -311,8 +318,14 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
                                           for c, e in capped[number]))
             maybe_open = window is None or window[1] >= earliest  # a tie: paid in the same instant
             earlier = [(st, bd) for st, bd in recorded[number] if bd < business]
-            for s in stages_due(stages, i["due_on"], business, collapse, earlier, calendar):
-                if certainly_open:
+            if ladders is None:
+                due_sets = [set(stages_due(stages, i["due_on"], business, collapse, earlier, calendar))]
+            else:  # the invoice's pinned version(s) while this scan ran: two when an operator moved it meanwhile
+                due_sets = [set(stages_due(ld.stages, i["due_on"], business, ld.collapse, earlier, calendar,
+                                           spacing=ld.spacing))
+                            for ld in ladders.candidates(i, earliest, completed_at)]
+            for s in set.union(*due_sets):
+                if certainly_open and all(s in d for d in due_sets):
                     required.add((number, s))
                 if maybe_open:
                     allowed.add((number, s))

@@ -32,6 +32,10 @@ FAULTS: dict[str, tuple[float, str]] = {
     "schedule-change": (1.0, "the reminder schedule's time and zone are edited mid-run"),
     "stale-import": (1.0, "the payment import stops for 2 days mid-run: payments made meanwhile reach oncebeat when "
                           "it resumes (with [reminders] max_payment_staleness the sends wait; per run)"),
+    "ladder-edit": (0.5, "the policy file's ladders are edited mid-run, and an operator applies each ladder's new "
+                         "version to its open invoices (per ladder; 0: edited, never applied)"),
+    "segment-move": (0.25, "a customer's locale changes mid-run, moving it to another ladder's segment (per "
+                          "customer)"),
     "pause": (0.15, "an operator pauses the reminder schedule just after a fire, its run queued and not yet "
                     "claimed, and resumes it 1 to 30 hours later (per fire instant)"),
 }

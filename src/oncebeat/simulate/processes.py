@@ -35,6 +35,7 @@ from ..sample import generate_book, prepare_workdir
 from ..store import open_store
 from ..timebase import SystemClock
 from .checker import CheckReport, PaymentWindow, check
+from .checkladders import ladder_timeline
 
 __all__ = ["ProcessRunReport", "run_processes"]
 
@@ -156,7 +157,8 @@ def run_processes(db_url: str, workdir: Path, *, seconds: float = 30.0, settle: 
                        cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
                        calendar=policy.calendar,
                        business_date=policy.business_date, definitions=definitions,
-                       payments=payments, in_doubt_budget=kills["worker"] * CONCURRENCY)
+                       payments=payments, in_doubt_budget=kills["worker"] * CONCURRENCY,
+                       ladders=ladder_timeline(store, policy))
     store.close()
     return ProcessRunReport(seconds=seconds, kills=kills, check=report)
 

@@ -44,7 +44,9 @@ from ..store import Store, open_store, redact_url
 from ..timebase import SimulatedClock
 from ..worker import Worker
 from .checker import CheckReport, PaymentWindow, check
+from .checkladders import ladder_timeline
 from .emitlogs import emit_logs
+from .ladderfaults import LADDER_EVENTS, apply_ladder_event, plan_ladder_events, with_sim_ladders
 from .naive import NaiveReport, run_naive
 
 __all__ = ["SimConfig", "SimReport", "simulate"]
@@ -271,6 +273,7 @@ class _Sim:
         policy = cfg.policy
         if "dst" in self.faults:
             policy = replace(policy, schedule="30 2 * * *", tz="America/Chicago")
+        policy = with_sim_ladders(policy, self.faults)
         book = load_book(seed=cfg.seed, start=cfg.start, invoices_csv=cfg.invoices_csv, payments_csv=cfg.payments_csv,
                          invoices=cfg.invoices)
         store = open_store(url)
@@ -298,7 +301,8 @@ class _Sim:
         # the order of these steps is the order of the seeded random draws: keep it, so runs repeat exactly
         self._prepare_faults(w, book, t0, t_end)
         self._start_clocks(w)
-        w.events = sorted(self._plan_events(w, t0, t_end) + late + self._plan_feed(w, t0, t_end, t_settled),
+        w.events = sorted(self._plan_events(w, t0, t_end) + late + self._plan_feed(w, t0, t_end, t_settled)
+                          + plan_ladder_events(self.faults, book.customers, t0, t_end, self.cfg.seed),
                           key=lambda e: e[0])
         w.payments = sorted([p for p in book.payments if p.number not in held] + list(late_payments.values()),
                             key=lambda p: payment_instant(p, policy.tz))
@@ -312,7 +316,8 @@ class _Sim:
                        cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
                        calendar=policy.calendar,
                        business_date=policy.business_date, definitions=w.definitions,
-                       payments=self.payments_log, in_doubt_budget=self.doubt_budget)
+                       payments=self.payments_log, in_doubt_budget=self.doubt_budget,
+                       ladders=ladder_timeline(store, w.service.policy))
         return self._report(w, book, report, t0, t_end, url, maildir)
 
     def _plan_late_imports(self, book: Book, policy: Policy, t0: datetime, t_end: datetime
@@ -578,6 +583,12 @@ class _Sim:
                 self.injected["leftover-trigger"] += 1
                 _attempt(lambda: ClockProcess(w.app, w.store, clock=w.clock, source=_LEFTOVER).trigger(SCHEDULE_KEY,
                                                                                                        kind="cli"))
+            elif kind in LADDER_EVENTS:
+                fault = "segment-move" if kind == "segment-move" else "ladder-edit"
+                with self.quiet():
+                    self.injected[kind] += apply_ladder_event(w.service, kind, payload, now=now,
+                                                              rate=self.faults[fault],
+                                                              rng=random.Random(f"ladder-apply:{self.cfg.seed}"))
             elif kind == "change":
                 changed = replace(w.app.schedules[SCHEDULE_KEY], expression="0 9 * * *", tz="America/Denver")
                 w.app.schedules[SCHEDULE_KEY] = changed

@@ -22,6 +22,7 @@ from ..reminders.capfence import cap_zone
 from ..reminders.policy import Policy
 from ..store import Store
 from .checker import CheckReport, check, payments_from_db
+from .checkladders import ladder_timeline
 
 __all__ = ["check_deployment", "definitions_from_db"]
 
@@ -55,7 +56,8 @@ def check_deployment(store: Store, app: App, policy: Policy, *, maildir: Path | 
                    cap=policy.max_notices_per_week, cap_zone=partial(cap_zone, policy),
                    calendar=policy.calendar,
                    business_date=policy.business_date, definitions=definitions_from_db(store, app),
-                   payments=payments_from_db(store, policy.tz), in_doubt_budget=None)
+                   payments=payments_from_db(store, policy.tz), in_doubt_budget=None,
+                   ladders=ladder_timeline(store, policy))
     failed = int(report.summary.get("reminders", {}).get("failed", 0))
     if failed:
         report.attention.append(f"{failed} reminder(s) failed (not delivered): `oncebeat doctor` shows why; fix "

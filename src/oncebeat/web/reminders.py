@@ -123,6 +123,7 @@ async def search(request: Request) -> Response:
 
 def invoice_page(request: Request) -> Response:
     from ..reminders.holds import HOLD_REASONS, holds_of_invoice  # here: a library app's dashboard never loads it
+    from ..reminders.pinning import versions_by_id
 
     rt = dashboard(request).runtime
     number = request.path_params["number"]
@@ -135,7 +136,10 @@ def invoice_page(request: Request) -> Response:
             continue
         _, rendered, message_id = rt.service.render_reminder(r["id"])
         previews[r["id"]] = {"subject": rendered.subject, "text": rendered.text, "message_id": message_id}
+    pin = story["invoice"].get("ladder_version_id")
+    ladder = versions_by_id(rt.store, [pin]).get(int(pin)) if pin is not None else None
     return render(request, "invoice.html", {"title": f"Invoice {number}", **story, "previews": previews,
+                                            "ladder": ladder,
                                             "tz": rt.policy.tz, "hold_reasons": HOLD_REASONS,
                                             "holds": holds_of_invoice(rt.store, story["invoice"]["id"])})
 

@@ -52,11 +52,12 @@ SELECT 1 AS locked;
 
 -- name: get_reminder_for_send
 -- resumed_*: the hold this reminder is the first after (reminders 0009), for the template's promise_missed.
+-- ladder_version_id: the ladder version it was created under (its templates and sender; reminders 0014).
 SELECT r.id, r.stage, r.state, r.business_date, r.occurrence_id, r.message_id, r.deferred_since, r.hold_id,
        r.resumes_hold_id, h.reason AS resumed_reason, h.promise_until AS resumed_promise_until,
        h.released_at AS resumed_released_at,
        i.id AS invoice_id, i.number, i.currency, i.amount_due, i.issued_on, i.due_on, i.status, i.paid_on,
-       i.payment_url, c.email, c.name, c.locale, c.tz
+       i.payment_url, c.email, c.name, c.locale, c.tz, r.ladder_version_id
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 LEFT JOIN reminder_holds h ON h.id = r.resumes_hold_id
 WHERE r.id = :id;

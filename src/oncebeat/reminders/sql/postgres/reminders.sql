@@ -40,30 +40,33 @@ SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.oncebeat.reminders.s
 -- Returns one row: reminders created (all pending) and superseded stages recorded.
 WITH stages AS (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
-           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
+           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date,
+           CAST(e ->> 'lv' AS bigint) AS lv, CAST(e ->> 'nominal' AS integer) AS nominal
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), ladder AS (
-    SELECT s.stage, s.cutoff, s.tz, s.business_date,
-           LEAD(s.cutoff) OVER (PARTITION BY s.tz ORDER BY s.stage) AS higher_cutoff,
-           ARRAY(SELECT l.stage FROM stages l WHERE l.tz IS NOT DISTINCT FROM s.tz AND l.stage < s.stage
+    SELECT s.stage, s.cutoff, s.tz, s.business_date, s.lv,
+           LEAD(s.cutoff) OVER (PARTITION BY s.lv, s.tz ORDER BY s.stage) AS higher_cutoff,
+           ARRAY(SELECT l.stage FROM stages l WHERE l.lv = s.lv AND l.tz IS NOT DISTINCT FROM s.tz
+                 AND l.stage < s.stage
                  ORDER BY l.stage) AS lower
     FROM stages s
 ), due AS (
-    SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower,
+    SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower, s.lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
     JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
+      AND i.ladder_version_id = s.lv
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 ), ins AS (
     INSERT INTO reminders (invoice_id, stage, state, reason, superseded_stages, occurrence_id, business_date,
-                           created_at, updated_at)
+                           created_at, updated_at, ladder_version_id)
     SELECT invoice_id, stage, 'pending', NULL,
            NULLIF(CASE WHEN last_stage IS NULL THEN lower
                        ELSE ARRAY(SELECT x FROM unnest(lower) AS x WHERE x > last_stage ORDER BY x) END, '{}'),
-           CAST(:occurrence_id AS bigint), business_date, :now, :now
+           CAST(:occurrence_id AS bigint), business_date, :now, :now, lv
     FROM due
     WHERE last_stage IS NULL OR stage > last_stage
     ON CONFLICT DO NOTHING
@@ -83,10 +86,11 @@ SELECT count(*) AS pending, COALESCE(sum(cardinality(superseded_stages)), 0) AS 
 -- Returns one row: reminders created (all pending) and superseded stages (0).
 WITH stages AS MATERIALIZED (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
-           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
+           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date,
+           CAST(e ->> 'lv' AS bigint) AS lv, CAST(e ->> 'nominal' AS integer) AS nominal
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on, i.customer_id,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
@@ -95,21 +99,22 @@ WITH stages AS MATERIALIZED (
 ), nxt AS (
     -- per invoice the lowest matching stage row (one zone matches, so one business date): a LIMIT 1 over the
     -- few ladder rows, no join of every reached stage followed by a sort and an aggregate
-    SELECT i.invoice_id, i.last_stage, n.business_date, n.stage
+    SELECT i.invoice_id, i.last_stage, n.business_date, n.stage, i.lv, n.nominal
     FROM open_due i
     CROSS JOIN LATERAL (
-        SELECT s.stage, s.business_date FROM stages s
-        WHERE i.due_on <= s.cutoff
+        SELECT s.stage, s.business_date, s.nominal FROM stages s
+        WHERE i.due_on <= s.cutoff AND s.lv = i.lv
           AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
           AND (i.last_stage IS NULL OR s.stage > i.last_stage) AND (s.stage > 0 OR i.due_on >= s.business_date)
         ORDER BY s.stage LIMIT 1) AS n
 ), ready AS (
-    SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
+    SELECT n.invoice_id, n.stage, n.business_date, n.lv FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR p.business_date + (n.stage - n.last_stage) <= n.business_date
+    WHERE n.last_stage IS NULL OR n.nominal = 1 OR p.business_date + (n.stage - n.last_stage) <= n.business_date
 ), ins AS (
-    INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
-    SELECT invoice_id, stage, 'pending', NULL, CAST(:occurrence_id AS bigint), business_date, :now, :now
+    INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at,
+                           ladder_version_id)
+    SELECT invoice_id, stage, 'pending', NULL, CAST(:occurrence_id AS bigint), business_date, :now, :now, lv
     FROM ready
     ON CONFLICT DO NOTHING
     RETURNING id
@@ -129,12 +134,14 @@ WHERE r.state IN ('pending', 'deferred');
 -- stages it would record superseded.
 WITH stages AS (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
-           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
+           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date,
+           CAST(e ->> 'lv' AS bigint) AS lv, CAST(e ->> 'nominal' AS integer) AS nominal
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), ladder AS (
-    SELECT s.stage, s.cutoff, s.tz, s.business_date,
-           LEAD(s.cutoff) OVER (PARTITION BY s.tz ORDER BY s.stage) AS higher_cutoff,
-           ARRAY(SELECT l.stage FROM stages l WHERE l.tz IS NOT DISTINCT FROM s.tz AND l.stage < s.stage
+    SELECT s.stage, s.cutoff, s.tz, s.business_date, s.lv,
+           LEAD(s.cutoff) OVER (PARTITION BY s.lv, s.tz ORDER BY s.stage) AS higher_cutoff,
+           ARRAY(SELECT l.stage FROM stages l WHERE l.lv = s.lv AND l.tz IS NOT DISTINCT FROM s.tz
+                 AND l.stage < s.stage
                  ORDER BY l.stage) AS lower
     FROM stages s
 ), due AS (
@@ -142,6 +149,7 @@ WITH stages AS (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
     JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
+      AND i.ladder_version_id = s.lv
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
@@ -158,25 +166,26 @@ ORDER BY i.due_on, i.number;
 -- What scan_insert_next_reminders would create (nothing written).
 WITH stages AS (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
-           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date
+           e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date,
+           CAST(e ->> 'lv' AS bigint) AS lv, CAST(e ->> 'nominal' AS integer) AS nominal
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on, i.customer_id,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 ), nxt AS (
-    SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
-    FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
+    SELECT i.invoice_id, i.last_stage, s.business_date, i.lv, s.nominal, MIN(s.stage) AS stage
+    FROM open_due i JOIN stages s ON i.due_on <= s.cutoff AND s.lv = i.lv
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE (i.last_stage IS NULL OR s.stage > i.last_stage) AND (s.stage > 0 OR i.due_on >= s.business_date)
-    GROUP BY i.invoice_id, i.last_stage, s.business_date
+    GROUP BY i.invoice_id, i.last_stage, s.business_date, i.lv, s.nominal
 ), ready AS (
-    SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
+    SELECT n.invoice_id, n.stage, n.business_date, n.lv FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR p.business_date + (n.stage - n.last_stage) <= n.business_date
+    WHERE n.last_stage IS NULL OR n.nominal = 1 OR p.business_date + (n.stage - n.last_stage) <= n.business_date
 )
 SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, r.stage, 0 AS superseded
 FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id

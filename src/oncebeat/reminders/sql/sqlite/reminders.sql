@@ -16,34 +16,36 @@ SELECT number, status, paid_on, issued_on FROM invoices WHERE number IN (SELECT 
 -- Each invoice meets exactly one ladder row: the stage whose due dates run from its own cutoff down to (not
 -- including) the next higher stage's cutoff; no per-invoice aggregate, one index range scan per stage.
 -- Returns one row per reminder created: pending (1) and its number of superseded stages.
-WITH stages AS (
+WITH stages AS MATERIALIZED (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
-           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
+           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date,
+           CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal
     FROM json_each(:stages)
 ), ladder AS (
-    SELECT s.stage, s.cutoff, s.tz, s.business_date,
-           LEAD(s.cutoff) OVER (PARTITION BY s.tz ORDER BY s.stage) AS higher_cutoff,
-           (SELECT json_group_array(l.stage) FROM (SELECT l.stage FROM stages l WHERE l.tz IS s.tz AND l.stage < s.stage
+    SELECT s.stage, s.cutoff, s.tz, s.business_date, s.lv,
+           LEAD(s.cutoff) OVER (PARTITION BY s.lv, s.tz ORDER BY s.stage) AS higher_cutoff,
+           (SELECT json_group_array(l.stage) FROM (SELECT l.stage FROM stages l WHERE l.lv = s.lv AND l.tz IS s.tz
+                                                  AND l.stage < s.stage
                                                   ORDER BY l.stage) AS l) AS lower
     FROM stages s
 ), due AS (
-    SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower,
+    SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower, s.lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
     JOIN invoices i INDEXED BY invoices_open_due
-      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '')
+      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '') AND i.ladder_version_id = s.lv
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 )
 INSERT INTO reminders (invoice_id, stage, state, reason, superseded_stages, occurrence_id, business_date,
-                       created_at, updated_at)
+                       created_at, updated_at, ladder_version_id)
 SELECT invoice_id, stage, 'pending', NULL,
        CASE WHEN last_stage IS NULL THEN NULLIF(lower, '[]')
             ELSE (SELECT NULLIF(json_group_array(x.value), '[]') FROM json_each(lower) AS x WHERE x.value > last_stage)
        END,
-       :occurrence_id, business_date, :now, :now
+       :occurrence_id, business_date, :now, :now, lv
 FROM due
 WHERE last_stage IS NULL OR stage > last_stage
 ON CONFLICT DO NOTHING
@@ -59,30 +61,32 @@ RETURNING 1 AS pending, COALESCE(json_array_length(superseded_stages), 0) AS sup
 -- has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
 -- (stage - previous stage) days after the previous stage's business date. Nothing is recorded superseded.
 -- Returns one row per reminder created: pending (1), superseded (0).
-WITH stages AS (
+WITH stages AS MATERIALIZED (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
-           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
+           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date,
+           CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal
     FROM json_each(:stages)
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on, i.customer_id,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i INDEXED BY invoices_open_due
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 ), nxt AS (
-    SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
-    FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
+    SELECT i.invoice_id, i.last_stage, s.business_date, i.lv, s.nominal, MIN(s.stage) AS stage
+    FROM open_due i JOIN stages s ON i.due_on <= s.cutoff AND s.lv = i.lv
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE (i.last_stage IS NULL OR s.stage > i.last_stage) AND (s.stage > 0 OR i.due_on >= s.business_date)
-    GROUP BY i.invoice_id, i.last_stage, s.business_date
+    GROUP BY i.invoice_id, i.last_stage, s.business_date, i.lv, s.nominal
 ), ready AS (
-    SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
+    SELECT n.invoice_id, n.stage, n.business_date, n.lv FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
+    WHERE n.last_stage IS NULL OR n.nominal = 1 OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
 )
-INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at)
-SELECT invoice_id, stage, 'pending', NULL, :occurrence_id, business_date, :now, :now
+INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at,
+                       ladder_version_id)
+SELECT invoice_id, stage, 'pending', NULL, :occurrence_id, business_date, :now, :now, lv
 FROM ready
 WHERE true
 ON CONFLICT DO NOTHING
@@ -99,22 +103,24 @@ WHERE r.state IN ('pending', 'deferred');
 -- name: preview_due
 -- What scan_insert_reminders would create (nothing written): per invoice its top stage and how many lower
 -- stages it would record superseded.
-WITH stages AS (
+WITH stages AS MATERIALIZED (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
-           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
+           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date,
+           CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal
     FROM json_each(:stages)
 ), ladder AS (
-    SELECT s.stage, s.cutoff, s.tz, s.business_date,
-           LEAD(s.cutoff) OVER (PARTITION BY s.tz ORDER BY s.stage) AS higher_cutoff,
-           (SELECT json_group_array(l.stage) FROM (SELECT l.stage FROM stages l WHERE l.tz IS s.tz AND l.stage < s.stage
+    SELECT s.stage, s.cutoff, s.tz, s.business_date, s.lv,
+           LEAD(s.cutoff) OVER (PARTITION BY s.lv, s.tz ORDER BY s.stage) AS higher_cutoff,
+           (SELECT json_group_array(l.stage) FROM (SELECT l.stage FROM stages l WHERE l.lv = s.lv AND l.tz IS s.tz
+                                                  AND l.stage < s.stage
                                                   ORDER BY l.stage) AS l) AS lower
     FROM stages s
 ), due AS (
-    SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower,
+    SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower, s.lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
     JOIN invoices i INDEXED BY invoices_open_due
-      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '')
+      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '') AND i.ladder_version_id = s.lv
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
@@ -129,27 +135,28 @@ ORDER BY i.due_on, i.number;
 
 -- name: preview_next_due
 -- What scan_insert_next_reminders would create (nothing written).
-WITH stages AS (
+WITH stages AS MATERIALIZED (
     SELECT CAST(json_extract(value, '$.stage') AS INTEGER) AS stage, json_extract(value, '$.cutoff') AS cutoff,
-           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date
+           json_extract(value, '$.tz') AS tz, json_extract(value, '$.business_date') AS business_date,
+           CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal
     FROM json_each(:stages)
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on, i.customer_id,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i INDEXED BY invoices_open_due
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 ), nxt AS (
-    SELECT i.invoice_id, i.last_stage, s.business_date, MIN(s.stage) AS stage
-    FROM open_due i JOIN stages s ON i.due_on <= s.cutoff
+    SELECT i.invoice_id, i.last_stage, s.business_date, i.lv, s.nominal, MIN(s.stage) AS stage
+    FROM open_due i JOIN stages s ON i.due_on <= s.cutoff AND s.lv = i.lv
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE (i.last_stage IS NULL OR s.stage > i.last_stage) AND (s.stage > 0 OR i.due_on >= s.business_date)
-    GROUP BY i.invoice_id, i.last_stage, s.business_date
+    GROUP BY i.invoice_id, i.last_stage, s.business_date, i.lv, s.nominal
 ), ready AS (
-    SELECT n.invoice_id, n.stage, n.business_date FROM nxt n
+    SELECT n.invoice_id, n.stage, n.business_date, n.lv FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
+    WHERE n.last_stage IS NULL OR n.nominal = 1 OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
 )
 SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, r.stage, 0 AS superseded
 FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
