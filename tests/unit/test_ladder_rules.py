@@ -123,8 +123,8 @@ def test_spacing_from_sent_keeps_the_gap_after_a_late_stage_and_nominal_does_not
     late = [(1, date(2026, 3, 6))]  # stage 1 went out 4 days late (an outage)
     assert stages_due((1, 7, 14), due, date(2026, 3, 8), "next", late) == []  # 6 days after stage 1: wait
     assert stages_due((1, 7, 14), due, date(2026, 3, 12), "next", late) == [7]
-    assert stages_due((1, 7, 14), due, date(2026, 3, 8), "next", late, "nominal") == [7]  # its own date
-    assert stages_due((1, 7, 14), due, date(2026, 3, 7), "next", late, "nominal") == []  # not before it
+    assert stages_due((1, 7, 14), due, date(2026, 3, 8), "next", late, spacing="nominal") == [7]  # its own date
+    assert stages_due((1, 7, 14), due, date(2026, 3, 7), "next", late, spacing="nominal") == []  # not before it
 
 
 def test_the_readme_ladders_example_loads_and_matches_as_it_says(tmp_path: Path) -> None:
