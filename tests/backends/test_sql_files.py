@@ -27,7 +27,8 @@ from oncebeat.store.sqlfiles import (
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
                  "processes", "events", "idempotency_keys",
                  "rate_limits", "rate_permits", "paused_queues"}
-DOMAIN_TABLES = {"customers", "invoices", "reminders", "stripe_events", "reminder_holds", "source_reads"}
+DOMAIN_TABLES = {"customers", "invoices", "reminders", "stripe_events", "reminder_holds", "source_reads",
+                 "reminder_attachments"}
 
 
 def created_objects(sql: str, earlier: frozenset[str] = frozenset()) -> list[str]:

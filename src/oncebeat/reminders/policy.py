@@ -60,6 +60,7 @@ from oncebeat.app import ScheduleDef
 from oncebeat.durations import format_duration, parse_duration
 from oncebeat.errors import ConfigError, ScheduleError
 from oncebeat.reminders.conversions import zone_reason
+from oncebeat.reminders.notices.attachments import AttachmentPolicy, attachments_config
 from oncebeat.reminders.sources.database import SourceConfig, source_config
 from oncebeat.reminders.translations import DEFAULT_FALLBACK_LOCALE, fallback_locale
 from oncebeat.schedules import Schedule
@@ -158,6 +159,8 @@ class Policy:
     schedules: tuple[ScheduleDef, ...] = ()
     # [source]: the team's own database, read before each scan (oncebeat.reminders.sources.database)
     source: SourceConfig | None = None
+    # [attachments]: the invoice PDF and a statement per stage (oncebeat.reminders.notices.attachments)
+    attachments: AttachmentPolicy | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -179,6 +182,12 @@ class Policy:
             problems.append(_describe("retention_cron", _Invalid(
                 "is set, but [retention] older_than is not, so nothing would ever be pruned",
                 'Add older_than = "90d" (at least a day) to [retention], or remove cron.', value=self.retention_cron)))
+        if not problems and self.attachments is not None and isinstance(self.attachments.statement, tuple) \
+                and set(self.attachments.statement) - set(self.stages):
+            problems.append(_describe("attachments.statement", _Invalid(
+                f"names a stage the ladder {list(self.stages)} does not have",
+                "List stages of [reminders] stages, or write statement = \"final\" or \"always\".",
+                value=list(self.attachments.statement))))
         if problems:
             raise _config_error("Policy", problems)
 
@@ -588,6 +597,13 @@ def _check_source(value: Any) -> SourceConfig | None:
     return value
 
 
+def _check_attachments(value: Any) -> AttachmentPolicy | None:
+    if value is not None and not isinstance(value, AttachmentPolicy):
+        raise _Invalid("must be an attachments policy", "Build it with oncebeat.reminders.notices.attachments."
+                       "attachments_config.", value=value)
+    return value
+
+
 _CHECKS = {
     "schedule": _check_schedule,
     "tz": _check_tz,
@@ -611,6 +627,7 @@ _CHECKS = {
     "retention_cron": _check_schedule,
     "schedules": _check_target_schedules,
     "source": _check_source,
+    "attachments": _check_attachments,
 }
 
 
@@ -668,7 +685,7 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         raise ConfigError(f"{source}: expected a table of sections, got {_type_name(data)}")
     problems: list[str] = []
     values: dict[str, Any] = {}
-    sections = [*_LAYOUT, "source"]
+    sections = [*_LAYOUT, "source", "attachments"]
     for section, content in data.items():
         if section == "schedules":  # [[schedules]]: the engine's target schedules, checked by their own module
             try:
@@ -679,6 +696,12 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         if section == "source":  # [source]: the team's own database, checked by its own module
             try:
                 values["source"] = source_config(content, source=source)
+            except ConfigError as exc:
+                problems.append(str(exc).removeprefix(f"{source}: "))
+            continue
+        if section == "attachments":  # [attachments]: the invoice PDF and statements, checked by their own module
+            try:
+                values["attachments"] = attachments_config(content, source=source, base_dir=base_dir)
             except ConfigError as exc:
                 problems.append(str(exc).removeprefix(f"{source}: "))
             continue

@@ -1,0 +1,7 @@
+"""What a reminder carries beyond its text: attachments (the invoice PDF, a statement of account).
+
+Modules: ``attachments`` (the ``[attachments]`` policy, reading an invoice PDF safely from its folder, the
+multipart/mixed wrapping of a built message, and reading the parts back), ``statement`` (a statement of
+account per customer rendered to PDF with WeasyPrint). Nothing here sends: the send job freezes the message with
+its attachments at the first attempt (:mod:`oncebeat.effects`), so a retry sends the same bytes.
+"""
