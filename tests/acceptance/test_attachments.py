@@ -12,7 +12,9 @@ import mailbox
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
+import sys
 from datetime import date, timedelta
 from email.message import EmailMessage
 from pathlib import Path
@@ -39,6 +41,8 @@ from oncebeat.reminders.notices.sending import reminder_attachment, reminder_att
 from oncebeat.reminders.notices.statement import statement_html, statement_pdf, statement_rows
 from oncebeat.reminders.policy import policy_from_dict
 from oncebeat.reminders.service import ReminderService
+from oncebeat.reminders.sources.database import source_config
+from oncebeat.reminders.syncing import sync_source
 from oncebeat.reminders.tasks import build_app
 from oncebeat.store import Store
 from oncebeat.timebase import SimulatedClock
@@ -347,3 +351,56 @@ def test_a_retry_sends_the_statement_frozen_at_the_first_attempt_not_a_new_one(
     assert statement.sha256 == first_statement.sha256, "the retry sent the statement frozen at the first attempt"
     assert parsed(sent)["Date"] == parsed(frozen)["Date"]  # the first attempt's message, not a new rendering
     assert sent.replace(b"\r\n", b"\n").endswith(frozen.replace(b"\r\n", b"\n").partition(b"\n\n")[2])
+
+
+def test_the_sql_source_maps_a_column_to_pdf_path(store: Store, sim_clock: SimulatedClock, tmp_path: Path) -> None:
+    team = tmp_path / "team.sqlite3"
+    with sqlite3.connect(team) as db:
+        db.execute("CREATE TABLE inv (number TEXT, email TEXT, name TEXT, cur TEXT, cents INTEGER, issued TEXT, "
+                   "due TEXT, pdf TEXT)")
+        db.execute("INSERT INTO inv VALUES ('T-1', 'ana@example.com', 'Ana', 'EUR', 1250, '2026-01-01', "
+                   "'2026-01-31', 'exports/2026/t1.pdf')")
+    db.close()
+    cfg = source_config({"url": f"sqlite:///{team}", "invoices": (
+        "SELECT number AS invoice_number, email AS customer_email, name AS customer_name, cur AS currency, "
+        "cents AS amount_due_minor, issued AS issued_on, due AS due_on, pdf AS pdf_path FROM inv")}, source="t")
+    service = ReminderService(store, policy_from_dict({}), clock=sim_clock)
+    sync_source(service, cfg)
+    [row] = store.read("invoice_by_number", number="T-1")
+    assert row["pdf_path"] == "exports/2026/t1.pdf"
+
+
+def test_quotes_in_an_invoice_number_reach_no_header_of_the_delivered_email(store: Store, sim_clock: SimulatedClock,
+                                                                            tmp_path: Path) -> None:
+    pol = policy(tmp_path, invoice_pdf=True)
+    today = sim_clock.now().date()
+    number = 'INV-"Q"; filename="evil.exe'
+    (tmp_path / "pdf" / f"{number}.pdf").write_bytes(fake_pdf("quoted"))
+    csv = book(tmp_path, today, '"INV-""Q""; filename=""evil.exe",ana@example.com,Ana,EUR,12.50,{issued},{due},')
+    ReminderService(store, pol, clock=sim_clock).import_invoices_csv(csv, BulkOptions(today=today))
+    sink = MailSink(tmp_path / "maildir").start()
+    try:
+        run(store, sim_clock, pol, sink)
+    finally:
+        sink.stop()
+    [data] = delivered(tmp_path / "maildir")
+    msg = parsed(data)
+    [pdf] = list(msg.iter_attachments())
+    assert pdf.get_filename() == "INV-_Q_filename_evil.exe.pdf" and pdf.get_content_type() == "application/pdf"
+    assert pdf.get_content() == (tmp_path / "pdf" / f"{number}.pdf").read_bytes()
+    assert not any(p.get_filename() == "evil.exe" for p in msg.walk())
+
+
+def test_a_host_without_pango_gets_the_install_command_not_a_traceback(tmp_path: Path) -> None:
+    # WeasyPrint raises OSError at import when Debian's Pango is missing ("cannot load library 'libpango-1.0-0'");
+    # a shadowing package raising the same stands in for a host without the library, in a real subprocess.
+    (tmp_path / "weasyprint").mkdir()
+    (tmp_path / "weasyprint" / "__init__.py").write_text(
+        "raise OSError(\"cannot load library 'libpango-1.0-0': libpango-1.0-0: cannot open shared object file\")\n")
+    code = ("from oncebeat.reminders.notices.statement import html_to_pdf\n"
+            "from oncebeat.reminders.notices.attachments import AttachmentError\n"
+            "try:\n    html_to_pdf('<p>x</p>')\nexcept AttachmentError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert "apt-get install libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core" in out.stdout, out
+    assert "cannot load library" in out.stdout and "Traceback" not in out.stderr

@@ -36,7 +36,9 @@ Invariants (name → meaning):
   moment a clock started;
 - ``business-date-local``: each occurrence's business date is its local date in its zone;
 - ``held-by-a-hold``, ``no-send-while-held``, ``stage-order``, ``resume-marked``: holds and stage order
-  (G9), judged from the holds table, the invoices and the effect ledger (:mod:`.checkholds`).
+  (G9), judged from the holds table, the invoices and the effect ledger (:mod:`.checkholds`);
+- ``attachments-as-frozen``: with an ``[attachments]`` policy, every delivered reminder carries the files its
+  stage promises, byte for byte those frozen at its first attempt (:mod:`.checkattach`).
 
 A stage recorded ``held`` is final (G9): holds change whether a due stage is sent, never whether it is due, so
 the due set above is computed without them and ``held`` counts as an end.
@@ -60,16 +62,20 @@ from ..queue import all_jobs
 from ..reminders.accounting import PendingFates, duplicate_copies, pending_fates
 from ..reminders.holds import list_holds
 from ..reminders.model import reminder_key, with_superseded
+from ..reminders.notices.attachments import AttachmentPolicy
+from ..reminders.notices.sending import attachment_digests
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_reminders
 from ..store import Store
+from .checkattach import ATTACHMENT_INVARIANTS, check_attachments
 from .checkholds import HOLD_INVARIANTS, check_holds
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
 
 INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
-              "one-job-per-occurrence", "no-fire-on-start", "business-date-local", *HOLD_INVARIANTS)
+              "one-job-per-occurrence", "no-fire-on-start", "business-date-local", *HOLD_INVARIANTS,
+              *ATTACHMENT_INVARIANTS)
 SCAN_TASK = "reminders.scan"
 TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
@@ -166,7 +172,8 @@ def _is_instant_of(definition: ScheduleDef, instant: datetime) -> bool:
 
 def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definitions: Mapping[str, list[ScheduleDef]],
           payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None,
-          collapse: str = "next", business_date: BusinessDate | None = None) -> CheckReport:
+          collapse: str = "next", business_date: BusinessDate | None = None,
+          attachments: AttachmentPolicy | None = None) -> CheckReport:
     """Check every invariant; see the module docstring.
 
     Args:
@@ -176,6 +183,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         definitions: every definition each schedule key had during the run (key → list).
         payments: invoice number → window of the instant it was paid.
         in_doubt_budget: injected faults that can make a delivery unknowable (None: not checked).
+        attachments: the policy's ``[attachments]`` (None: ``attachments-as-frozen`` checks nothing).
     """
     inv = {name: Invariant(name=name) for name in INVARIANTS}
     stages = sorted(stages)
@@ -201,6 +209,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     _check_occurrences(inv, ev, definitions)
     holds = list_holds(store)
     check_holds(inv, holds=holds, invoices=invoices, reminders=reminders, effects=effects)
+    check_attachments(inv["attachments-as-frozen"], maildir=maildir, policy=attachments, stages=stages,
+                      recorded=attachment_digests(store) if attachments is not None else {})
 
     states = Counter(r["state"] for r in reminders)
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),

@@ -303,7 +303,8 @@ class _Sim:
                 worker.drain()
         report = check(store, maildir=maildir, stages=policy.stages, collapse=policy.collapse,
                        business_date=policy.business_date, definitions=w.definitions,
-                       payments=self.payments_log, in_doubt_budget=self.doubt_budget)
+                       payments=self.payments_log, in_doubt_budget=self.doubt_budget,
+                       attachments=policy.attachments)
         return self._report(w, book, report, t0, t_end, url, maildir)
 
     def _plan_late_imports(self, book: Book, policy: Policy, t0: datetime, t_end: datetime

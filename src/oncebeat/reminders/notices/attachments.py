@@ -24,7 +24,7 @@ regular file is read (never a FIFO or a device), at most ``max_attachment_bytes`
 
 A reminder promised an attachment is never sent without it: a missing, unreadable, oversized or non-PDF file
 records the reminder ``failed`` with a reason naming the invoice and the file, and nothing is sent; after fixing
-the file, ``oncebeat retry-failed`` sends it (nothing is lost, nothing goes out incomplete).
+the file, ``oncebeat reminders retry --failed`` sends it (nothing is lost, nothing goes out incomplete).
 
 The message is built by :mod:`oncebeat.mail.message` as usual and wrapped here into ``multipart/mixed``
 (:func:`attach`): the text or text+HTML body first, then each PDF as ``application/pdf``, base64, with a file
@@ -219,10 +219,10 @@ def read_invoice_pdf(policy: AttachmentPolicy, *, number: str, pdf_path: str | N
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise AttachmentError(f"invoice {number!r}: its PDF is missing ({where} in pdf_dir {root!r}); put the file "
-                              "there, then `oncebeat retry-failed` sends the reminder") from None
+                              "there, then `oncebeat reminders retry --failed` sends the reminder") from None
     except OSError as exc:
         raise AttachmentError(f"invoice {number!r}: its PDF {real!r} cannot be read ({exc.strerror}); fix its "
-                              "permissions, then `oncebeat retry-failed` sends the reminder") from None
+                              "permissions, then `oncebeat reminders retry --failed` sends the reminder") from None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):

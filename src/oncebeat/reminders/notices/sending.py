@@ -23,7 +23,8 @@ from ...timebase import Clock
 from .attachments import Attachment, AttachmentError, AttachmentPolicy, attach, attachments_of, read_invoice_pdf
 from .statement import statement_pdf
 
-__all__ = ["attachments_for", "record_attachments", "reminder_attachments", "with_attachments"]
+__all__ = ["attachment_digests", "attachments_for", "record_attachments", "reminder_attachment",
+           "reminder_attachments", "with_attachments"]
 
 
 def attachments_for(store: Store, policy: AttachmentPolicy, r: Mapping[str, Any], *, stages: Sequence[int],
@@ -97,3 +98,11 @@ def reminder_attachment(store: Store, reminder_id: int, position: int) -> dict[s
     if not rows:
         return None
     return rows[0] | {"content": bytes(rows[0]["content"])}
+
+
+def attachment_digests(store: Store) -> dict[int, list[str]]:
+    """Reminder id -> the SHA-256 of each file its frozen message carried, in order (every reminder)."""
+    out: dict[int, list[str]] = {}
+    for row in store.read("reminder_attachment_digests"):
+        out.setdefault(int(row["reminder_id"]), []).append(str(row["sha256"]))
+    return out

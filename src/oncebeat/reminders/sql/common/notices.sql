@@ -24,3 +24,7 @@ WHERE r.invoice_id = :invoice_id ORDER BY a.reminder_id, a.position;
 -- One attachment with its bytes (the dashboard's download).
 SELECT reminder_id, position, filename, content_type, size, sha256, content
 FROM reminder_attachments WHERE reminder_id = :reminder_id AND position = :position;
+
+-- name: reminder_attachment_digests
+-- Every recorded attachment's SHA-256, by reminder and position (the simulator's checker compares deliveries).
+SELECT reminder_id, position, sha256 FROM reminder_attachments ORDER BY reminder_id, position;
