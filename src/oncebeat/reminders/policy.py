@@ -914,6 +914,16 @@ outage_retry = {json.dumps(format_duration(p.outage_retry))}
 # delay, not an outage.
 # max_connections = 4
 
+# [attachments]
+# Attach the invoice's PDF (a pdf_path column, else <pdf_dir>/<number>.pdf; never
+# a file outside pdf_dir) and/or a statement of account per customer: "never",
+# "final" (the last stage), "always" or stages such as [14, 30]. A reminder whose
+# file is missing fails naming it; it is never sent without (docs/attachments.md).
+# invoice_pdf = true
+# pdf_dir = "invoices/pdf"
+# statement = "final"
+# max_attachment_bytes = 10485760
+
 # [retention]
 # Prune the engine's history (finished jobs, old occurrences, effects, audit
 # events) once a day, keeping what the guarantees need (README, "Retention").
