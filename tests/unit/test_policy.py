@@ -174,7 +174,8 @@ def test_a_misspelled_key_gets_a_did_you_mean():
 def test_an_unknown_section_is_named_with_the_allowed_sections():
     msg = error_of({"schedul": {}})
     assert "[schedul] is not a known section. Did you mean [schedule]?" in msg
-    assert "Allowed sections: [schedule], [reminders], [sender], [delivery], [retention], [source], [calendar]." in msg
+    assert ("Allowed sections: [schedule], [reminders], [sender], [delivery], [retention], [source], [calendar], "
+            "[attachments]." in msg)
 
 
 def test_a_key_outside_its_section_says_where_it_belongs():

@@ -45,7 +45,8 @@ PAGE = 5_000
 _EMPTY_ROW = {"line": None, "bad": False, "number": None, "email": None, "name": None, "x_locale": None,
               "x_tz": None, "currency": None, "amount_due": None, "issued_on": None, "due_on": None, "status": None,
               "paid_on": None, "status_on": None, "paid_at": None, "hold_reason": None, "promise_until": None,
-              "hold_note": None, "x_payment_url": None}
+              "hold_note": None, "x_payment_url": None,
+              "x_pdf_path": None}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -275,7 +276,7 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
                 invoices = [Invoice(number=r["number"], customer_email=r["email"], currency=r["currency"],
                                     amount_due=int(r["amount_due"]), issued_on=r["issued_on"], due_on=r["due_on"],
                                     status=r["status"], paid_on=r["paid_on"], status_on=r["status_on"],
-                                    payment_url=r["x_payment_url"]) for r in page]
+                                    payment_url=r["x_payment_url"], pdf_path=r["x_pdf_path"]) for r in page]
                 done = write_invoices(tx, invoices, reopen=options.reopen, now=now)
                 counts["invoices"] += len(invoices)
                 counts["new"] += done.new

@@ -278,6 +278,7 @@ MAX_LENGTHS: dict[str, int] = {
     "customer_locale": 32,
     "customer_tz": 64,
     "payment_url": 2048,  # what browsers and mail clients keep whole
+    "pdf_path": 1024,  # a path inside [attachments] pdf_dir
 }
 #: The longest value of any other column (dates, amounts, status, paid_at), in characters.
 MAX_OTHER_LENGTH = 64

@@ -112,6 +112,9 @@ class Invoice:
     # The invoice's pay-now page (an https URL), shown in its reminders; None when the source does not carry it
     # (the stored one is kept), "" to clear it (oncebeat.reminders.records, as for a customer's fields).
     payment_url: str | None = None
+    # The invoice's PDF, a path inside [attachments] pdf_dir (oncebeat.reminders.notices.attachments); None: not
+    # carried by the source (the stored one is kept), "" to clear it.
+    pdf_path: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

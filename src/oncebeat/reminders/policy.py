@@ -64,6 +64,7 @@ from oncebeat.durations import format_duration, parse_duration
 from oncebeat.errors import ConfigError, ScheduleError
 from oncebeat.reminders.calendar import BusinessCalendar, calendar_config
 from oncebeat.reminders.conversions import zone_reason
+from oncebeat.reminders.notices.attachments import AttachmentPolicy, attachments_config
 from oncebeat.reminders.sources.database import SourceConfig, source_config
 from oncebeat.reminders.translations import DEFAULT_FALLBACK_LOCALE, fallback_locale
 from oncebeat.schedules import Schedule
@@ -171,6 +172,8 @@ class Policy:
     calendar: BusinessCalendar | None = None
     # [[ladders]]: named ladders chosen per invoice by rules (oncebeat.reminders.ladders); the rest is "default"
     ladders: tuple[Any, ...] = ()
+    # [attachments]: the invoice PDF and a statement per stage (oncebeat.reminders.notices.attachments)
+    attachments: AttachmentPolicy | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -200,6 +203,12 @@ class Policy:
             problems.append(_describe("retention_cron", _Invalid(
                 "is set, but [retention] older_than is not, so nothing would ever be pruned",
                 'Add older_than = "90d" (at least a day) to [retention], or remove cron.', value=self.retention_cron)))
+        if not problems and self.attachments is not None and isinstance(self.attachments.statement, tuple) \
+                and set(self.attachments.statement) - set(self.stages):
+            problems.append(_describe("attachments.statement", _Invalid(
+                f"names a stage the ladder {list(self.stages)} does not have",
+                "List stages of [reminders] stages, or write statement = \"final\" or \"always\".",
+                value=list(self.attachments.statement))))
         if problems:
             raise _config_error("Policy", problems)
 
@@ -633,6 +642,13 @@ def _check_ladders(value: Any) -> tuple[Any, ...]:
                        show_value=False) from None
 
 
+def _check_attachments(value: Any) -> AttachmentPolicy | None:
+    if value is not None and not isinstance(value, AttachmentPolicy):
+        raise _Invalid("must be an attachments policy", "Build it with oncebeat.reminders.notices.attachments."
+                       "attachments_config.", value=value)
+    return value
+
+
 _CHECKS = {
     "spacing": _check_spacing,
     "ladders": _check_ladders,
@@ -659,6 +675,7 @@ _CHECKS = {
     "schedules": _check_target_schedules,
     "source": _check_source,
     "calendar": _check_calendar,
+    "attachments": _check_attachments,
 }
 
 
@@ -744,7 +761,7 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         raise ConfigError(f"{source}: expected a table of sections, got {_type_name(data)}")
     problems: list[str] = []
     values: dict[str, Any] = {}
-    sections = [*_LAYOUT, "source", "calendar"]
+    sections = [*_LAYOUT, "source", "calendar", "attachments"]
     for section, content in data.items():
         if section == "schedules":  # [[schedules]]: the engine's target schedules, checked by their own module
             try:
@@ -769,6 +786,12 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         if section == "calendar":  # [calendar]: business days and the send window, checked by its own module
             try:
                 values["calendar"] = calendar_config(content, source=source)
+            except ConfigError as exc:
+                problems.append(str(exc).removeprefix(f"{source}: "))
+            continue
+        if section == "attachments":  # [attachments]: the invoice PDF and statements, checked by their own module
+            try:
+                values["attachments"] = attachments_config(content, source=source, base_dir=base_dir)
             except ConfigError as exc:
                 problems.append(str(exc).removeprefix(f"{source}: "))
             continue
@@ -1010,6 +1033,15 @@ outage_retry = {json.dumps(format_duration(p.outage_retry))}
 # stage_days = "calendar"      # "business": stage N is the N-th business day after the due date
 # send_window = "08:00-17:00"  # optional: local hours an email may leave in (a catch-up or a
 #                              # retry outside waits for the next business day's window)
+# [attachments]
+# Attach the invoice's PDF (a pdf_path column, else <pdf_dir>/<number>.pdf; never
+# a file outside pdf_dir) and/or a statement of account per customer: "never",
+# "final" (the last stage), "always" or stages such as [14, 30]. A reminder whose
+# file is missing fails naming it; it is never sent without (docs/attachments.md).
+# invoice_pdf = true
+# pdf_dir = "invoices/pdf"
+# statement = "final"
+# max_attachment_bytes = 10485760
 
 # [retention]
 # Prune the engine's history (finished jobs, old occurrences, effects, audit

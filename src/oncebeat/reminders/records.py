@@ -103,6 +103,7 @@ def write_invoices(tx: Tx, invoices: Sequence[Invoice], *, reopen: bool, now: da
                                 "status": i.status, "paid_on": i.paid_on if i.status == "paid" else None,
                                 "payment_url": i.payment_url or None,
                                 "payment_url_given": int(i.payment_url is not None),
+                                "pdf_path": i.pdf_path or None, "pdf_path_given": int(i.pdf_path is not None),
                                 "now": now} for i in invoices])
     # Every row, the new ones too: an invoice another writer inserted meanwhile still gets the rule.
     tx.many("move_invoice_status", [_status_params(i.number, i.status, i.paid_on, i.status_on, reopen, now)

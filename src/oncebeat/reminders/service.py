@@ -80,6 +80,8 @@ from .model import (
     superseded_stages,
     with_superseded,
 )
+from .notices.attachments import AttachmentError
+from .notices.sending import record_attachments, with_attachments
 from .pinning import LadderVersion, open_versions, pin_due, stage_rows, sync_versions, versions_by_id
 from .policy import Policy, format_duration
 from .records import mark_paid, write_customers, write_invoices
@@ -416,6 +418,11 @@ class ReminderService:
                                    message_id=message_id, reply_to=reply_to, date=self.clock.now(),
                                    headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Stage": str(r["stage"]),
                                             "X-Oncebeat-Reminder": str(reminder_id)})
+        try:  # the invoice PDF / statement, built once: a retry sends the message as first frozen (notices.sending)
+            data = with_attachments(self.store, self.clock, self.policy.attachments, r, key=key, data=data,
+                                    message_id=message_id, stages=self.policy.stages, company=self.policy.company)
+        except AttachmentError as exc:  # never send a reminder without the file it promises: failed, visibly
+            return self._finish(reminder_id, "failed", str(exc))
         mailer = self.mailer
         if mailer is None:
             raise Discard("no SMTP_URL configured for this worker")
@@ -432,6 +439,7 @@ class ReminderService:
                 held = self.store.read("covering_hold", invoice_id=r["invoice_id"], business_date=r["business_date"])
                 if held:
                     raise _Held(held[0])  # placed since the first attempt: nothing was sent
+            record_attachments(self.store, reminder_id=reminder_id, frozen=attempt.frozen, now=self.clock.now())
             # Frozen by an earlier attempt (another Date): the mailer reads that message's own envelope.
             known = envelope if attempt.frozen == data else None
             with ExitStack() as permit:  # the relay's permit, if limited: taken on an open connection, held

@@ -560,7 +560,8 @@ def write_invoices_csv(book: Book, path: Path) -> None:
         writer = csv.writer(fh)
         # payment_url only when an invoice has one: the column left empty would clear a stored link (README)
         links = any(inv.payment_url for inv in book.invoices)
-        writer.writerow([c for c in STANDARD_COLUMNS if links or c != "payment_url"])
+        pdfs = any(inv.pdf_path for inv in book.invoices)  # likewise pdf_path (docs/attachments.md)
+        writer.writerow([c for c in STANDARD_COLUMNS if (links or c != "payment_url") and (pdfs or c != "pdf_path")])
         for inv in book.invoices:  # cells through safe_row: no spreadsheet formula (CSV injection)
             customer = by_email.get(inv.customer_email)
             if customer is None:
@@ -581,6 +582,7 @@ def write_invoices_csv(book: Book, path: Path) -> None:
                     inv.paid_on.isoformat() if inv.paid_on else "",
                     inv.status_on.isoformat() if inv.status_on else "",
                     *([inv.payment_url or ""] if links else []),
+                    *([inv.pdf_path or ""] if pdfs else []),
                 ]
             ))
 

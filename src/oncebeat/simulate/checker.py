@@ -39,7 +39,9 @@ Invariants (name → meaning):
   none sent on) a business date of its customer that is a weekend day or a holiday; the due set above already
   moves such a stage to the next business day (:func:`~oncebeat.reminders.policy.stages_due` with the calendar);
 - ``held-by-a-hold``, ``no-send-while-held``, ``stage-order``, ``resume-marked``: holds and stage order
-  (G9), judged from the holds table, the invoices and the effect ledger (:mod:`.checkholds`).
+  (G9), judged from the holds table, the invoices and the effect ledger (:mod:`.checkholds`);
+- ``attachments-as-frozen``: with an ``[attachments]`` policy, every delivered reminder carries the files its
+  stage promises, byte for byte those frozen at its first attempt (:mod:`.checkattach`).
 
 A stage recorded ``held`` is final (G9): holds change whether a due stage is sent, never whether it is due, so
 the due set above is computed without them and ``held`` counts as an end.
@@ -64,9 +66,12 @@ from ..reminders.accounting import PendingFates, duplicate_copies, pending_fates
 from ..reminders.calendar import BusinessCalendar
 from ..reminders.holds import list_holds
 from ..reminders.model import reminder_key, with_superseded
+from ..reminders.notices.attachments import AttachmentPolicy
+from ..reminders.notices.sending import attachment_digests
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_reminders
 from ..store import Store
+from .checkattach import ATTACHMENT_INVARIANTS, check_attachments
 from .checkcap import CAP_INVARIANTS, check_cap
 from .checkholds import HOLD_INVARIANTS, check_holds
 from .checkladders import LADDER_INVARIANTS, LadderTimeline, check_ladders
@@ -76,7 +81,7 @@ __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_
 INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
               "one-job-per-occurrence", "no-fire-on-start", "business-date-local", "no-send-on-non-business-day",
-              *HOLD_INVARIANTS, *CAP_INVARIANTS, *LADDER_INVARIANTS)
+              *HOLD_INVARIANTS, *CAP_INVARIANTS, *LADDER_INVARIANTS, *ATTACHMENT_INVARIANTS)
 SCAN_TASK = "reminders.scan"
 TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
@@ -175,7 +180,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
           payments: Mapping[str, PaymentWindow], in_doubt_budget: int | None = None,
           collapse: str = "next", business_date: BusinessDate | None = None, cap: int | None = None,
           cap_zone: Callable[[str | None], ZoneInfo] | None = None,
-          calendar: BusinessCalendar | None = None, ladders: LadderTimeline | None = None) -> CheckReport:
+          calendar: BusinessCalendar | None = None, ladders: LadderTimeline | None = None,
+          attachments: AttachmentPolicy | None = None) -> CheckReport:
     """Check every invariant; see the module docstring.
 
     Args:
@@ -190,6 +196,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
             whose dates it counts (None: UTC).
         ladders: each invoice's pinned ladder versions (:func:`.checkladders.ladder_timeline`); the due stages
             are then its ladder's (stages, collapse, spacing), and ``stages``/``collapse`` are not used.
+        attachments: the policy's ``[attachments]`` (None: ``attachments-as-frozen`` checks nothing).
     """
     inv = {name: Invariant(name=name) for name in INVARIANTS}
     stages = sorted(stages)
@@ -221,6 +228,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                        reminders=reminders)
     if ladders is not None:
         check_ladders(inv["reminder-on-pinned-ladder"], ladders, reminders)
+    check_attachments(inv["attachments-as-frozen"], maildir=maildir, policy=attachments, stages=stages,
+                      recorded=attachment_digests(store) if attachments is not None else {})
 
     states = Counter(r["state"] for r in reminders)
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),

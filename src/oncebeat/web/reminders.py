@@ -1,6 +1,7 @@
 """Reminders: search by invoice number or customer email (a POST, so no address lands in a URL), each
 invoice's stage timeline (sent, held, skipped with reason, failed with the server's reply, in doubt) with the
-Message-ID and a rendered preview of each email, its holds (an admin places and releases them: CSRF, operator
+Message-ID and a rendered preview of each email, the files each sent email carried (name, size, SHA-256, a
+download for a logged-in operator), its holds (an admin places and releases them: CSRF, operator
 session, audited), and the aging report as a chart per currency."""
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ async def search(request: Request) -> Response:
 
 def invoice_page(request: Request) -> Response:
     from ..reminders.holds import HOLD_REASONS, holds_of_invoice  # here: a library app's dashboard never loads it
+    from ..reminders.notices.sending import reminder_attachments
     from ..reminders.pinning import versions_by_id
 
     rt = dashboard(request).runtime
@@ -141,7 +143,8 @@ def invoice_page(request: Request) -> Response:
     return render(request, "invoice.html", {"title": f"Invoice {number}", **story, "previews": previews,
                                             "ladder": ladder,
                                             "tz": rt.policy.tz, "hold_reasons": HOLD_REASONS,
-                                            "holds": holds_of_invoice(rt.store, story["invoice"]["id"])})
+                                            "holds": holds_of_invoice(rt.store, story["invoice"]["id"]),
+                                            "attachments": reminder_attachments(rt.store, story["invoice"]["id"])})
 
 
 async def place_hold_action(request: Request) -> Response:
@@ -193,6 +196,23 @@ def email_html(request: Request) -> Response:
     return HTMLResponse(rendered.html, headers={"content-security-policy": csp})
 
 
+def attachment_download(request: Request) -> Response:
+    """The ``position``-th file of reminder ``id``'s email, exactly the bytes sent (login required, as every page)."""
+    from ..reminders.notices.attachments import safe_filename
+    from ..reminders.notices.sending import reminder_attachment
+
+    rt = dashboard(request).runtime
+    row = reminder_attachment(rt.store, int(request.path_params["id"]), int(request.path_params["position"]))
+    if row is None:
+        raise HTTPException(404, "no such attachment")
+    name = safe_filename(row["filename"])  # quotes, CR and LF cannot reach the header
+    ascii_name = name.encode("ascii", "replace").decode("ascii").replace("?", "_")
+    media = "application/pdf" if row["content_type"] == "application/pdf" else "application/octet-stream"
+    return Response(row["content"], media_type=media, headers={
+        "content-disposition": f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name, safe='')}",
+        "x-content-type-options": "nosniff", "cache-control": "no-store"})
+
+
 routes = [
     route("/reminders", reminders_page),
     route("/reminders/search", search, methods=["POST"]),
@@ -200,4 +220,5 @@ routes = [
     route("/reminders/holds/{id:id}/release", release_hold_action, methods=["POST"]),
     route("/reminders/invoices/{number:path}", invoice_page),
     route("/reminders/{id:id}/email.html", email_html),
+    route("/reminders/{id:id}/attachments/{position:int}", attachment_download),
 ]

@@ -190,7 +190,8 @@ def read_invoices(body: Any, *, today: date | None) -> tuple[list[Invoice], list
     # given as "" clears it.
     staged = [dataclasses.replace(row, x_locale=row.x_locale if "customer_locale" in values else None,
                                   x_tz=row.x_tz if "customer_tz" in values else None,
-                                  x_payment_url=row.x_payment_url if "payment_url" in values else None)
+                                  x_payment_url=row.x_payment_url if "payment_url" in values else None,
+                                              x_pdf_path=row.x_pdf_path if "pdf_path" in values else None)
               for values, row in _checked(items, INVOICE_FIELDS, InvoiceRowChecker, today, found)]
     bad = {p.line for p in found}
     by_email = sorted((CustomerRow(email=s.email, line=s.line, name=s.name, x_locale=s.x_locale, x_tz=s.x_tz,

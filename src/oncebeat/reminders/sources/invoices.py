@@ -24,6 +24,7 @@ from typing import Any
 from ...errors import ConfigError
 from ..conversions import DATE_RANGE_TEXT, Computed, DateFormat, currency_reason, date_range_reason
 from ..model import DEFAULT_LOCALE, DEFAULT_TZ, HOLD_REASONS, INVOICE_STATUSES, Customer, Invoice
+from ..notices.attachments import pdf_path_reason
 from .problems import RowProblem
 from .table import CsvTable, Progress, computed_columns, fit_fields, resolve_columns, row_dict, row_values
 from .values import (
@@ -50,7 +51,8 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "issued_on",
     "due_on",
 )
-OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status", "paid_on", "status_on", "payment_url")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status", "paid_on", "status_on", "payment_url",
+                                   "pdf_path")
 #: Optional columns that place a hold on the invoice (``oncebeat import``'s streamed CSV import applies them).
 HOLD_COLUMNS: tuple[str, ...] = ("hold_reason", "promise_until", "hold_note")
 #: Every column of the invoice CSV, in the order :func:`write_invoices_csv` writes them.
@@ -90,6 +92,9 @@ Optional columns:
   payment_url      https:// link to the invoice's pay-now page, shown in
                    its reminders as a button and a plain link (never logged);
                    without the column a stored link is kept, empty clears it
+  pdf_path         the invoice's PDF, a path inside [attachments] pdf_dir
+                   (docs/attachments.md); without the column a stored path
+                   is kept, empty clears it (then <pdf_dir>/<number>.pdf)
   hold_reason      dispute, promise or manual: a hold on the invoice (README
                    "Holds"); importing the same row again places no second one
   promise_until    YYYY-MM-DD, the last day of a promise to pay (required
@@ -166,6 +171,7 @@ class StagedInvoice:
     promise_until: date | None = None
     hold_note: str | None = None
     x_payment_url: str | None = None  # as x_locale: a valid URL, "" (column there, cell empty) or None (no column)
+    x_pdf_path: str | None = None  # as x_payment_url: a path, "" (column there, cell empty) or None (no column)
 
     def invoice(self) -> Invoice:
         """The invoice of a row without problems."""
@@ -173,7 +179,8 @@ class StagedInvoice:
         assert self.issued_on is not None and self.due_on is not None and self.status is not None
         return Invoice(number=self.number, customer_email=self.email, currency=self.currency,
                        amount_due=self.amount_due, issued_on=self.issued_on, due_on=self.due_on, status=self.status,
-                       paid_on=self.paid_on, status_on=self.status_on, payment_url=self.x_payment_url)
+                       paid_on=self.paid_on, status_on=self.status_on, payment_url=self.x_payment_url,
+                       pdf_path=self.x_pdf_path)
 
     def as_params(self) -> dict[str, Any]:
         """The row as query parameters (the staging table's columns)."""
@@ -235,6 +242,7 @@ class InvoiceRowChecker:
         self._status(row, dates)
         explicit = self._locale_and_zone(row)
         payment_url = self._payment_url(row)
+        pdf_path = self._pdf_path(row)
         self._hold(row)
         out = row.out
         staged = StagedInvoice(
@@ -243,7 +251,7 @@ class InvoiceRowChecker:
             amount_due=out.get("amount"), issued_on=out.get("issued_on"), due_on=out.get("due_on"),
             status=out.get("status"), paid_on=out.get("paid_on"), status_on=out.get("status_on"),
             hold_reason=out.get("hold_reason"), promise_until=out.get("promise_until"), hold_note=out.get("hold_note"),
-            x_payment_url=payment_url)
+            x_payment_url=payment_url, x_pdf_path=pdf_path)
         return staged, row.problems
 
     @staticmethod
@@ -390,6 +398,21 @@ class InvoiceRowChecker:
         if reason:
             row.problem("payment_url", text, reason)
         return url
+
+    @staticmethod
+    def _pdf_path(row: _Row) -> str | None:
+        """pdf_path (optional): the path, ``""`` when the column is there and empty (clears a stored one), None
+        when the file has no such column (the stored one is kept)."""
+        if "pdf_path" not in row.values or "pdf_path" in row.failed:
+            return None
+        text = row.values["pdf_path"].strip()
+        if not text:
+            return ""
+        reason = pdf_path_reason(text)
+        if reason:
+            row.problem("pdf_path", text, reason)
+            return None
+        return text
 
     def _hold(self, row: _Row) -> None:
         """hold_reason, promise_until and hold_note (optional): a hold the import places on the invoice."""

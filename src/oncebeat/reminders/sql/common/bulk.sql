@@ -5,9 +5,9 @@
 -- name: bulk_stage_row
 INSERT INTO oncebeat_import_rows (line, bad, number, email, name, x_locale, x_tz, currency, amount_due, issued_on,
                                   due_on, status, paid_on, status_on, paid_at, hold_reason, promise_until, hold_note,
-                                  x_payment_url)
+                                  x_payment_url, x_pdf_path)
 VALUES (:line, :bad, :number, :email, :name, :x_locale, :x_tz, :currency, :amount_due, :issued_on, :due_on, :status,
-        :paid_on, :status_on, :paid_at, :hold_reason, :promise_until, :hold_note, :x_payment_url);
+        :paid_on, :status_on, :paid_at, :hold_reason, :promise_until, :hold_note, :x_payment_url, :x_pdf_path);
 
 -- name: bulk_stage_problem
 INSERT INTO oncebeat_import_problems (seq, line, text) VALUES (:seq, :line, :text);
@@ -41,7 +41,7 @@ SELECT COUNT(*) AS n FROM oncebeat_import_rows WHERE NOT bad;
 
 -- name: bulk_valid_rows
 SELECT line, number, email, currency, amount_due, issued_on, due_on, status, paid_on, status_on, hold_reason,
-       promise_until, hold_note, x_payment_url
+       promise_until, hold_note, x_payment_url, x_pdf_path
 FROM oncebeat_import_rows WHERE NOT bad AND line > :after_line ORDER BY line LIMIT :page;
 
 -- name: bulk_unpayable

@@ -17,14 +17,16 @@ ON CONFLICT (email) DO UPDATE SET name = COALESCE(:name, customers.name), locale
 -- payment_url: :payment_url_given 0 when the source does not carry it (the stored one is kept), else the value
 -- (NULL for an explicit empty one, which clears it).
 INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at,
-                      entered_at, payment_url)
+                      entered_at, payment_url, pdf_path)
 VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
-        :due_on, :status, :paid_on, :now, :now, CAST(:payment_url AS text))
+        :due_on, :status, :paid_on, :now, :now, CAST(:payment_url AS text),
+        CAST(:pdf_path AS text))
 ON CONFLICT (number) DO UPDATE SET
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
     issued_on = excluded.issued_on, due_on = excluded.due_on,
     payment_url = CASE WHEN CAST(:payment_url_given AS integer) = 1 THEN excluded.payment_url
                        ELSE invoices.payment_url END,
+    pdf_path = CASE WHEN CAST(:pdf_path_given AS integer) = 1 THEN excluded.pdf_path ELSE invoices.pdf_path END,
     paid_on = CASE WHEN invoices.status = 'paid' AND excluded.status = 'paid' THEN excluded.paid_on
                    ELSE invoices.paid_on END,
     updated_at = excluded.updated_at;
@@ -57,7 +59,7 @@ SELECT r.id, r.stage, r.state, r.business_date, r.occurrence_id, r.message_id, r
        r.resumes_hold_id, h.reason AS resumed_reason, h.promise_until AS resumed_promise_until,
        h.released_at AS resumed_released_at,
        i.id AS invoice_id, i.number, i.currency, i.amount_due, i.issued_on, i.due_on, i.status, i.paid_on,
-       i.payment_url, c.email, c.name, c.locale, c.tz, r.ladder_version_id
+       i.payment_url, i.pdf_path, c.email, c.name, c.locale, c.tz, r.ladder_version_id
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 LEFT JOIN reminder_holds h ON h.id = r.resumes_hold_id
 WHERE r.id = :id;

@@ -4,14 +4,16 @@
 -- name: upsert_invoice
 -- As common/reminders.sql's (fields only, never the status), the same statement.
 INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at,
-                      entered_at, payment_url)
+                      entered_at, payment_url, pdf_path)
 VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
-        :due_on, :status, CAST(:paid_on AS DATE), :now, :now, CAST(:payment_url AS text))
+        :due_on, :status, CAST(:paid_on AS DATE), :now, :now, CAST(:payment_url AS text),
+        CAST(:pdf_path AS text))
 ON CONFLICT (number) DO UPDATE SET
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
     issued_on = excluded.issued_on, due_on = excluded.due_on,
     payment_url = CASE WHEN CAST(:payment_url_given AS integer) = 1 THEN excluded.payment_url
                        ELSE invoices.payment_url END,
+    pdf_path = CASE WHEN CAST(:pdf_path_given AS integer) = 1 THEN excluded.pdf_path ELSE invoices.pdf_path END,
     paid_on = CASE WHEN invoices.status = 'paid' AND excluded.status = 'paid' THEN excluded.paid_on
                    ELSE invoices.paid_on END,
     updated_at = excluded.updated_at;

@@ -1,0 +1,108 @@
+"""The send job's two hooks for attachments: add them before the message is frozen, record what was frozen.
+
+Exactly-once with attachments rests on the effect ledger's frozen input (:mod:`oncebeat.effects`, rule 2): the
+first attempt of ``reminder:<id>`` stores the whole message, attachments included, with its claim; every later
+attempt (a retry after a refused connection, a take-over after a crash before the final dot, an operator's
+``not_done``) sends those stored bytes. So :func:`with_attachments` builds the attachments only when no attempt
+has frozen the message yet: the statement is generated once, never regenerated on a retry (it would differ: a
+payment since, a new creation date), and an invoice PDF replaced on disk after the first attempt is not read
+again. :func:`record_attachments` keeps the frozen message's files (name, type, size, SHA-256, bytes) for the
+invoice page, since the ledger drops its frozen copy once the email is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from typing import Any
+
+from ...effects import EffectLedger
+from ...provenance import current_source
+from ...store import Store
+from ...timebase import Clock
+from .attachments import Attachment, AttachmentError, AttachmentPolicy, attach, attachments_of, read_invoice_pdf
+from .statement import statement_pdf
+
+__all__ = ["attachment_digests", "attachments_for", "record_attachments", "reminder_attachment",
+           "reminder_attachments", "with_attachments"]
+
+
+def attachments_for(store: Store, policy: AttachmentPolicy, r: Mapping[str, Any], *, stages: Sequence[int],
+                    company: str) -> list[Attachment]:
+    """The files reminder row ``r`` (as ``get_reminder_for_send`` reads it) carries under ``policy``: the invoice
+    PDF first, then the statement as of the reminder's business date.
+
+    Raises:
+        AttachmentError: a file cannot be read or made, or all of them together pass ``max_attachment_bytes``
+            (the text names the invoice and the file).
+    """
+    found: list[Attachment] = []
+    left = policy.max_attachment_bytes
+    if policy.invoice_pdf:
+        pdf = read_invoice_pdf(policy, number=r["number"], pdf_path=r.get("pdf_path"), limit=left)
+        found.append(pdf)
+        left -= pdf.size
+    if policy.wants_statement(r["stage"], stages):
+        as_of: date = r["business_date"]
+        statement = statement_pdf(store, email=r["email"], customer_name=r["name"], locale=r.get("locale"),
+                                  company=company, as_of=as_of)
+        if statement.size > left:
+            raise AttachmentError(f"invoice {r['number']!r}: the statement {statement.filename!r} has "
+                                  f"{statement.size} bytes, over the {left} bytes left of [attachments] "
+                                  f"max_attachment_bytes ({policy.max_attachment_bytes}); raise the limit")
+        found.append(statement)
+    return found
+
+
+def with_attachments(store: Store, clock: Clock, policy: AttachmentPolicy | None, r: Mapping[str, Any], *,
+                     key: str, data: bytes, message_id: str, stages: Sequence[int], company: str) -> bytes:
+    """``data`` (the built message) with the attachments of reminder row ``r``, as its effect ``key`` will freeze
+    it; ``data`` unchanged when the policy attaches nothing to this stage, or when an earlier attempt already
+    froze the message (the ledger sends those bytes: nothing is read or generated again).
+
+    Raises:
+        AttachmentError: as :func:`attachments_for`.
+    """
+    if policy is None or not policy.any_for(r["stage"], stages):
+        return data
+    earlier = EffectLedger(store, clock=clock, source=current_source("worker")).get(key)
+    if earlier is not None and earlier.get("frozen") is not None:
+        return data
+    return attach(data, attachments_for(store, policy, r, stages=stages, company=company), seed=message_id)
+
+
+def record_attachments(store: Store, *, reminder_id: int, frozen: bytes, now: datetime) -> int:
+    """Record the attachments of reminder ``reminder_id``'s frozen message (as a mail client reads them back);
+    recording the same message again changes nothing. Returns how many it carries."""
+    found = attachments_of(frozen)
+    if found:
+        with store.transaction() as tx:
+            tx.many("record_reminder_attachment", [
+                {"reminder_id": reminder_id, "position": n, "filename": a.filename, "content_type": a.content_type,
+                 "size": a.size, "sha256": a.sha256, "content": a.data, "now": now} for n, a in enumerate(found)])
+    return len(found)
+
+
+def reminder_attachments(store: Store, invoice_id: int) -> dict[int, list[dict[str, Any]]]:
+    """The recorded attachments of invoice ``invoice_id``'s reminders, by reminder id (no bytes): ``[{position,
+    filename, content_type, size, sha256, recorded_at}]``."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for row in store.read("reminder_attachments_of_invoice", invoice_id=invoice_id):
+        out.setdefault(int(row["reminder_id"]), []).append(row)
+    return out
+
+
+def reminder_attachment(store: Store, reminder_id: int, position: int) -> dict[str, Any] | None:
+    """One recorded attachment with its bytes (``content``), or None."""
+    rows = store.read("reminder_attachment", reminder_id=reminder_id, position=position)
+    if not rows:
+        return None
+    return rows[0] | {"content": bytes(rows[0]["content"])}
+
+
+def attachment_digests(store: Store) -> dict[int, list[str]]:
+    """Reminder id -> the SHA-256 of each file its frozen message carried, in order (every reminder)."""
+    out: dict[int, list[str]] = {}
+    for row in store.read("reminder_attachment_digests"):
+        out.setdefault(int(row["reminder_id"]), []).append(str(row["sha256"]))
+    return out
