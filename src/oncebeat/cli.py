@@ -1562,6 +1562,9 @@ def _add_logging_options(group: click.Group) -> None:
 from .cli_holds import register as _register_holds  # noqa: E402 - its commands use the helpers above
 
 _register_holds(cli, sys.modules[__name__])
+from .cli_evidence import register as _register_evidence  # noqa: E402 - its command uses the helpers above
+
+_register_evidence(cli, sys.modules[__name__])
 _add_logging_options(cli)
 
 

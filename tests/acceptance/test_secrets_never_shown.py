@@ -55,6 +55,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["schedules", "retire", "reminders"], ["schedules", "describe", "reminders"], ["reminders", "retry", "--failed"],
     ["prune"], ["prune", "--older-than", "1d", "--apply"],
     ["holds"], ["hold", "--invoice", "INV-1", "--reason", "manual"], ["release", "--invoice", "INV-1"],
+    ["evidence", "INV-1"], ["evidence", "INV-1", "--json"],
     ["queues"], ["queues", "pause", "mail"], ["queues", "resume", "mail"], ["sync"], ["sources"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")

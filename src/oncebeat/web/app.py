@@ -65,7 +65,7 @@ log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
 FLASH_COOKIE = "oncebeat_flash"
 PAGE_MODULES = ("overview", "schedules", "jobs", "queues", "effects", "reminders", "doctor", "auth", "metrics_route",
-                "api", "api_reads")
+                "api", "api_reads", "evidence")
 OPTIONAL_MODULES = ("webhooks",)
 
 
