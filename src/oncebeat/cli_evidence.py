@@ -32,7 +32,8 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
     @click.option("--pdf", "pdf_path", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
                   metavar="FILE", help="Write the record as a PDF to FILE (the JSON embedded in it).")
     @click.option("--include-message", is_flag=True,
-                  help="Add each stage's message bytes (base64) where oncebeat still keeps them (until delivery).")
+                  help="With --json: add each stage's message bytes (base64) where oncebeat still keeps them (until "
+                  "delivery; after it, their SHA-256 and headers).")
     @db_option
     @config_option
     def evidence_command(invoice: str, as_json: bool, pdf_path: Path | None, include_message: bool,

@@ -96,3 +96,25 @@ def test_the_pdf_renders_unknown_states_and_keeps_markup_in_customer_data_as_tex
     assert "Stage 1 · DEFERRED" in text and "calendar: moved to 2026-03-10 (holiday)" in text
     assert "Stage 7 · MYSTERY" in text and "<script>alert(1)</script>" in text  # shown as text, not run
     assert rec.sha256 in text
+
+
+def test_oncebeat_runs_without_loading_weasyprint_and_a_missing_one_is_a_clear_error() -> None:
+    import subprocess
+    import sys
+
+    loaded = subprocess.run([sys.executable, "-c", "import sys, oncebeat.cli, oncebeat.web.app, "
+                             "oncebeat.reminders.notices.evidence; print('weasyprint' in sys.modules)"],
+                            capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "False"  # only a PDF loads it
+    # An interpreter where WeasyPrint cannot be imported (sys.modules[name] = None makes the import fail).
+    missing = subprocess.run([sys.executable, "-c", """
+import sys
+sys.modules["weasyprint"] = None
+from oncebeat.errors import OncebeatError
+from oncebeat.reminders.notices.evidence_pdf import evidence_pdf
+try:
+    evidence_pdf(None)
+except OncebeatError as exc:
+    print(exc)
+"""], capture_output=True, text=True, check=True)
+    assert "a PDF needs WeasyPrint" in missing.stdout and "--json" in missing.stdout

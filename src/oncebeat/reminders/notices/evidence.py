@@ -300,8 +300,8 @@ def build_evidence(service: ReminderService, number: str, *, database: str, incl
     """
     story = service.invoice_story(number)
     if story is None:
-        raise OncebeatError(f"no invoice {number!r}; `oncebeat reminders` and the dashboard's search find invoice "
-                            "numbers (they are matched exactly, case included)")
+        raise OncebeatError(f"no invoice {number!r}: invoice numbers are matched exactly, case included; the "
+                            "dashboard's Reminders search finds a customer's invoices by email")
     store = service.store
     invoice = story["invoice"]
     zones = Zones(service.policy.tz, invoice.get("customer_tz"))
