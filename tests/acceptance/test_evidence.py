@@ -222,6 +222,6 @@ def test_the_cli_prints_the_record_and_writes_the_pdf_with_the_same_sha256(harne
     # Delivered messages' bytes are not kept (their SHA-256 is): nothing to include for this invoice.
     assert all("base64" not in (s["message"] or {}) for s in json.loads(with_bytes.stdout)["stages"])
 
-    missing = _oncebeat("evidence", "INV-NOPE", "--db", db, cwd=tmp_path)
+    missing = _oncebeat("evidence", "INV-NOPE", "--pdf", "nope.pdf", "--db", db, cwd=tmp_path)
     assert missing.returncode == 2 and b"no invoice 'INV-NOPE'" in missing.stderr
     assert b"Traceback" not in missing.stderr and not (tmp_path / "nope.pdf").exists()
