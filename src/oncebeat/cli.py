@@ -1664,6 +1664,10 @@ _register_reports(cli, sys.modules[__name__])
 from .cli_policies import register as _register_policies  # noqa: E402 - its commands use the helpers above
 
 _register_policies(cli, sys.modules[__name__])
+
+from .cli_evidence import register as _register_evidence  # noqa: E402 - its command uses the helpers above
+
+_register_evidence(cli, sys.modules[__name__])
 _add_logging_options(cli)
 
 

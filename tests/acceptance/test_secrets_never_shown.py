@@ -60,6 +60,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["sources"],
     ["report", "dso"],
     ["policies"], ["policies", "--ladder", "default"], ["policies", "apply", "--ladder", "default", "--apply-to-open"],
+    ["evidence", "INV-1"], ["evidence", "INV-1", "--json"],
 ]
 LONG_COMMANDS = ("clock", "worker", "run", "web")
 

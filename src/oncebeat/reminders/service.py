@@ -81,6 +81,7 @@ from .model import (
     with_superseded,
 )
 from .notices.attachments import AttachmentError
+from .notices.digest import message_facts
 from .notices.sending import record_attachments, with_attachments
 from .pinning import LadderVersion, open_versions, pin_due, stage_rows, sync_versions, versions_by_id
 from .policy import Policy, format_duration
@@ -453,7 +454,11 @@ class ReminderService:
                                         before_transaction=take)
                 except DeliveryUnknown as exc:  # the final "." went out, but no reply: never resend blindly (G4)
                     raise EffectOutcomeUnknown(str(exc)) from exc
-            return {"message_id": message_id, "reply": reply}
+            # The sent bytes' SHA-256 and headers stay in the result (the ledger drops the bytes once done): the
+            # proof of notice names exactly what went out (notices.evidence). A key longer than the others: jsonb
+            # sorts keys by length, so the doctor's 200-character glimpse of a result still shows the Message-ID.
+            return {"message_id": message_id, "reply": reply,
+                    "message_facts": message_facts(attempt.frozen)}
 
         recorded: list[bool] = []
 
@@ -576,8 +581,14 @@ class ReminderService:
         """
         ledger = EffectLedger(self.store, clock=self.clock, source=source)
         queue = Queue(self.store, clock=self.clock, source=source)
+        result = None
+        if outcome == "done" and reminder_id_of_key(key) is not None:
+            # Its frozen bytes are dropped once done: their facts stay in the result (as a delivery records them).
+            before = ledger.get(key)
+            if before is not None and before["state"] == "in_doubt" and before.get("frozen") is not None:
+                result = {"message_facts": message_facts(bytes(before["frozen"]))}
         with self.store.transaction() as tx:
-            resolution = ledger.resolve(key, outcome, tx=tx)
+            resolution = ledger.resolve(key, outcome, result, tx=tx)
             if resolution is None:
                 raise OncebeatError(f"effect {key!r} is unknown or not in doubt; `oncebeat effects list "
                                     "--state in_doubt` lists the keys that need a decision")
