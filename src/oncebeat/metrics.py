@@ -181,6 +181,19 @@ def _engine_gauges(store: Store, clock: Clock) -> Iterator[Metric]:
     yield age
     yield alive
 
+    from .ratelimit import usage
+
+    in_use = GaugeMetricFamily("oncebeat_rate_limit_permits", "Permits of each rate-limited key still counting in its "
+                               "window; equal to oncebeat_rate_limit_max: the key is saturated and its sends wait "
+                               "(snoozed, not failed).", labels=["key"])
+    most = GaugeMetricFamily("oncebeat_rate_limit_max", "Each rate-limited key's limit per window "
+                             "([delivery] max_per_minute for the relay).", labels=["key"])
+    for r in usage(store, now):
+        in_use.add_metric([r["key"]], float(r["in_use"]))
+        most.add_metric([r["key"]], float(r["max_count"]))
+    yield in_use
+    yield most
+
 
 class DbCollector(Collector):
     """A prometheus_client collector that reads the database gauges at each scrape."""

@@ -46,7 +46,7 @@ from .errors import RateLimited, StoreError
 from .store import Store
 from .timebase import Clock
 
-__all__ = ["RateLimit", "RateLimiter", "HOLD_SECONDS", "MAX_KEY_LENGTH"]
+__all__ = ["RateLimit", "RateLimiter", "HOLD_SECONDS", "MAX_KEY_LENGTH", "usage"]
 
 #: Seconds an unreleased permit counts as possibly happening (a holder that died mid-action frees it after this).
 HOLD_SECONDS = 300.0
@@ -153,6 +153,14 @@ class RateLimiter:
     def permits(self, key: str) -> list[dict[str, Any]]:
         """The permits of ``key`` still kept (``id``, ``taken_at``, ``until``, ``job_id``), oldest first."""
         return self.store.read("rate_permits_of_key", key=key)
+
+
+def usage(db: Store, now: datetime) -> list[dict[str, Any]]:
+    """Per limited key (every key a limit was ever taken for): ``key``, ``max_count``, ``per_seconds`` and
+    ``in_use``, the permits still counting at ``now`` (aware). ``in_use == max_count``: the key is saturated and its
+    takers are snoozed until a permit frees."""
+    return [{"key": r["key"], "max_count": int(r["max_count"]), "per_seconds": float(r["per_seconds"]),
+             "in_use": int(r["in_use"])} for r in db.read("rate_limit_usage", now=now)]
 
 
 def next_permit_wait(frees_from: datetime, now: datetime, per_seconds: float) -> float:

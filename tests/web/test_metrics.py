@@ -230,3 +230,16 @@ def test_a_mail_outage_shows_as_reminders_waiting_and_its_age(runtime: Runtime,
     text = dashboard_client().get("/metrics").text
     assert _value(text, "oncebeat_reminders_waiting_on_outage") == 1
     assert 0 <= _value(text, "oncebeat_reminders_outage_seconds") < 120
+
+
+def test_a_rate_limited_key_shows_its_permits_in_use_and_its_limit(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    from oncebeat.ratelimit import RateLimit, RateLimiter
+
+    limiter = RateLimiter(runtime.store, clock=runtime.clock)
+    relay = RateLimit(key="smtp:relay.example.com", limit=3, per_seconds=60)
+    for _ in range(2):
+        limiter.take(relay)
+    text = dashboard_client().get("/metrics").text
+    assert _value(text, "oncebeat_rate_limit_permits", key="smtp:relay.example.com") == 2
+    assert _value(text, "oncebeat_rate_limit_max", key="smtp:relay.example.com") == 3

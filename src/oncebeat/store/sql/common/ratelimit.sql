@@ -28,3 +28,10 @@ UPDATE rate_permits SET until = :until WHERE id = :id;
 
 -- name: rate_permits_of_key
 SELECT id, key, taken_at, until, job_id FROM rate_permits WHERE key = :key ORDER BY taken_at, id;
+
+-- name: rate_limit_usage
+-- Per limited key: its limit and the permits still counting at :now (the /metrics gauges). Reads
+-- rate_permits_key_until per key.
+SELECT l.key, l.max_count, l.per_seconds,
+       (SELECT COUNT(*) FROM rate_permits p WHERE p.key = l.key AND p.until > :now) AS in_use
+FROM rate_limits l ORDER BY l.key;
