@@ -27,6 +27,7 @@ not counted into ``outage_retry``). A relay refusing one more connection
 from __future__ import annotations
 
 import logging
+import unicodedata
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -662,6 +663,26 @@ class ReminderService:
             return self.store.read("invoices_of_email", email=query.lower(), limit=limit)
         return self.store.read("invoice_by_number", number=query)
 
+    def search_invoices(self, query: str, *, limit: int = 50, customers: int = 20) -> list[dict[str, Any]]:
+        """The dashboard's search: :meth:`find_invoices`, else (no ``@``, no such number) the invoices of customers
+        whose name holds ``query`` compared without case and accents ("muller" and "MULLER" find "Müller";
+        "mueller" does not: folding is Unicode's, not a transliteration); newest first, at most
+        ``limit`` invoices of at most ``customers`` customers. Names are read a page at a time (bounded memory;
+        time grows with the number of customers: about a second per million)."""
+        found = self.find_invoices(query, limit=limit)
+        needle = _folded(query.strip())
+        if found or "@" in query or not needle:
+            return found
+        ids: list[int] = []
+        after = 0
+        while len(ids) < customers:
+            page = self.store.read("customer_names_after", after_id=after, limit=_NAME_PAGE)
+            if not page:
+                break
+            ids += [int(r["id"]) for r in page if needle in _folded(r["name"])][:customers - len(ids)]
+            after = int(page[-1]["id"])
+        return self.store.read("invoices_of_customers", ids=Json(ids), limit=limit) if ids else []
+
     def invoice_story(self, number: str) -> dict[str, Any] | None:
         """Invoice ``number`` with its customer and its reminders (stage order), each with its effect's ledger
         row (``effect``: state, detail, result, holder) when one was claimed, and ``moved``: why the business
@@ -755,6 +776,15 @@ class ReminderService:
 
 class _Preview(Exception):
     """Rolls back the preview's transaction: it pinned and recorded versions only to see what a scan would do."""
+
+
+_NAME_PAGE = 5000  # customers' names read per statement by the search by name
+
+
+def _folded(text: str) -> str:
+    """``text`` without case and accents, for matching names as people type them ("Müller" -> "muller")."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
 class _Held(Exception):

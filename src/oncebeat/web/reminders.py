@@ -116,7 +116,7 @@ async def search(request: Request) -> Response:
     form = await action_form(request, action=False)  # a read: CSRF only, no token needed
     query = form.get("q", "").strip()
     service = dashboard(request).runtime.service
-    found = await run_in_threadpool(service.find_invoices, query) if query else []
+    found = await run_in_threadpool(service.search_invoices, query) if query else []
     for inv in found:
         inv["masked_email"] = mask_email(inv["email"])
     return render(request, "reminders_search.html", {"title": "Reminders: search", "query": query, "found": found})

@@ -185,3 +185,9 @@ ORDER BY updated_at DESC, id DESC LIMIT 1;
 SELECT j.run_at FROM reminders r JOIN jobs j ON j.unique_key = 'reminder:' || CAST(r.id AS text)
 WHERE r.state = 'pending' AND r.deferred_since IS NOT NULL AND j.state IN ('available', 'scheduled', 'retryable')
 ORDER BY j.run_at LIMIT 1;
+
+-- name: customer_names_after
+-- A keyset page of customers' names (the dashboard's search by name compares them accent- and case-blind in
+-- Python: neither backend folds accents without an extension).
+SELECT id, name FROM customers WHERE id > :after_id ORDER BY id LIMIT :limit;
+

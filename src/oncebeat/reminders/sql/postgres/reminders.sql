@@ -229,3 +229,10 @@ WHERE number = :number AND status <> CAST(:status AS TEXT)
        OR (status = 'uncollectible' AND CAST(:status AS TEXT) IN ('paid', 'void'))
        OR (status = 'paid' AND CAST(:status AS TEXT) = 'open' AND CAST(:status_on AS DATE) > paid_on)
        OR CAST(:reopen AS BOOLEAN));
+
+-- name: invoices_of_customers
+-- The newest invoices of the customers :ids (a JSON array of ids), at most :limit.
+SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz
+FROM customers c JOIN invoices i ON i.customer_id = c.id
+WHERE c.id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
+ORDER BY i.id DESC LIMIT :limit;

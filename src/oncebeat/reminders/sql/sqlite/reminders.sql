@@ -188,3 +188,10 @@ FROM (SELECT currency, CAST(julianday(:as_of) - julianday(due_on) AS INTEGER) AS
       FROM invoices WHERE status = 'open' GROUP BY currency, due_on) AS o
 GROUP BY currency, bucket
 ORDER BY currency, bucket;
+
+-- name: invoices_of_customers
+-- The newest invoices of the customers :ids (a JSON array of ids), at most :limit.
+SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz
+FROM customers c JOIN invoices i ON i.customer_id = c.id
+WHERE c.id IN (SELECT value FROM json_each(:ids))
+ORDER BY i.id DESC LIMIT :limit;
