@@ -663,6 +663,12 @@ class ReminderService:
             return self.store.read("invoices_of_email", email=query.lower(), limit=limit)
         return self.store.read("invoice_by_number", number=query)
 
+    def sent_since(self, since: datetime, *, limit: int = 200) -> list[dict[str, Any]]:
+        """Reminders sent at or after ``since`` (aware), newest first, at most ``limit``: ``id, stage, sent_at``
+        (aware UTC), ``message_id``, the invoice's ``number, currency, amount_due`` (minor units) and the
+        customer's ``name, email``."""
+        return self.store.read("reminders_sent_since", since=since, limit=limit)
+
     def search_invoices(self, query: str, *, limit: int = 50, customers: int = 20) -> list[dict[str, Any]]:
         """The dashboard's search: :meth:`find_invoices`, else (no ``@``, no such number) the invoices of customers
         whose name holds ``query`` compared without case and accents ("muller" and "MULLER" find "Müller";

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from datetime import date
+from datetime import date, datetime, time
 from typing import Any
 from urllib.parse import quote
 
@@ -29,6 +29,7 @@ from .security import content_security_policy
 
 __all__ = ["mail_outage_banner", "mask_email", "payment_freshness_banner", "routes"]
 
+SENT_TODAY_LIMIT = 200  # rows of the "sent today" list
 BUCKETS = ("current", "1-30", "31-60", "61-90", "90+")
 
 
@@ -77,21 +78,27 @@ def payment_freshness_banner(rt: Runtime) -> list[Banner]:
 register_banner(payment_freshness_banner)
 
 
-def _aging_charts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _aging(rows: list[dict[str, Any]], wanted: str | None) -> dict[str, Any]:
+    """One aging table (a row per currency: invoices and open amount per bucket, never summed across currencies)
+    and the chart of one currency: ``wanted`` when it has open invoices, else the one with the most."""
     by_currency: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
         by_currency[r["currency"]][r["bucket"]] = r
-    charts = []
-    for currency, buckets in sorted(by_currency.items()):
-        scale = 10 ** minor_digits(currency)  # the chart's axis in major units (euros, not cents)
-        series = f"open amount ({currency})"
-        columns = [(b, {series: float(buckets[b]["amount"]) / scale if b in buckets else 0.0}) for b in BUCKETS]
-        tips = {b: f"{b} days: {buckets[b]['invoices']} invoice(s)" for b in BUCKETS if b in buckets}
-        charts.append({"currency": currency, "chart": stacked_bars(columns, [series], width=300,
-                                                                   height=140,
-                                                                   title=f"aging {currency}", value_text=tips),
-                       "rows": [(b, buckets.get(b)) for b in BUCKETS]})
-    return charts
+    table = [{"currency": c, "cells": [buckets.get(b) for b in BUCKETS],
+              "invoices": sum(int(r["invoices"]) for r in buckets.values())}
+             for c, buckets in sorted(by_currency.items())]
+    if not table:
+        return {"table": [], "selected": None, "chart": None}
+    most = max(table, key=lambda t: (t["invoices"], t["currency"]))
+    selected: str = wanted if wanted is not None and wanted in by_currency else str(most["currency"])
+    buckets = by_currency[selected]
+    scale = 10 ** minor_digits(selected)  # the chart's axis in major units (euros, not cents)
+    series = f"open amount ({selected})"
+    columns = [(b, {series: float(buckets[b]["amount"]) / scale if b in buckets else 0.0}) for b in BUCKETS]
+    tips = {b: f"{b} days: {buckets[b]['invoices']} invoice(s)" for b in BUCKETS if b in buckets}
+    return {"table": table, "selected": selected,
+            "chart": stacked_bars(columns, [series], width=420, height=150, title=f"aging {selected}",
+                                  value_text=tips)}
 
 
 async def reminders_page(request: Request) -> Response:
@@ -101,13 +108,19 @@ async def reminders_page(request: Request) -> Response:
     states: set[str] = set()
     # The two aggregates read different tables: run side by side (two pooled connections), the page waits for
     # the slower one instead of their sum (docs/benchmarks.md, dashboard pages).
-    count_rows, aging_rows = await asyncio.gather(run_in_threadpool(rt.service.reminder_count_rows),
-                                                  run_in_threadpool(rt.service.aging, as_of))
+    midnight = datetime.combine(as_of, time(0), tzinfo=rt.policy.zone)
+    count_rows, aging_rows, sent = await asyncio.gather(
+        run_in_threadpool(rt.service.reminder_count_rows), run_in_threadpool(rt.service.aging, as_of),
+        run_in_threadpool(lambda: rt.service.sent_since(midnight, limit=SENT_TODAY_LIMIT + 1)))
+    for r in sent:
+        r["masked_email"] = mask_email(r["email"])
     for r in count_rows:
         counts[int(r["stage"])][r["state"]] = int(r["n"])
         states.add(r["state"])
     return render(request, "reminders.html", {
-        "title": "Reminders", "as_of": as_of, "tz": rt.policy.tz, "charts": _aging_charts(aging_rows),
+        "title": "Reminders", "as_of": as_of, "tz": rt.policy.tz, "buckets": BUCKETS,
+        "aging": _aging(aging_rows, request.query_params.get("currency")),
+        "sent_today": sent[:SENT_TODAY_LIMIT], "sent_more": len(sent) > SENT_TODAY_LIMIT, "midnight": midnight,
         "counts": dict(sorted(counts.items())),
         "states": [s for s in ("pending", "deferred", "sent", "held", "skipped", "failed", "in_doubt") if s in states]})
 

@@ -191,3 +191,11 @@ ORDER BY j.run_at LIMIT 1;
 -- Python: neither backend folds accents without an extension).
 SELECT id, name FROM customers WHERE id > :after_id ORDER BY id LIMIT :limit;
 
+
+-- name: reminders_sent_since
+-- The reminders sent at or after :since (UTC), newest first, at most :limit (the Reminders page's "sent today").
+-- Reads reminders_sent_at (reminders migration 0016).
+SELECT r.id, r.stage, r.sent_at, r.message_id, i.number, i.currency, i.amount_due, c.name, c.email
+FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
+WHERE r.state = 'sent' AND r.sent_at >= :since
+ORDER BY r.sent_at DESC, r.id DESC LIMIT :limit;
