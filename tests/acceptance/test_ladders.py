@@ -157,6 +157,21 @@ def test_after_a_late_stage_spacing_decides_when_the_next_one_goes(books: Books,
     assert books.stages("INV-1") == [(1, 6), (7, stage_7_on), (14, stage_7_on + 7)]
 
 
+@pytest.mark.parametrize("spacing", ["from_sent", "nominal"])
+def test_a_second_scan_of_one_business_day_never_sends_a_second_stage(books: Books, spacing: str) -> None:
+    """A backlog invoice (every stage's date long past): a leftover trigger or a manual run scanning the same
+    business date again must not send the next stage that day, whatever the spacing (found by a simulated year
+    with ladder-edit: stages 10 and 21 sent on one day under "nominal")."""
+    books.use(Policy(ladders=_ladders({"name": "eur", "match": {"currency": "EUR"}, "spacing": spacing})))
+    books.add(invoice("INV-1", DUE - timedelta(days=60), currency="EUR"))
+    day = DUE
+    for _ in range(3):  # the day's scan, then two more scans of the same business date
+        books.scan_until(day, first=day)
+    books.scan_until(DUE + timedelta(days=1), first=DUE + timedelta(days=1))
+    # the next day: "nominal" sends stage 7 (its date is long past), "from_sent" waits out the gap after stage 1
+    assert books.stages("INV-1") == ([(1, 0), (7, 1)] if spacing == "nominal" else [(1, 0)])
+
+
 def test_preview_shows_each_invoice_on_its_own_ladder_and_writes_nothing(books: Books) -> None:
     books.use(Policy(ladders=_ladders({"name": "eur", "match": {"currency": "EUR"}, "stages": [3]})))
     books.add(invoice("EUR-1", DUE, currency="EUR"), invoice("USD-1", DUE))

@@ -2,10 +2,12 @@
 
 The due set of an invoice comes from the ladder version it was pinned to when a scan ran: its pin
 (``invoices.ladder_version_id``), the operator's moves (``ladders.applied`` in the audit trail, each with the
-version it left) and the stored settings of those versions. An invoice never pinned is judged by the ladder the
-policy file's rules give it today (:func:`~oncebeat.reminders.ladders.match_ladder`): if one of its stages was
-due, the scan should have pinned it and created the stage, so a missing one counts as lost. Nothing here reads
-the reminders table.
+version it left) and the stored settings of those versions. An invoice never pinned is judged by the ladders the
+policy file's rules gave it while the run went on (:func:`~oncebeat.reminders.ladders.match_ladder` under each
+file the run used, with each value its customer's fields had): a stage due under every one of them should have
+been pinned and created, so a missing one counts as lost; one due under only some of them is allowed, not
+required (the checker does not know at which scan the file or the customer changed). Nothing here reads the
+reminders table.
 
 Invariant:
 
@@ -40,11 +42,12 @@ class _Invariant(Protocol):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LadderTimeline:
-    """The versions, each invoice's pins over time and the file's ladders (for invoices never pinned)."""
+    """The versions, each invoice's pins over time and the files' ladders (for invoices never pinned)."""
 
     versions: dict[int, LadderSettings]
     pins: dict[str, list[tuple[datetime | None, int]]]  # number -> [(since, version id)]; the first since None
-    config: list[tuple[LadderSettings, Any]]
+    configs: list[list[tuple[LadderSettings, Any]]]  # every file the run used, the one in force today first
+    former: dict[str, list[dict[str, Any]]]  # customer email -> earlier values of its fields (a segment move)
 
     def candidates(self, invoice: dict[str, Any], start: datetime, end: datetime | None) -> list[LadderSettings]:
         """The ladder versions invoice row ``invoice`` may have been on for a scan that ran within [start, end]
@@ -54,8 +57,15 @@ class LadderTimeline:
             fields = invoice | {"invoice_number": invoice["number"], "customer_email": invoice["email"],
                                 "customer_name": invoice["name"], "customer_locale": invoice["locale"],
                                 "customer_tz": invoice.get("customer_tz")}
-            name = match_ladder(self.config, fields)
-            return [next(s for s, _ in self.config if s.name == name)]
+            variants = [fields] + [fields | f for f in self.former.get(invoice["email"], [])]
+            found: list[LadderSettings] = []
+            for config in self.configs:
+                for v in variants:
+                    name = match_ladder(config, v)
+                    settings = next(s for s, _ in config if s.name == name)
+                    if settings not in found:
+                        found.append(settings)
+            return found
         out: list[LadderSettings] = []
         for n, (since, version_id) in enumerate(history):
             until = history[n + 1][0] if n + 1 < len(history) else None
@@ -64,8 +74,11 @@ class LadderTimeline:
         return out or [self.versions[history[-1][1]]]
 
 
-def ladder_timeline(store: Store, policy: Policy) -> LadderTimeline:
-    """Read the ladder versions, the pins and the moves of ``store``; ``policy``: the file's ladders today."""
+def ladder_timeline(store: Store, policy: Policy, *, earlier: Sequence[Policy] = (),
+                    former: dict[str, list[dict[str, Any]]] | None = None) -> LadderTimeline:
+    """Read the ladder versions, the pins and the moves of ``store``; ``policy``: the file's ladders today,
+    ``earlier``: the files the run used before it (a ladder edit), ``former``: customers' earlier field values
+    by email (``{"customer_locale": "de_DE"}`` before a segment move)."""
     versions = {i: v.settings for i, v in all_versions(store).items()}
     pins: dict[str, list[tuple[datetime | None, int]]] = {}
     moves: dict[str, list[tuple[datetime, int, int]]] = defaultdict(list)
@@ -82,7 +95,8 @@ def ladder_timeline(store: Store, policy: Policy) -> LadderTimeline:
             history.append((None, int(current)))
         if history:
             pins[number] = history
-    return LadderTimeline(versions=versions, pins=pins, config=ladders_of(policy))
+    return LadderTimeline(versions=versions, pins=pins, configs=[ladders_of(p) for p in (policy, *earlier)],
+                          former=former or {})
 
 
 def check_ladders(inv: _Invariant, timeline: LadderTimeline, reminders: Sequence[dict[str, Any]]) -> None:

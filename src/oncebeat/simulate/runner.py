@@ -317,7 +317,9 @@ class _Sim:
                        calendar=policy.calendar,
                        business_date=policy.business_date, definitions=w.definitions,
                        payments=self.payments_log, in_doubt_budget=self.doubt_budget,
-                       ladders=ladder_timeline(store, w.service.policy),
+                       ladders=ladder_timeline(store, w.service.policy, earlier=[policy],
+                                               former={c.email: [{"customer_locale": c.locale}]
+                                                       for c in book.customers}),
                        attachments=policy.attachments)
         return self._report(w, book, report, t0, t_end, url, maildir)
 

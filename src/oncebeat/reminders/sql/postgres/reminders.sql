@@ -84,7 +84,9 @@ SELECT count(*) AS pending, COALESCE(sum(cardinality(superseded_stages)), 0) AS 
 -- collapse = "next" (README "Stage order after an outage"): each open invoice gets at most ONE stage, the lowest
 -- ladder stage above the highest stage it already has (the ladder never goes back), when that stage's own offset
 -- has come, a courtesy stage (<= 0) only while the invoice is not yet overdue, and no sooner than
--- (stage - previous stage) days after the previous stage's business date. Nothing is recorded superseded.
+-- (stage - previous stage) days after the previous stage's business date (spacing "from_sent"; "nominal": on a
+-- later business date than the previous stage, so a second scan of one day never sends a second stage).
+-- Nothing is recorded superseded.
 -- Returns one row: reminders created (all pending) and superseded stages (0).
 WITH stages AS MATERIALIZED (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
@@ -112,7 +114,8 @@ WITH stages AS MATERIALIZED (
 ), ready AS (
     SELECT n.invoice_id, n.stage, n.business_date, n.lv FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR n.nominal = 1 OR p.business_date + (n.stage - n.last_stage) <= n.business_date
+    WHERE n.last_stage IS NULL OR (n.nominal = 1 AND p.business_date < n.business_date)
+       OR p.business_date + (n.stage - n.last_stage) <= n.business_date
 ), ins AS (
     INSERT INTO reminders (invoice_id, stage, state, reason, occurrence_id, business_date, created_at, updated_at,
                            ladder_version_id)
@@ -187,7 +190,8 @@ WITH stages AS (
 ), ready AS (
     SELECT n.invoice_id, n.stage, n.business_date, n.lv FROM nxt n
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
-    WHERE n.last_stage IS NULL OR n.nominal = 1 OR p.business_date + (n.stage - n.last_stage) <= n.business_date
+    WHERE n.last_stage IS NULL OR (n.nominal = 1 AND p.business_date < n.business_date)
+       OR p.business_date + (n.stage - n.last_stage) <= n.business_date
 )
 SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, r.stage, 0 AS superseded
 FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
