@@ -124,9 +124,12 @@ def _parse_date(text: str | None, what: str) -> date | None:
     if text is None:
         return None
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError as exc:
         raise click.BadParameter(f"{text!r} is not a date YYYY-MM-DD", param_hint=what) from exc
+    if not 1900 <= day.year <= 2999:  # a day the date arithmetic of a run or a report can reach past year 9999
+        raise click.BadParameter(f"{text!r} is outside the years 1900 to 2999", param_hint=what)
+    return day
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -1187,6 +1190,13 @@ def queues_limit(name: str, max_running: str, database_url: str | None) -> None:
                                  f"1 to {MAX_LIMIT}, or none to lift it", param_hint="N")
     rt = _runtime(database_url=database_url, need_smtp=False)
     try:
+        from .pauses import queue_overview
+
+        known = sorted({t.queue for t in rt.app.tasks.values()} | {r.queue for r in queue_overview(rt.store)})
+        if text != "none" and name not in known:  # a typo would limit nothing and leave the real queue unlimited
+            click.echo(f"warning: no task, job or pause names queue {_printable(name)!r} (known: "
+                       f"{', '.join(_printable(k) for k in known) or 'none'}); limiting it anyway - check the "
+                       "spelling", err=True)
         if text == "none":
             before = clear_queue_limit(rt.store, name, source=_operator(), clock=rt.clock)
         else:

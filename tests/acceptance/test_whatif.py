@@ -212,3 +212,14 @@ def test_the_readme_whatif_on_the_demo_book_is_what_it_prints(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     printed = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("wall time")).strip()
     assert printed == commands[2].strip()
+
+
+def test_a_start_or_an_as_of_past_the_calendar_is_refused_without_a_traceback() -> None:
+    from click.testing import CliRunner
+
+    from oncebeat.cli import cli
+
+    for args in (["preview", "--policy", "new.toml", "--start", "9999-12-31"], ["report", "--as-of", "0001-01-01"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2 and "outside the years 1900 to 2999" in result.output, result.output
+        assert "Traceback" not in result.output

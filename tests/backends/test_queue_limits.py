@@ -133,5 +133,7 @@ def test_the_cli_sets_shows_and_lifts_a_limit(store: Store, db_url: str) -> None
     assert "default: active; 0 waiting, 0 running (at most 4 at once), 0 held" in listing.output
     bad = cli("queues", "limit", "default", "lots", "--db", db_url)
     assert bad.exit_code == 2 and "'lots' is not a limit" in bad.output and "Traceback" not in bad.output
+    typo = cli("queues", "limit", "defualt", "2", "--db", db_url)
+    assert typo.exit_code == 0 and "warning: no task, job or pause names queue 'defualt'" in typo.output
     lifted = cli("queues", "limit", "default", "none", "--db", db_url)
     assert lifted.exit_code == 0 and "no limit (it was 4 at once)" in lifted.output

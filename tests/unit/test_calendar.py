@@ -148,3 +148,13 @@ def test_the_calendar_table_loads_into_the_policy_and_the_default_file_mentions_
     assert "# [calendar]" in default_toml() and "# country = " in default_toml()
     import tomllib
     assert policy_from_dict(tomllib.loads(default_toml()), "default") == Policy()
+
+
+def test_a_weekend_day_is_a_weekday_name_not_three_letters_of_anything() -> None:
+    from oncebeat.errors import ConfigError
+    from oncebeat.reminders.calendar import calendar_config
+
+    assert sorted(calendar_config({"country": "US", "weekend": ["sat", "Sunday"]}, source="t").weekend) == [5, 6]
+    for bad in (["satan"], ["mon-fri"], ["sunXYZ"]):
+        with pytest.raises(ConfigError, match="is not a weekday"):
+            calendar_config({"country": "US", "weekend": bad}, source="t")

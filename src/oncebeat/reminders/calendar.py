@@ -50,6 +50,7 @@ __all__ = ["CALENDAR_KEYS", "STAGE_DAYS", "WEEKDAYS", "BusinessCalendar", "calen
 
 #: Weekday names as written in ``weekend`` (``date.weekday()`` order: Monday = 0).
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_FULL_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _DAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 #: Allowed values of ``stage_days``.
 STAGE_DAYS = ("calendar", "business")
@@ -283,7 +284,8 @@ def _check_weekend(value: Any, problems: list[str]) -> frozenset[int]:
         return frozenset()
     days: set[int] = set()
     for n, item in enumerate(value):
-        name = item.strip().lower()[:3] if isinstance(item, str) else None
+        text = item.strip().lower() if isinstance(item, str) else ""
+        name = text[:3] if text in WEEKDAYS or text in _FULL_DAYS else None  # "sat" or "saturday", nothing else
         if name not in WEEKDAYS:
             problems.append(f"[calendar] weekend[{n}] = {item!r} is not a weekday. {fix}")
             continue
