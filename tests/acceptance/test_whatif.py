@@ -223,3 +223,21 @@ def test_a_start_or_an_as_of_past_the_calendar_is_refused_without_a_traceback() 
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 2 and "outside the years 1900 to 2999" in result.output, result.output
         assert "Traceback" not in result.output
+
+
+def test_a_dst_hit_in_the_customers_zone_is_a_send_time_the_change_skips_or_repeats() -> None:
+    """A send at another local time for another cause (the first scan's catch-up, a retry) is no DST hit."""
+    from datetime import UTC, datetime
+
+    from oncebeat.simulate.whatif import _Calendars
+
+    cal = _Calendars("America/Chicago", datetime(2026, 3, 1, tzinfo=UTC))
+    at_0230 = Policy(send_zone="customer", send_at="02:30", schedule="*/15 * * * *")
+    at_0800 = Policy(send_zone="customer", send_at="08:00", schedule="*/15 * * * *")
+    catch_up = datetime(2026, 3, 3, 6, 0, tzinfo=UTC)  # 15:00 in Tokyo, whose zone has no DST
+    assert not cal.shifted("Asia/Tokyo", catch_up, at_0800)
+    spring = datetime(2026, 3, 8, 9, 0, tzinfo=UTC)  # Chicago skips 02:00-03:00 on 2026-03-08
+    assert cal.shifted("America/Chicago", spring, at_0230) and not cal.shifted("America/Chicago", spring, at_0800)
+    autumn = datetime(2026, 11, 1, 7, 0, tzinfo=UTC)  # 01:00-02:00 happens twice on 2026-11-01
+    assert cal.shifted("America/Chicago", autumn, Policy(send_zone="customer", send_at="01:30",
+                                                         schedule="*/15 * * * *"))

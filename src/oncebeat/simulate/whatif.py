@@ -364,13 +364,16 @@ class _Calendars:
     def shifted(self, tz: str | None, sent_at: datetime, policy: Policy) -> bool:
         """True when the notice reaches the customer at another local wall time than the policy means.
 
-        ``send_zone = "customer"``: its local time is not ``send_at`` (a send time a DST change skips).
+        ``send_zone = "customer"``: that day's ``send_at`` falls in the zone's DST gap (skipped: it goes out at
+        another time) or fold (repeated). A send at another time for another cause (a catch-up at the first scan,
+        a retry, a cap or a fence waiting) is no DST hit.
         ``send_zone = "schedule"``: the customer's offset from the schedule's zone differs from the one at the
         window's start (the two zones change on different dates), so the same scan time is another hour there.
         """
         zone = self.zone(tz)
         if policy.send_zone == "customer":
-            return sent_at.astimezone(zone).time().replace(second=0, microsecond=0) != policy.send_time
+            wall = datetime.combine(sent_at.astimezone(zone).date(), policy.send_time)
+            return wall.replace(tzinfo=zone, fold=0).utcoffset() != wall.replace(tzinfo=zone, fold=1).utcoffset()
         schedule_zone = policy.zone
 
         def gap(t: datetime) -> timedelta | None:
