@@ -17,9 +17,8 @@ import click
 
 Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
-#: Every kind ``report`` accepts; ``all`` prints each table of the others (holds = promises + disputes).
+#: Every kind ``report`` accepts; ``all`` prints each table of the others once (holds = promises + disputes).
 CHOICES = ("all", "dso", "cei", "stages", "aging", "promises", "disputes", "holds")
-ALL = ("dso", "cei", "stages", "aging", "holds")
 
 
 def register(group: click.Group, cli_module: ModuleType) -> None:
@@ -53,14 +52,14 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
 
         A figure the data cannot give (a month not over, before the first invoice, a payment without a date) is
         shown n/a with the reason, never guessed. Formulas: docs/reports.md."""
-        from .reminders.reports import Month, build_many, csv_text, default_range, json_table, text_lines
+        from .reminders.reports import EVERY, Month, build_many, csv_text, default_range, report_document, text_lines
 
         if kind and kind_option and kind != kind_option:
             raise click.UsageError(f"report {kind} --kind {kind_option}: give the report once (argument or --kind)")
         chosen = kind or kind_option or "all"
         if as_csv and as_json:
             raise click.UsageError("--csv and --json: choose one output format")
-        kinds = ALL if chosen == "all" else (chosen,)
+        kinds = EVERY if chosen == "all" else (chosen,)
         if as_csv and (len(kinds) > 1 or chosen == "holds"):
             raise click.UsageError(f"--csv writes one table; name one report (e.g. `oncebeat report dso --csv`), "
                                    f"not {chosen}")
@@ -74,8 +73,7 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
         finally:
             rt.close()
         if as_json:
-            h._print_json({"as_of": today, "from": str(start), "to": str(end), "currency": currency,
-                           "reports": [json_table(t) for t in tables]})
+            h._print_json(report_document(tables, as_of=today, first=start, last=end, currency=currency))
             return
         if as_csv:
             sys.stdout.write(csv_text(tables[0]))

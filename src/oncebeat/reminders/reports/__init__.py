@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import date
+from typing import Any
 
 from ...errors import OncebeatError
 from ...store import Store
@@ -28,12 +29,14 @@ from .months import Month, MonthError, month_range
 from .receivables import MonthFigures, countback_dso, month_figures
 from .tables import Column, Table, cell_text, csv_text, json_table, text_lines
 
-__all__ = ["KINDS", "WINDOWS", "Column", "DisputeRow", "Month", "MonthError", "MonthFigures", "PromiseRow",
+__all__ = ["EVERY", "KINDS", "WINDOWS", "Column", "DisputeRow", "Month", "MonthError", "MonthFigures", "PromiseRow",
            "ReportError", "StageGroup", "StageRow", "Table", "build", "build_many", "cell_text", "check_currency",
            "countback_dso", "csv_text", "default_range", "disputes", "json_table", "month_figures", "month_range",
-           "promises", "stage_effectiveness", "text_lines"]
+           "promises", "report_document", "stage_effectiveness", "text_lines"]
 
 KINDS: tuple[str, ...] = ("dso", "cei", "stages", "aging", "promises", "disputes", "holds")
+#: What ``all`` means (``oncebeat report``, ``GET /api/v1/reports``): every table once, for a monthly review.
+EVERY: tuple[str, ...] = ("dso", "cei", "stages", "aging", "holds")
 _CODE = re.compile(r"[A-Z]{3}")
 
 
@@ -98,6 +101,15 @@ def build_many(store: Store, kinds: Sequence[str], *, first: Month, last: Month,
             if kind != "promises":
                 tables.append(_disputes(disputes(store, first=first, last=last, currency=currency)))
     return tables
+
+
+def report_document(tables: Sequence[Table], *, as_of: date, first: Month, last: Month,
+                    currency: str | None) -> dict[str, Any]:
+    """The JSON answer of ``oncebeat report --json`` and ``GET /api/v1/reports``: ``{"as_of": "YYYY-MM-DD",
+    "from": "YYYY-MM", "to": "YYYY-MM", "currency": code or None, "reports": [json_table(t), …]}`` (amounts in
+    minor units, null where the data cannot give a figure)."""
+    return {"as_of": as_of.isoformat(), "from": str(first), "to": str(last), "currency": currency,
+            "reports": [json_table(t) for t in tables]}
 
 
 def _dso(rows: list[MonthFigures]) -> Table:
