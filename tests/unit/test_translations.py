@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from babel.messages.extract import extract_from_dir
+from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po
 
 from oncebeat.reminders.render import Renderer
@@ -24,11 +25,9 @@ _PLACEHOLDER = re.compile(r"%\(\w+\)[sd]")
 
 
 def _source_messages() -> set[str | tuple[str, str]]:
-    """Every message the templates and render.py ask for, extracted as pybabel would (see babel.cfg)."""
-    method_map = [("src/oncebeat/reminders/render.py", "python"),
-                  ("src/oncebeat/reminders/templates/**.j2", "jinja2")]
-    options = {"src/oncebeat/reminders/templates/**.j2": {"extensions": "jinja2.ext.i18n",
-                                                           "trim_blocks": "True", "lstrip_blocks": "True"}}
+    """Every message the templates ask for, extracted as pybabel would with the project's own map (babel.cfg)."""
+    with (ROOT / "babel.cfg").open(encoding="utf-8") as fp:
+        method_map, options = parse_mapping_cfg(fp)
     found: set[str | tuple[str, str]] = set()
     for _, _, message, _, _ in extract_from_dir(str(ROOT), method_map, options_map=options):
         found.add(message if isinstance(message, str) else (message[0], message[1]))

@@ -20,6 +20,7 @@ from ...effects import EffectLedger
 from ...provenance import current_source
 from ...store import Store
 from ...timebase import Clock
+from ..translations import DEFAULT_FALLBACK_LOCALE
 from .attachments import Attachment, AttachmentError, AttachmentPolicy, attach, attachments_of, read_invoice_pdf
 from .statement import statement_pdf
 
@@ -28,7 +29,7 @@ __all__ = ["attachment_digests", "attachments_for", "record_attachments", "remin
 
 
 def attachments_for(store: Store, policy: AttachmentPolicy, r: Mapping[str, Any], *, stages: Sequence[int],
-                    company: str) -> list[Attachment]:
+                    company: str, fallback_locale: str = DEFAULT_FALLBACK_LOCALE) -> list[Attachment]:
     """The files reminder row ``r`` (as ``get_reminder_for_send`` reads it) carries under ``policy``: the invoice
     PDF first, then the statement as of the reminder's business date.
 
@@ -45,7 +46,7 @@ def attachments_for(store: Store, policy: AttachmentPolicy, r: Mapping[str, Any]
     if policy.wants_statement(r["stage"], stages):
         as_of: date = r["business_date"]
         statement = statement_pdf(store, email=r["email"], customer_name=r["name"], locale=r.get("locale"),
-                                  company=company, as_of=as_of)
+                                  company=company, as_of=as_of, fallback_locale=fallback_locale)
         if statement.size > left:
             raise AttachmentError(f"invoice {r['number']!r}: the statement {statement.filename!r} has "
                                   f"{statement.size} bytes, over the {left} bytes left of [attachments] "
@@ -55,7 +56,8 @@ def attachments_for(store: Store, policy: AttachmentPolicy, r: Mapping[str, Any]
 
 
 def with_attachments(store: Store, clock: Clock, policy: AttachmentPolicy | None, r: Mapping[str, Any], *,
-                     key: str, data: bytes, message_id: str, stages: Sequence[int], company: str) -> bytes:
+                     key: str, data: bytes, message_id: str, stages: Sequence[int], company: str,
+                     fallback_locale: str = DEFAULT_FALLBACK_LOCALE) -> bytes:
     """``data`` (the built message) with the attachments of reminder row ``r``, as its effect ``key`` will freeze
     it; ``data`` unchanged when the policy attaches nothing to this stage, or when an earlier attempt already
     froze the message (the ledger sends those bytes: nothing is read or generated again).
@@ -68,7 +70,8 @@ def with_attachments(store: Store, clock: Clock, policy: AttachmentPolicy | None
     earlier = EffectLedger(store, clock=clock, source=current_source("worker")).get(key)
     if earlier is not None and earlier.get("frozen") is not None:
         return data
-    return attach(data, attachments_for(store, policy, r, stages=stages, company=company), seed=message_id)
+    return attach(data, attachments_for(store, policy, r, stages=stages, company=company,
+                                         fallback_locale=fallback_locale), seed=message_id)
 
 
 def record_attachments(store: Store, *, reminder_id: int, frozen: bytes, now: datetime) -> int:

@@ -4,7 +4,9 @@ What it lists, as of a business date ``as_of`` (the reminder's): every invoice o
 ``open``, grouped by currency (never summed across currencies), oldest due date first, with its days overdue
 (calendar days past the due date, as the aging report counts them), the total open per currency and that total
 split into the aging report's buckets (``current``, ``1-30``, ``31-60``, ``61-90``, ``90+`` days past due).
-Amounts are minor units formatted in the customer's locale (Babel).
+Amounts are minor units formatted in the customer's locale (Babel); headings and notes are in the customer's language
+when it ships a catalog (English, German, French, Spanish), else in the policy's fallback locale, as the reminder
+emails are (the words live in the same catalogs: ``make translations``).
 
 The HTML comes from ``templates/statement.html.j2`` (Jinja2, autoescaped: a customer name or invoice number can
 carry no markup), and WeasyPrint renders it (imported only here, when a statement is made: a missing Pango is a
@@ -28,7 +30,8 @@ from babel.dates import format_date
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ...store import Store
-from ..render import format_money, resolve_locale
+from ..render import format_money
+from ..translations import DEFAULT_FALLBACK_LOCALE, email_locale, translations
 from .attachments import Attachment, AttachmentError
 
 __all__ = ["BUCKETS", "statement_html", "statement_pdf", "statement_rows"]
@@ -42,10 +45,14 @@ def _bucket(days: int) -> str:
     return next(label for label, top in BUCKETS if top is None or days <= top)
 
 
-@lru_cache(maxsize=1)
-def _env() -> Environment:
-    return Environment(loader=PackageLoader("oncebeat.reminders.notices", "templates"),
-                       autoescape=select_autoescape(default=True, default_for_string=True), auto_reload=False)
+@lru_cache(maxsize=8)
+def _env(language: str) -> Environment:
+    """The statement's environment in ``language`` (one of the shipped catalogs: the reminder emails' words)."""
+    env = Environment(loader=PackageLoader("oncebeat.reminders.notices", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True), auto_reload=False,
+                      extensions=["jinja2.ext.i18n"])
+    env.install_gettext_translations(translations(language), newstyle=True)  # type: ignore[attr-defined]
+    return env
 
 
 def statement_rows(store: Store, *, email: str, as_of: date) -> list[dict[str, Any]]:
@@ -65,9 +72,12 @@ def statement_rows(store: Store, *, email: str, as_of: date) -> list[dict[str, A
 
 
 def statement_html(rows: list[dict[str, Any]], *, customer_name: str, email: str, locale: str | None, company: str,
-                   as_of: date) -> str:
-    """The statement's HTML (autoescaped) for :func:`statement_rows`' ``rows``."""
-    loc = resolve_locale(locale)
+                   as_of: date, fallback_locale: str = DEFAULT_FALLBACK_LOCALE) -> str:
+    """The statement's HTML (autoescaped) for :func:`statement_rows`' ``rows``, in the language and formats the
+    customer's reminder emails use (:func:`~oncebeat.reminders.translations.email_locale`: the customer's
+    ``locale`` when its language ships a catalog, else the policy's ``fallback_locale``)."""
+    chosen = email_locale(locale, fallback_locale)
+    loc = chosen.locale
     tag = str(loc)
 
     def money(amount: int, currency: str) -> str:
@@ -79,10 +89,10 @@ def statement_html(rows: list[dict[str, Any]], *, customer_name: str, email: str
     currencies = [{"currency": c["currency"], "total_text": money(c["total"], c["currency"]),
                    "invoices": [i | {"issued_text": day(i["issued_on"]), "due_text": day(i["due_on"]),
                                      "amount_text": money(i["amount_due"], c["currency"])} for i in c["invoices"]],
-                   "buckets": [{"label": f"{label} days" if label != "current" else "current",
-                                "amount_text": money(amount, c["currency"])} for label, amount in c["buckets"].items()]}
+                   "buckets": [{"key": label, "amount_text": money(amount, c["currency"])}
+                               for label, amount in c["buckets"].items()]}
                   for c in rows]
-    return _env().get_template("statement.html.j2").render(
+    return _env(chosen.language).get_template("statement.html.j2").render(
         lang=loc.language, company=company, customer_name=customer_name, customer_email=email,
         as_of_text=day(as_of), currencies=currencies)
 
@@ -109,7 +119,7 @@ def html_to_pdf(html: str) -> bytes:
 
 
 def statement_pdf(store: Store, *, email: str, customer_name: str, locale: str | None, company: str,
-                  as_of: date) -> Attachment:
+                  as_of: date, fallback_locale: str = DEFAULT_FALLBACK_LOCALE) -> Attachment:
     """The statement of account of the customer with ``email`` as of ``as_of``, as an ``application/pdf``
     attachment named ``statement-<as_of>.pdf``.
 
@@ -118,6 +128,6 @@ def statement_pdf(store: Store, *, email: str, customer_name: str, locale: str |
     """
     rows = statement_rows(store, email=email, as_of=as_of)
     html = statement_html(rows, customer_name=customer_name, email=email, locale=locale, company=company,
-                          as_of=as_of)
+                          as_of=as_of, fallback_locale=fallback_locale)
     return Attachment(filename=f"statement-{as_of.isoformat()}.pdf", content_type="application/pdf",
                       data=html_to_pdf(html))
