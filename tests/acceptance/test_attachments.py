@@ -205,6 +205,35 @@ def test_a_statement_lists_open_invoices_per_currency_never_adding_currencies(st
     assert pdf.data.startswith(b"%PDF-") and pdf_pages(pdf.data) >= 1 and pdf.filename == "statement-2026-03-01.pdf"
 
 
+STATEMENT_ROWS = [{"currency": "EUR", "total": 133350,
+                   "buckets": {"current": 9900, "1-30": 0, "31-60": 123450, "61-90": 0, "90+": 0},
+                   "invoices": [{"number": "RE-42", "issued_on": date(2026, 1, 5), "due_on": date(2026, 2, 4),
+                                 "days": 40, "amount_due": 123450},
+                                {"number": "RE-77", "issued_on": date(2026, 3, 1), "due_on": date(2026, 3, 31),
+                                 "days": -5, "amount_due": 9900}]}]
+ENGLISH = ("Statement of account", "Open invoices", "Days overdue", "Amount open", "not yet due", "Total open",
+           "current", " days", "Amounts are shown", "As of", "Issued")
+
+
+@pytest.mark.parametrize(("locale", "fallback", "words"), [
+    ("de_DE", "en_US", ["Kontoauszug", "Offene Rechnungen in EUR", "Tage überfällig", "noch nicht fällig",
+                        "Offen gesamt in EUR (2 Rechnungen)", "nicht fällig", "31-60 Tage", "Stand: 16.03.2026",
+                        "1.234,50\xa0€"]),
+    ("fr_CA", "en_US", ["Relevé de compte", "Factures ouvertes en EUR", "pas encore échue", "31-60 jours",
+                        "Au 16 mars 2026"]),
+    ("es_ES", "en_US", ["Estado de cuenta", "Facturas pendientes en EUR", "aún no vencida", "31-60 días"]),
+    ("ja_JP", "fr_FR", ["Relevé de compte", "Au 16 mars 2026", "1\u202f234,50\xa0€"]),  # no catalog: the fallback
+])
+def test_a_statement_is_in_the_customers_language_as_the_reminder_emails_are(locale: str, fallback: str,
+                                                                              words: list[str]) -> None:
+    html = statement_html(STATEMENT_ROWS, customer_name="Jürgen Müller", email="jm@example.de", locale=locale,
+                          company="Beispiel GmbH", as_of=date(2026, 3, 16), fallback_locale=fallback)
+    for word in words:
+        assert word in html, (locale, word)
+    for english in ENGLISH:
+        assert english not in html, (locale, english)
+
+
 # --------------------------------------------------------------------------- end to end, both backends
 
 def book(tmp_path: Path, today: date, *rows: str) -> Path:

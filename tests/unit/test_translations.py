@@ -146,7 +146,7 @@ def test_make_translations_changes_no_byte_of_unchanged_catalogs(tmp_path: Path)
     app = Path("src/oncebeat/reminders")
     (tmp_path / app).mkdir(parents=True)
     shutil.copy(ROOT / app / "render.py", tmp_path / app / "render.py")
-    for folder in ("templates", "locale"):
+    for folder in ("templates", "locale", "notices/templates"):  # every source babel.cfg names, and the catalogs
         shutil.copytree(ROOT / app / folder, tmp_path / app / folder)
     before = {p: p.read_bytes() for p in (tmp_path / app / "locale").rglob("*.po*")}
     assert len(before) >= 4
