@@ -166,11 +166,15 @@ def test_resolving_a_lost_reply_not_done_sends_the_same_frozen_notice_once_more(
     h.new_worker().drain()
     assert [r["state"] for r in h.reminders()] == ["in_doubt"] * 3
     (effect,) = h.store.read("list_effects", state="in_doubt")
-    h.service.apply_payments([Payment(number="INV-2", paid_on=D0)])  # after the freeze: the frozen bytes go
-    h.service.resolve_effect(effect["key"], "not_done", source=current_source("cli"))
+    frozen = bytes(effect["frozen"])
+    h.clock.advance(3600)  # a later Date: a re-rendering would differ
+    said = h.service.resolve_effect(effect["key"], "not_done", source=current_source("cli"))
+    assert "will be sent again" in said
     h.new_worker().drain()
     (msg,) = _parsed(h)
-    assert "INV-2" in msg.get_body(("plain",)).get_content()  # frozen at the first attempt, never re-rendered
+    first = email.message_from_bytes(frozen, policy=email.policy.default)
+    assert msg["Date"] == first["Date"] and msg["Message-ID"] == first["Message-ID"]  # the frozen copy, not redone
+    assert msg.get_body(("plain",)).get_content().splitlines() == first.get_body(("plain",)).get_content().splitlines()
     assert [r["state"] for r in h.reminders()] == ["sent"] * 3
 
 
@@ -194,3 +198,22 @@ def test_the_cap_counts_one_grouped_notice_once(store: Store, tmp_path: Path) ->
     finally:
         h.close()
         h.sink.stop()
+
+
+def test_a_frozen_notice_gone_stale_before_reaching_the_server_is_not_sent_and_the_rest_go_alone(
+        grouped: Harness) -> None:
+    h = grouped
+    _three(h)
+    h.sink.faults.fail_next(1, code=451, text="4.7.1 greylisted, try again later")  # frozen, then refused
+    h.tick_to(FIRST_FIRE)
+    worker = h.new_worker()
+    worker.drain()
+    assert h.messages() == [] and {r["state"] for r in h.reminders()} == {"pending"}
+    h.service.apply_payments([Payment(number="INV-2", paid_on=D0)])  # after the freeze, before any delivery
+    h.clock.advance(60)
+    worker.drain()
+    subjects = sorted(m.subject for m in h.messages())
+    assert len(subjects) == 2 and all("INV-2" not in s for s in subjects)  # never the stale frozen notice
+    assert {r["number"]: r["state"] for r in h.reminders()} == {"INV-1": "sent", "INV-2": "skipped",
+                                                                 "INV-3": "sent"}
+    assert {n["notice_state"] for n in _notices(h)} == {"skipped"}

@@ -705,7 +705,11 @@ class ReminderService:
         such invoice.
 
         A stage recorded superseded in a higher stage's row is listed as a ``skipped`` reminder of its own
-        (:func:`~oncebeat.reminders.model.with_superseded`: ``superseded_by`` = that row's id, no effect)."""
+        (:func:`~oncebeat.reminders.model.with_superseded`: ``superseded_by`` = that row's id, no effect).
+
+        ``notice``: the grouped notice a stage went out in (``group = "customer"``; its ``id, state, message_id,
+        business_date, sent_at`` and ``rows``, every row it listed: :func:`.notices.grouping.notices_of_invoice`),
+        else None; such a stage's ``effect`` is the notice's (``notice:<id>``)."""
         rows = self.store.read("invoice_by_number", number=number)
         if not rows:
             return None
@@ -722,6 +726,8 @@ class ReminderService:
         for r in reminders:  # grouped row went out in, with the other invoices it listed
             r["notice"] = notices.get(int(r["notice_id"])) \
                 if r.get("notice_id") is not None and r["superseded_by"] is None else None
+            if r["notice"] is not None:  # its email is the notice's effect, not a reminder:<id> of its own
+                r["effect"] = ledger.get(grouping.notice_key(r["notice"]["id"]))
         return {"invoice": rows[0], "reminders": reminders}
 
     def reminders_page(self, *, number: str | None = None, email: str | None = None, state: str | None = None,

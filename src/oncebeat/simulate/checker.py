@@ -67,8 +67,9 @@ from ..queue import all_jobs
 from ..reminders.accounting import PendingFates, duplicate_copies, pending_fates
 from ..reminders.calendar import BusinessCalendar
 from ..reminders.holds import list_holds
-from ..reminders.model import reminder_key, with_superseded
+from ..reminders.model import with_superseded
 from ..reminders.notices.attachments import AttachmentPolicy
+from ..reminders.notices.grouping import email_key
 from ..reminders.notices.sending import attachment_digests
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_notices, all_reminders
@@ -438,12 +439,13 @@ def _check_in_doubt(doubt: Invariant, ev: _Evidence, in_doubt_budget: int | None
     in_doubt = [r for r in ev.reminders if r["state"] == "in_doubt"]
     doubt.checked = len(in_doubt)
     for r in in_doubt:
-        e = ev.effects.get(reminder_key(r["id"]))
+        e = ev.effects.get(email_key(r))  # a grouped notice's rows share its effect
         if e is None or e["state"] != "in_doubt":
             doubt.fail(f"{r['number']} stage {r['stage']} is in_doubt but its effect is "
                        f"{e['state'] if e else 'missing'}")
-    if in_doubt_budget is not None and len(in_doubt) > in_doubt_budget:
-        doubt.fail(f"{len(in_doubt)} reminders in doubt but only {in_doubt_budget} faults could cause that")
+    emails = {email_key(r) for r in in_doubt}  # one fault puts one email in doubt, however many rows it lists
+    if in_doubt_budget is not None and len(emails) > in_doubt_budget:
+        doubt.fail(f"{len(emails)} emails in doubt but only {in_doubt_budget} faults could cause that")
     return in_doubt
 
 

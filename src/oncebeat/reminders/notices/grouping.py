@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     from ...worker import JobContext
     from ..service import ReminderService
 
-__all__ = ["SEND_NOTICE_TASK", "groups", "join_notice", "notice_id_of_key", "notice_key", "notices_of_invoice",
-           "resolve_notice", "send_notice"]
+__all__ = ["SEND_NOTICE_TASK", "email_key", "groups", "join_notice", "notice_id_of_key", "notice_key",
+           "notices_of_invoice", "resolve_notice", "send_notice"]
 
 log = logging.getLogger("oncebeat.reminders")
 
@@ -71,6 +71,14 @@ CAPPED_WAIT = 0.5  # seconds before a notice refused one more SMTP connection tr
 def notice_key(notice_id: int) -> str:
     """The effect key of notice ``notice_id``: ``notice:<id>``."""
     return f"notice:{int(notice_id)}"
+
+
+def email_key(row: dict[str, Any]) -> str:
+    """The effect key of the email reminder row ``row`` went out in (or will): its notice's (``notice:<id>``) when
+    a grouped notice lists it, else its own (``reminder:<id>``)."""
+    from ..model import reminder_key
+
+    return notice_key(row["notice_id"]) if row.get("notice_id") is not None else reminder_key(int(row["id"]))
 
 
 def notice_id_of_key(key: str) -> int | None:
@@ -184,8 +192,10 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
 
     def deliver(attempt: EffectAttempt) -> dict[str, Any]:
         assert attempt.frozen is not None  # the notice as first frozen: a retry sends exactly these bytes
-        with service.store.transaction() as tx:
-            tx.run("notice_frozen", id=notice_id, now=service.clock.now())
+        if attempt.taken_over:  # an earlier attempt failed or died before its point of no return: still due?
+            stale = _stale_rows(service, notice_id)
+            if stale:
+                raise _NoticeStale(stale)  # recorded failed: nothing was sent
         known = envelope if attempt.frozen == data else None
         with ExitStack() as permit:
             def take() -> None:
@@ -206,11 +216,16 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
         _settle(service, tx, notice_id, "sent", None, message_id=message_id, from_state="pending")
         recorded.append(True)
 
+    if not claimed:  # the rows were chosen in this attempt: the message is frozen now, by the claim below
+        with service.store.transaction() as tx:
+            tx.run("notice_frozen", id=notice_id, now=service.clock.now())
     try:
         ctx.effect(key, deliver, payload={"notice": notice_id, "to": n["email"]}, freeze=lambda: data,
                    marks_point_of_no_return=True, resource=mailer.reserved(), skip=False, on_done=mark_sent)
     except EffectInDoubt as exc:
         return _finish(service, notice_id, "in_doubt", str(exc), message_id=message_id)
+    except _NoticeStale as stale:
+        return _break_up(service, notice_id, stale.rows)
     except EffectKeyConflict as exc:
         return _finish(service, notice_id, "failed", str(exc))
     except PermanentMailError as exc:
@@ -255,6 +270,62 @@ def _choose_rows(service: ReminderService, n: dict[str, Any], *, key: str, messa
                 listed.append(r)
         tx.run("notice_assigned", id=n["id"], key=key, message_id=message_id, now=now)
     return listed
+
+
+class _NoticeStale(Exception):
+    """An invoice the frozen notice lists was paid, voided or held after the freeze, before any attempt reached
+    the server: the frozen message would be stale, so it is not sent."""
+
+    def __init__(self, rows: list[tuple[dict[str, Any], str, Any]]) -> None:
+        self.rows = rows
+        super().__init__(", ".join(f"{r['number']} {kind}" for r, kind, _ in rows))
+
+
+def _stale_rows(service: ReminderService, notice_id: int) -> list[tuple[dict[str, Any], str, Any]]:
+    """The pending rows of notice ``notice_id`` no longer to send: ``(row, "skipped", reason)`` for an invoice
+    paid or voided, ``(row, "held", hold)`` for one a hold covers."""
+    stale: list[tuple[dict[str, Any], str, Any]] = []
+    for r in service.store.read("notice_rows", notice_id=notice_id):
+        if r["state"] != "pending":
+            continue
+        if r["status"] != "open":
+            stale.append((r, "skipped", f"invoice {r['status']}"
+                          + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")))
+            continue
+        hold = service.store.read("covering_hold", invoice_id=r["invoice_id"], business_date=r["business_date"])
+        if hold:
+            stale.append((r, "held", hold[0]))
+    return stale
+
+
+def _break_up(service: ReminderService, notice_id: int, stale: list[tuple[dict[str, Any], str, Any]]) -> str:
+    """A frozen notice went stale before any attempt reached the server (:class:`_NoticeStale`): it is never sent
+    (``skipped``); the stale rows are recorded skipped or held, and every other row it listed goes out on its own
+    (released from the notice, its send job enqueued): nothing is listed stale, nothing is lost."""
+    from ..model import reminder_key
+    from ..service import SEND_MAX_ATTEMPTS, SEND_TASK
+
+    now = service.clock.now()
+    queue = Queue(service.store, clock=service.clock, source=current_source("worker"))
+    with service.store.transaction() as tx:
+        for r, kind, detail in stale:
+            if kind == "held":
+                tx.run("hold_reminder", id=r["id"], hold_id=detail["id"], reason=detail["reason_text"], now=now)
+            else:
+                tx.run("finish_reminder", id=r["id"], state="skipped", reason=detail, message_id=None, sent_at=None,
+                       now=now, from_state="pending")
+            tx.run("notice_release", id=r["id"], notice_id=notice_id)
+        rest = [int(x["id"]) for x in tx.run("notice_release_pending", notice_id=notice_id)]
+        tx.run("notice_finish", id=notice_id, state="skipped", reason=(
+            "not sent: " + ", ".join(f"{r['number']} {kind}" for r, kind, _ in stale) + " after the notice was "
+            "frozen and before any attempt reached the server; the other invoices go out on their own"),
+            message_id=None, sent_at=None, now=now, from_state="pending")
+        for rid in rest:
+            queue.enqueue(SEND_TASK, {"reminder_id": rid}, tx=tx, max_attempts=SEND_MAX_ATTEMPTS,
+                          unique_key=reminder_key(rid))
+    log.info("notice %s not sent (stale after its freeze); %d invoice(s) go out on their own", notice_id,
+             len(rest), extra={"event": "reminders.notice", "notice_id": notice_id})
+    return "skipped"
 
 
 def _settle(service: ReminderService, tx: Tx, notice_id: int, state: str, reason: str | None, *,

@@ -61,6 +61,12 @@ RETURNING id;
 UPDATE reminders SET notice_id = NULL WHERE id = :id AND notice_id = :notice_id AND state <> 'pending'
 RETURNING id;
 
+-- name: notice_release_pending
+-- A frozen notice gone stale is not sent: the rows still pending leave it and go out on their own.
+UPDATE reminders SET notice_id = NULL, cap_day = NULL
+WHERE notice_id = :notice_id AND state = 'pending'
+RETURNING id;
+
 -- name: notice_assigned
 -- The notice's rows are chosen: from now on it lists exactly them (the first attempt freezes them).
 UPDATE notices SET assigned_at = COALESCE(assigned_at, :now), effect_key = :key, message_id = :message_id,
@@ -69,7 +75,8 @@ WHERE id = :id AND state = 'pending'
 RETURNING id;
 
 -- name: notice_frozen
-UPDATE notices SET frozen_at = COALESCE(frozen_at, :now), updated_at = :now WHERE id = :id
+-- The attempt that chose the rows hands the message to the ledger now (the claim that freezes it).
+UPDATE notices SET frozen_at = :now, updated_at = :now WHERE id = :id
 RETURNING id;
 
 -- name: notice_finish
