@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
+from oncebeat import telemetry
 from oncebeat.crashpoints import SimulatedCrash, crashpoints
 from oncebeat.mail import Mailer
 from oncebeat.provenance import current_source
@@ -63,7 +64,17 @@ def test_three_invoices_of_one_customer_go_out_in_one_email_listing_each_once(gr
     h = grouped
     _three(h)
     h.tick_to(FIRST_FIRE)
-    h.new_worker().drain()
+    finished: list[dict] = []
+
+    def count(_event: str, data: dict) -> None:
+        finished.append(dict(data))
+
+    telemetry.attach("reminder.finished", count)
+    try:
+        h.new_worker().drain()
+    finally:
+        telemetry.detach("reminder.finished", count)
+    assert finished == [{"stage": 1, "state": "sent"}] * 3  # /metrics counts each row the notice decided
     (msg,) = _parsed(h)
     assert msg.get_content_type() == "multipart/alternative"
     parts = [p.get_content_type() for p in msg.iter_parts()]

@@ -210,11 +210,10 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
         return {"message_id": message_id, "reply": reply, "invoices": numbers,
                 "message_facts": message_facts(attempt.frozen)}
 
-    recorded: list[bool] = []
+    recorded: list[list[int]] = []  # the stages of the rows this attempt recorded sent
 
     def mark_sent(tx: Tx, result: Any) -> None:  # commits with the effect's done: the notice and every row
-        _settle(service, tx, notice_id, "sent", None, message_id=message_id, from_state="pending")
-        recorded.append(True)
+        recorded.append(_settle(service, tx, notice_id, "sent", None, message_id=message_id, from_state="pending"))
 
     if not claimed:  # the rows were chosen in this attempt: the message is frozen now, by the claim below
         with service.store.transaction() as tx:
@@ -235,8 +234,8 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
     except TransientMailError as exc:
         return _wait_out_outage(service, notice_id, exc)
     if not recorded:  # done by an earlier attempt or a reconcile
-        _finish(service, notice_id, "sent", None, message_id=message_id)
-    telemetry.emit("reminder.notice_sent", {"notice_id": notice_id, "rows": len(listed)})
+        return _finish(service, notice_id, "sent", None, message_id=message_id)
+    _finished(recorded[0], "sent")
     return "sent"
 
 
@@ -329,21 +328,30 @@ def _break_up(service: ReminderService, notice_id: int, stale: list[tuple[dict[s
 
 
 def _settle(service: ReminderService, tx: Tx, notice_id: int, state: str, reason: str | None, *,
-            message_id: str | None = None, from_state: str = "pending") -> None:
-    """Notice ``notice_id`` and every row it lists in ``from_state`` become ``state`` (one transaction)."""
+            message_id: str | None = None, from_state: str = "pending") -> list[int]:
+    """Notice ``notice_id`` and every row it lists in ``from_state`` become ``state`` (one transaction). Returns
+    the stages of the rows that changed."""
     now = service.clock.now()
     sent_at = now if state == "sent" else None
     tx.run("notice_finish", id=notice_id, state=state, reason=reason, message_id=message_id, sent_at=sent_at,
            now=now, from_state=from_state)
-    if state in ("sent", "in_doubt", "failed", "pending"):
-        tx.run("notice_finish_rows", notice_id=notice_id, state=state, reason=reason, message_id=message_id,
-               sent_at=sent_at, now=now, from_state=from_state)
+    if state not in ("sent", "in_doubt", "failed", "pending"):
+        return []
+    return [int(r["stage"]) for r in tx.run("notice_finish_rows", notice_id=notice_id, state=state, reason=reason,
+                                            message_id=message_id, sent_at=sent_at, now=now, from_state=from_state)]
+
+
+def _finished(stages: list[int], state: str) -> None:
+    """Each row a notice decided counts as a reminder finished (``/metrics``), as a send's does."""
+    for stage in stages:
+        telemetry.emit("reminder.finished", {"stage": stage, "state": state})
 
 
 def _finish(service: ReminderService, notice_id: int, state: str, reason: str | None, *,
             message_id: str | None = None) -> str:
     with service.store.transaction() as tx:
-        _settle(service, tx, notice_id, state, reason, message_id=message_id)
+        stages = _settle(service, tx, notice_id, state, reason, message_id=message_id)
+    _finished(stages, state)
     log.info("notice %s %s%s", notice_id, state, f": {reason}" if reason else "",
              extra={"event": "reminders.notice", "notice_id": notice_id})
     return state

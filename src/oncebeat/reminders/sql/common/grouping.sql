@@ -91,7 +91,7 @@ RETURNING id;
 UPDATE reminders SET state = :state, reason = :reason, message_id = COALESCE(:message_id, message_id),
     sent_at = COALESCE(:sent_at, sent_at), updated_at = :now
 WHERE notice_id = :notice_id AND state = :from_state
-RETURNING id;
+RETURNING id, stage;
 
 -- name: notice_wait
 -- A mail outage or a wait: the notice's reason says why; the first refusal's instant is kept.
