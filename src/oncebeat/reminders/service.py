@@ -674,8 +674,8 @@ class ReminderService:
 
     def sent_since(self, since: datetime, *, limit: int = 200) -> list[dict[str, Any]]:
         """Reminders sent at or after ``since`` (aware), newest first, at most ``limit``: ``id, stage, sent_at``
-        (aware UTC), ``message_id``, the invoice's ``number, currency, amount_due`` (minor units) and the
-        customer's ``name, email``."""
+        (aware UTC), ``message_id``, ``notice_id`` (the grouped notice it went out in, else None), the invoice's
+        ``number, currency, amount_due`` (minor units) and the customer's ``name, email``."""
         return self.store.read("reminders_sent_since", since=since, limit=limit)
 
     def search_invoices(self, query: str, *, limit: int = 50, customers: int = 20) -> list[dict[str, Any]]:
