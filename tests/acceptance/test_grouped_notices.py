@@ -228,3 +228,29 @@ def test_a_frozen_notice_gone_stale_before_reaching_the_server_is_not_sent_and_t
     assert {r["number"]: r["state"] for r in h.reminders()} == {"INV-1": "sent", "INV-2": "skipped",
                                                                  "INV-3": "sent"}
     assert {n["notice_state"] for n in _notices(h)} == {"skipped"}
+
+
+def test_the_proof_of_notice_of_a_grouped_stage_names_its_notice_and_the_bytes_sent(grouped: Harness) -> None:
+    import hashlib
+
+    from oncebeat.reminders.notices.evidence import build_evidence, summary_lines
+
+    h = grouped
+    _three(h)
+    h.tick_to(FIRST_FIRE)
+    h.new_worker().drain()
+    (raw,) = [f.read_bytes() for f in (h.sink.maildir / "new").iterdir()]
+    record = build_evidence(h.service, "INV-2", database="test")
+    (stage,) = record.data["stages"]
+    notice = stage["notice"]
+    assert [(x["invoice"], x["stage"], x["state"]) for x in notice["listed"]] == [
+        ("INV-1", 1, "sent"), ("INV-2", 1, "sent"), ("INV-3", 1, "sent")]
+    assert stage["provenance"]["effect"]["key"] == f"notice:{notice['id']}"
+    assert stage["message_id"] == notice["message_id"]
+    while raw.startswith((b"Return-Path:", b"Delivered-To:")):  # the sink's trace lines; the Maildir stores LF
+        raw = raw.split(b"\n", 1)[1]
+    received = raw.replace(b"\n", b"\r\n")  # the bytes the server received
+    assert (stage["message"]["sha256"], stage["message"]["size"]) == (hashlib.sha256(received).hexdigest(),
+                                                                     len(received))
+    assert any(f"in grouped notice {notice['id']} (sent), one email listing INV-1 stage 1, INV-2 stage 1" in line
+               for line in summary_lines(record))
