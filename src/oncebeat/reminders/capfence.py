@@ -39,8 +39,8 @@ from ..timebase import Clock
 from .holds import next_business_day
 from .policy import Policy
 
-__all__ = ["CAP_DAYS", "Freshness", "claim_place", "wake", "touch_watermark", "fence_status", "fence_poll",
-           "deferred_reminders", "cap_zone", "processing_wait", "mark_processing", "check_fence",
+__all__ = ["CAP_DAYS", "Freshness", "claim_place", "claim_notice_place", "wake", "touch_watermark", "fence_status",
+           "fence_poll", "deferred_reminders", "cap_zone", "processing_wait", "mark_processing", "check_fence",
            "waiting_reminders", "WAITING"]
 
 log = logging.getLogger("oncebeat.reminders")
@@ -103,10 +103,7 @@ def claim_place(store: Store, policy: Policy, *, clock: Clock, reminder_id: int,
         if owner is None or row is None or row["state"] not in ("pending", "deferred") or row["cap_day"] is not None:
             return
         customer_id = owner["customer_id"]
-        taken = sorted((_day_of(c, zone) for c in tx.run("cap_counted", customer_id=customer_id, id=reminder_id,
-                                                          since=since, since_at=_start_of(since, zone))),
-                       reverse=True)
-        taken = [d for d in taken if since <= d <= today]
+        taken = _taken(tx, customer_id, zone, since, today, reminder_id=reminder_id, notice_id=0)
         # The seam a race test stops at: counted, not yet claimed (the customer's lock is held here).
         telemetry.emit("reminder.cap_counted", {"reminder_id": reminder_id, "taken": len(taken)})
         places = cap - len(taken)
@@ -128,6 +125,57 @@ def claim_place(store: Store, policy: Policy, *, clock: Clock, reminder_id: int,
     log.info("reminder %s deferred: %s", reminder_id, reason,
              extra={"event": "reminders.deferred", "reminder_id": reminder_id})
     raise Snooze(reason, delay=max(1.0, (wake_at - now).total_seconds()))
+
+
+def _taken(tx: Tx, customer_id: int, zone: ZoneInfo, since: date, today: date, *, reminder_id: int,
+           notice_id: int) -> list[date]:
+    """The days of the notices counted against the customer's cap in ``since … today``, newest first, leaving out
+    reminder ``reminder_id`` and the rows of notice ``notice_id`` (0, -1: none). The rows one grouped notice lists
+    count once (issue 24 item 1: the cap counts notices, not invoices)."""
+    days: dict[tuple[str, int], date] = {}
+    for c in tx.run("cap_counted", customer_id=customer_id, id=reminder_id, notice_id=notice_id, since=since,
+                    since_at=_start_of(since, zone)):
+        one = ("notice", int(c["notice_id"])) if c["notice_id"] is not None else ("reminder", int(c["id"]))
+        day = _day_of(c, zone)
+        days[one] = max(day, days.get(one, day))
+    return sorted((d for d in days.values() if since <= d <= today), reverse=True)
+
+
+def claim_notice_place(store: Store, policy: Policy, *, clock: Clock, notice_id: int, customer_id: int,
+                       customer_tz: str | None, row_ids: list[int]) -> None:
+    """Take ONE place under the customer's cap for grouped notice ``notice_id`` listing reminders ``row_ids``
+    (every row gets ``cap_day``), or record every row ``deferred`` and snooze the notice's job until the next
+    allowed day. Nothing to do without a cap or when the rows already hold their place (an earlier attempt).
+
+    Raises:
+        Snooze: deferred (``delay``: seconds until the next allowed day).
+    """
+    cap = policy.max_notices_per_week
+    if cap is None or not row_ids:
+        return
+    now = clock.now()
+    zone = cap_zone(policy, customer_tz)
+    today = now.astimezone(zone).date()
+    since = today - timedelta(days=CAP_DAYS - 1)
+    with store.transaction() as tx:
+        owner = tx.one("cap_lock_customer_id", customer_id=customer_id)  # PostgreSQL: locks the customer's row
+        rows = [tx.one("cap_reminder", id=i) for i in row_ids]
+        if owner is None or any(r is not None and r["cap_day"] is not None for r in rows):
+            return
+        taken = _taken(tx, customer_id, zone, since, today, reminder_id=-1, notice_id=notice_id)
+        telemetry.emit("reminder.cap_counted", {"notice_id": notice_id, "taken": len(taken)})
+        if len(taken) < cap:
+            for i in row_ids:
+                tx.run("cap_claim", id=i, day=today, now=now)
+            return
+        nxt = next_business_day(taken[cap - 1] + timedelta(days=CAP_DAYS - 1), policy.calendar)
+        reason = (f"cap: {len(taken)} notice{'s' if len(taken) != 1 else ''} to this customer since "
+                  f"{since.isoformat()} (at most {cap} per {CAP_DAYS} days); next allowed {nxt.isoformat()}")
+        for i in row_ids:
+            tx.run("cap_defer", id=i, reason=reason, now=now)
+    log.info("notice %s deferred: %s", notice_id, reason, extra={"event": "reminders.deferred",
+                                                                 "notice_id": notice_id})
+    raise Snooze(reason, delay=max(1.0, (_wake_at(nxt, now, zone, policy) - now).total_seconds()))
 
 
 def _day_of(row: dict[str, Any], zone: ZoneInfo) -> date:

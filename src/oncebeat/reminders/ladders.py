@@ -59,7 +59,8 @@ SPACINGS = ("from_sent", "nominal")
 MATCH_COLUMNS = ("invoice_number", "currency", "customer_email", "customer_name", "customer_locale", "customer_tz")
 #: Ladder settings a ``[[ladders]]`` table may override: TOML key -> Policy field.
 OVERRIDES = {"stages": "stages", "collapse": "collapse", "spacing": "spacing", "send_at": "send_at",
-             "from": "sender", "reply_to": "reply_to", "company": "company", "templates": "templates"}
+             "from": "sender", "reply_to": "reply_to", "company": "company", "templates": "templates",
+             "group": "group"}
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _MATCH_KEYS = ("currency", "amount_min", "amount_max", "column")
 _MAX_AMOUNT = 10**15
@@ -124,11 +125,15 @@ class LadderSettings:
     reply_to: str | None
     company: str
     templates: str | None
+    group: str = "none"  # "customer": one notice per customer and business date (notices.grouping)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "stages": list(self.stages), "collapse": self.collapse, "spacing": self.spacing,
-                "send_at": self.send_at, "sender": self.sender, "reply_to": self.reply_to, "company": self.company,
-                "templates": self.templates}
+        """The stored settings; ``group`` only when not "none", so a version recorded before it existed keeps its
+        content hash (no new version of an unchanged ladder)."""
+        out = {"name": self.name, "stages": list(self.stages), "collapse": self.collapse, "spacing": self.spacing,
+               "send_at": self.send_at, "sender": self.sender, "reply_to": self.reply_to, "company": self.company,
+               "templates": self.templates}
+        return out | ({"group": self.group} if self.group != "none" else {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> LadderSettings:
@@ -136,7 +141,8 @@ class LadderSettings:
         d = json.loads(data) if isinstance(data, str) else dict(data)
         return cls(name=d["name"], stages=tuple(int(s) for s in d["stages"]), collapse=d["collapse"],
                    spacing=d.get("spacing", "from_sent"), send_at=d["send_at"], sender=d["sender"],
-                   reply_to=d.get("reply_to"), company=d["company"], templates=d.get("templates"))
+                   reply_to=d.get("reply_to"), company=d["company"], templates=d.get("templates"),
+                   group=d.get("group", "none"))
 
     def content_hash(self) -> str:
         """SHA-256 (hex) of the canonical JSON: equal settings, equal hash (a version is recorded per change)."""
@@ -147,7 +153,7 @@ class LadderSettings:
 def _base(policy: Policy, name: str) -> dict[str, Any]:
     return {"name": name, "stages": policy.stages, "collapse": policy.collapse, "spacing": policy.spacing,
             "send_at": policy.send_at, "sender": policy.sender, "reply_to": policy.reply_to,
-            "company": policy.company, "templates": policy.templates}
+            "company": policy.company, "templates": policy.templates, "group": policy.group}
 
 
 def _settings(values: dict[str, Any]) -> LadderSettings:

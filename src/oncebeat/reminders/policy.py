@@ -174,6 +174,9 @@ class Policy:
     ladders: tuple[Any, ...] = ()
     # [attachments]: the invoice PDF and a statement per stage (oncebeat.reminders.notices.attachments)
     attachments: AttachmentPolicy | None = None
+    # group (issue 24 item 1, oncebeat.reminders.notices.grouping): "customer" sends one notice per customer and
+    # business date listing every invoice due that day; "none" one email per invoice and stage
+    group: str = "none"
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -703,6 +706,19 @@ def _check_max_payment_staleness(value: Any) -> float | None:
 _CHECKS["max_notices_per_week"] = _check_max_notices_per_week
 _CHECKS["max_payment_staleness"] = _check_max_payment_staleness
 
+#: ``group``: one email per (invoice, stage) (``none``) or one notice per customer and business date (``customer``).
+GROUPS = ("none", "customer")
+
+
+def _check_group(value: Any) -> str:
+    if not isinstance(value, str) or value not in GROUPS:
+        raise _Invalid("is not a grouping", 'Write group = "customer" (one notice per customer and business date, '
+                       'listing every invoice due that day) or "none" (one email per invoice and stage).', value=value)
+    return value
+
+
+_CHECKS["group"] = _check_group
+
 
 # --------------------------------------------------------------------------- TOML layout
 
@@ -718,7 +734,7 @@ _LAYOUT: dict[str, dict[str, str]] = {
     "retention": {"older_than": "retention", "cron": "retention_cron"},
 }
 # issue 23 items 4-5 (oncebeat.reminders.capfence)
-_LAYOUT["reminders"] |= {"max_notices_per_week": "max_notices_per_week",
+_LAYOUT["reminders"] |= {"group": "group", "max_notices_per_week": "max_notices_per_week",
                          "max_payment_staleness": "max_payment_staleness"}
 
 
@@ -990,6 +1006,10 @@ send_at = {json.dumps(p.send_at)}
 # gets German words with Austrian amounts and dates). Any other customer (ja, ar,
 # pt, a missing or unknown locale) gets words, amounts and dates in this locale.
 fallback_locale = {json.dumps(p.fallback_locale)}
+# "customer": one notice per customer and business date listing every invoice due
+# that day (one email, one place under max_notices_per_week); "none": one email
+# per invoice and stage. A [[ladders]] table may set its own.
+group = {json.dumps(p.group)}
 # At most this many notices per customer in any 7 days, over all their invoices;
 # the others are deferred to the next allowed day (never lost, stage order kept).
 # max_notices_per_week = 2

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..store import Store, Tx
 
-__all__ = ["all_invoices", "all_reminders", "pending_reminders"]
+__all__ = ["all_invoices", "all_notices", "all_reminders", "pending_reminders"]
 
 
 def all_invoices(db: Store | Tx) -> list[dict[str, Any]]:
@@ -30,3 +30,10 @@ def all_reminders(db: Store | Tx) -> list[dict[str, Any]]:
 def pending_reminders(db: Store | Tx) -> list[dict[str, Any]]:
     """The reminders still ``pending``: ``id, stage, number`` (the invoice's), by id."""
     return db.read("pending_reminders")
+
+
+def all_notices(db: Store | Tx) -> list[dict[str, Any]]:
+    """Every grouped notice (``group = "customer"``, reminders 0017) once per row it lists, by notice: ``notice_id,
+    customer_id, business_date, ladder_version_id, notice_state, notice_message_id, frozen_at`` (UTC or None) and
+    the row's ``reminder_id, stage, state, message_id`` and invoice ``number`` (None for a notice listing none)."""
+    return db.read("notices_all")

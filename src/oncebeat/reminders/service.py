@@ -81,6 +81,7 @@ from .model import (
     superseded_stages,
     with_superseded,
 )
+from .notices import grouping
 from .notices.attachments import AttachmentError
 from .notices.digest import message_facts
 from .notices.sending import record_attachments, with_attachments
@@ -140,6 +141,7 @@ class ReminderService:
         self.message_domain = sender.domain or "oncebeat.invalid"
         self._send_at_policies: dict[str, Policy] = {}
         self._ladder_mail: dict[int, tuple[str, str | None, Renderer]] = {}  # versions never change: kept
+        self._ladder_group: dict[int, str] = {}  # ladder version -> its group setting (notices.grouping)
 
     def use_policy(self, policy: Policy) -> None:
         """Go on under ``policy`` (an edited file picked up by a running process): the next scan records the
@@ -368,6 +370,10 @@ class ReminderService:
         rows = self.store.read("get_reminder_for_send", id=reminder_id)
         if not rows:
             raise Discard(f"reminder {reminder_id} does not exist")
+        if rows[0]["state"] in ("pending", "deferred") and grouping.groups(self, rows[0]):  # group = "customer":
+            joined = grouping.join_notice(self, reminder_id, rows[0])  # its notice's job sends it (notices.grouping)
+            if joined is not None:
+                return joined
         try:
             state = self._send(ctx, reminder_id, rows[0])
             if rows[0]["state"] in ("pending", "deferred"):  # this send decided it (not an earlier one)
@@ -571,7 +577,8 @@ class ReminderService:
         return state
 
     def resolve_effect(self, key: str, outcome: str, *, source: Source) -> str:
-        """An operator's decision on an in-doubt effect; for ``reminder:<id>`` keys the reminder follows.
+        """An operator's decision on an in-doubt effect; for ``reminder:<id>`` keys the reminder follows, for
+        ``notice:<id>`` keys the grouped notice and every row it lists (:func:`.notices.grouping.resolve_notice`).
 
         ``done``: the email went out — the reminder becomes ``sent``. ``not_done``: it did not — the
         reminder becomes ``pending`` again and a send job is enqueued (the ledger lets that one attempt run).
@@ -581,6 +588,8 @@ class ReminderService:
             OncebeatError: the key is unknown or not in doubt.
             ValueError: ``outcome`` is neither ``done`` nor ``not_done``.
         """
+        if grouping.notice_id_of_key(key) is not None:  # a grouped notice: it and every row it lists follow
+            return grouping.resolve_notice(self, key, outcome, source=source)
         ledger = EffectLedger(self.store, clock=self.clock, source=source)
         queue = Queue(self.store, clock=self.clock, source=source)
         result = None
@@ -666,8 +675,8 @@ class ReminderService:
 
     def sent_since(self, since: datetime, *, limit: int = 200) -> list[dict[str, Any]]:
         """Reminders sent at or after ``since`` (aware), newest first, at most ``limit``: ``id, stage, sent_at``
-        (aware UTC), ``message_id``, the invoice's ``number, currency, amount_due`` (minor units) and the
-        customer's ``name, email``."""
+        (aware UTC), ``message_id``, ``notice_id`` (the grouped notice it went out in, else None), the invoice's
+        ``number, currency, amount_due`` (minor units) and the customer's ``name, email``."""
         return self.store.read("reminders_sent_since", since=since, limit=limit)
 
     def search_invoices(self, query: str, *, limit: int = 50, customers: int = 20) -> list[dict[str, Any]]:
@@ -697,7 +706,11 @@ class ReminderService:
         such invoice.
 
         A stage recorded superseded in a higher stage's row is listed as a ``skipped`` reminder of its own
-        (:func:`~oncebeat.reminders.model.with_superseded`: ``superseded_by`` = that row's id, no effect)."""
+        (:func:`~oncebeat.reminders.model.with_superseded`: ``superseded_by`` = that row's id, no effect).
+
+        ``notice``: the grouped notice a stage went out in (``group = "customer"``; its ``id, state, message_id,
+        business_date, sent_at`` and ``rows``, every row it listed: :func:`.notices.grouping.notices_of_invoice`),
+        else None; such a stage's ``effect`` is the notice's (``notice:<id>``)."""
         rows = self.store.read("invoice_by_number", number=number)
         if not rows:
             return None
@@ -710,6 +723,12 @@ class ReminderService:
             # why the business calendar moved it past its nominal date (computed, not stored: no new column)
             r["moved"] = calendar.late_reason(rows[0]["due_on"], r["stage"], r["business_date"]) \
                 if calendar is not None and r["superseded_by"] is None else None
+        notices = grouping.notices_of_invoice(self, int(rows[0]["id"]))  # group = "customer": the notice each
+        for r in reminders:  # grouped row went out in, with the other invoices it listed
+            r["notice"] = notices.get(int(r["notice_id"])) \
+                if r.get("notice_id") is not None and r["superseded_by"] is None else None
+            if r["notice"] is not None:  # its email is the notice's effect, not a reminder:<id> of its own
+                r["effect"] = ledger.get(grouping.notice_key(r["notice"]["id"]))
         return {"invoice": rows[0], "reminders": reminders}
 
     def reminders_page(self, *, number: str | None = None, email: str | None = None, state: str | None = None,

@@ -4,6 +4,8 @@
   schedule; its business date is the occurrence's local date in the
   schedule's zone (G7), never the host's date.
 - ``reminders.send`` — one job per pending reminder, created by the scan.
+- ``reminders.send_notice`` — one job per grouped notice (``group = "customer"``), enqueued by the send jobs of the
+  rows it groups (:mod:`.notices.grouping`).
 - ``reminders.sync`` — with a ``[source]`` whose ``every`` is set: reads the team's own database on that interval
   (:mod:`.syncing`). The scan reads it too, first; a source that cannot be read is logged and recorded in
   ``source_reads`` and the scan goes on with the data it has.
@@ -15,6 +17,8 @@ from ..app import App
 from ..errors import Discard
 from ..worker import JobContext
 from . import metrics as reminder_metrics
+from .notices import grouping
+from .notices.grouping import SEND_NOTICE_TASK
 from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
 from .sources.database import SourceConfig, SourceRejected, SourceUnavailable
 from .syncing import SYNC_TASK, sync_source
@@ -54,6 +58,10 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
     @app.task(SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS)
     def send(ctx: JobContext, reminder_id: int) -> None:
         service.send(ctx, reminder_id)
+
+    @app.task(SEND_NOTICE_TASK, max_attempts=SEND_MAX_ATTEMPTS)
+    def send_notice(ctx: JobContext, notice_id: int) -> None:
+        grouping.send_notice(service, ctx, notice_id)
 
     source = policy.source
     if source is not None and source.every is not None:

@@ -3,7 +3,8 @@
 Invariants (name → meaning):
 
 - ``cap-per-customer``: with ``max_notices_per_week = N``, no customer got more than N notices (reminders sent or
-  left in doubt, each on the local date it went out in the customer's business zone) in any 7 consecutive days;
+  left in doubt, each on the local date it went out in the customer's business zone; the rows one grouped notice
+  lists count once) in any 7 consecutive days;
 - ``deferred-then-sent``: a reminder the cap deferred (``capped_at`` set) went out, if it did, after it was
   deferred and not before the day its last cap sentence named ("next allowed D" / "next try D"); one still
   ``deferred`` has its (invoice, stage) row only (counted delayed by ``due-reminders-terminal``, never lost).
@@ -49,14 +50,17 @@ def check_cap(inv: Mapping[str, _Invariant], *, cap: int | None, zone_of: Callab
     one customer got in any 7 days}``."""
     days: dict[str, list[date]] = defaultdict(list)
     deferred = 0
+    counted: set[int] = set()  # grouped notices (group = "customer") already counted: one notice, many rows
     for r in reminders:
         if r.get("superseded_by") is not None or r["number"] not in invoices:
             continue
         invoice = invoices[r["number"]]
         zone = zone_of(invoice.get("customer_tz"))
         at = _went_out(r)
-        if at is not None:
+        if at is not None and (r.get("notice_id") is None or r["notice_id"] not in counted):
             days[invoice["email"]].append(at.astimezone(zone).date())
+            if r.get("notice_id") is not None:
+                counted.add(int(r["notice_id"]))
         if r.get("capped_at") is None:
             continue
         deferred += 1

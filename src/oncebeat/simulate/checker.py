@@ -42,6 +42,8 @@ Invariants (name → meaning):
   (G9), judged from the holds table, the invoices and the effect ledger (:mod:`.checkholds`);
 - ``attachments-as-frozen``: with an ``[attachments]`` policy, every delivered reminder carries the files its
   stage promises, byte for byte those frozen at its first attempt (:mod:`.checkattach`).
+- ``one-notice-per-customer-day``, ``notice-delivered-once``, ``notice-never-lists-paid``: grouped notices
+  (``group = "customer"``; :mod:`.checknotices`).
 
 A stage recorded ``held`` is final (G9): holds change whether a due stage is sent, never whether it is due, so
 the due set above is computed without them and ``held`` counts as an end.
@@ -65,23 +67,25 @@ from ..queue import all_jobs
 from ..reminders.accounting import PendingFates, duplicate_copies, pending_fates
 from ..reminders.calendar import BusinessCalendar
 from ..reminders.holds import list_holds
-from ..reminders.model import reminder_key, with_superseded
+from ..reminders.model import with_superseded
 from ..reminders.notices.attachments import AttachmentPolicy
+from ..reminders.notices.grouping import email_key
 from ..reminders.notices.sending import attachment_digests
 from ..reminders.policy import stages_due
-from ..reminders.rows import all_invoices, all_reminders
+from ..reminders.rows import all_invoices, all_notices, all_reminders
 from ..store import Store
 from .checkattach import ATTACHMENT_INVARIANTS, check_attachments
 from .checkcap import CAP_INVARIANTS, check_cap
 from .checkholds import HOLD_INVARIANTS, check_holds
 from .checkladders import LADDER_INVARIANTS, LadderTimeline, check_ladders
+from .checknotices import NOTICE_INVARIANTS, check_notices
 
 __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_db", "INVARIANTS"]
 
 INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
               "one-job-per-occurrence", "no-fire-on-start", "business-date-local", "no-send-on-non-business-day",
-              *HOLD_INVARIANTS, *CAP_INVARIANTS, *LADDER_INVARIANTS, *ATTACHMENT_INVARIANTS)
+              *HOLD_INVARIANTS, *CAP_INVARIANTS, *LADDER_INVARIANTS, *ATTACHMENT_INVARIANTS, *NOTICE_INVARIANTS)
 SCAN_TASK = "reminders.scan"
 TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
@@ -231,12 +235,14 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     check_attachments(inv["attachments-as-frozen"], maildir=maildir, policy=attachments, stages=stages,
                       recorded=attachment_digests(store) if attachments is not None else {})
 
+    grouped = check_notices(inv, notices=all_notices(store), messages=messages if maildir is not None else None,
+                            payments=payments)
     states = Counter(r["state"] for r in reminders)
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
                "messages_delivered": len(messages), "duplicates": sum(copies.values()),
                "lost": inv["due-reminders-terminal"].violations, "in_doubt": len(in_doubt),
                "holds": len(holds), "delayed": len(delayed), "cap_deferred": capped["deferred"],
-               "max_notices_in_7_days": capped["max_in_7_days"],
+               "max_notices_in_7_days": capped["max_in_7_days"], "grouped_notices": grouped["notices"],
                "delayed_outage": sum(1 for fate, _ in delayed if fate == "outage"),
                "occurrences": dict(sorted(Counter(o["outcome"] for o in occurrences).items()))}
     return CheckReport(invariants=inv, summary=summary, delayed=[text for _, text in delayed[:5]])
@@ -433,12 +439,13 @@ def _check_in_doubt(doubt: Invariant, ev: _Evidence, in_doubt_budget: int | None
     in_doubt = [r for r in ev.reminders if r["state"] == "in_doubt"]
     doubt.checked = len(in_doubt)
     for r in in_doubt:
-        e = ev.effects.get(reminder_key(r["id"]))
+        e = ev.effects.get(email_key(r))  # a grouped notice's rows share its effect
         if e is None or e["state"] != "in_doubt":
             doubt.fail(f"{r['number']} stage {r['stage']} is in_doubt but its effect is "
                        f"{e['state'] if e else 'missing'}")
-    if in_doubt_budget is not None and len(in_doubt) > in_doubt_budget:
-        doubt.fail(f"{len(in_doubt)} reminders in doubt but only {in_doubt_budget} faults could cause that")
+    emails = {email_key(r) for r in in_doubt}  # one fault puts one email in doubt, however many rows it lists
+    if in_doubt_budget is not None and len(emails) > in_doubt_budget:
+        doubt.fail(f"{len(emails)} emails in doubt but only {in_doubt_budget} faults could cause that")
     return in_doubt
 
 

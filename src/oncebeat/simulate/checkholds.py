@@ -25,7 +25,7 @@ from datetime import date, datetime
 from typing import Any, Protocol
 
 from ..reminders.holds import Hold
-from ..reminders.model import reminder_key
+from ..reminders.notices.grouping import email_key
 
 __all__ = ["HOLD_INVARIANTS", "check_holds"]
 
@@ -81,7 +81,7 @@ def _held(held: _Invariant, r: dict[str, Any], on: list[Hold]) -> None:
 
 def _not_held(sent: _Invariant, r: dict[str, Any], on: list[Hold], effects: dict[str, dict[str, Any]]) -> None:
     sent.checked += 1
-    effect = effects.get(reminder_key(r["id"]))
+    effect = effects.get(email_key(r))  # a grouped notice's rows: its effect
     claimed: datetime | None = effect["started_at"] if effect is not None else r.get("sent_at")
     if claimed is None:
         return

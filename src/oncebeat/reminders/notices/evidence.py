@@ -48,6 +48,7 @@ from ..holds import holds_of_invoice
 from ..model import reminder_key
 from ..render import format_money
 from .digest import message_facts
+from .grouping import notice_key
 
 if TYPE_CHECKING:
     from ..service import ReminderService
@@ -199,6 +200,17 @@ def _message(effect: Mapping[str, Any] | None, include_message: bool) -> dict[st
     return None
 
 
+def _notice(notice: Mapping[str, Any] | None, zones: Zones) -> dict[str, Any] | None:
+    """The grouped notice a stage went out in (``group = "customer"``): its id, state, Message-ID, business date,
+    send time and every (invoice, stage) it listed; None for a stage sent on its own."""
+    if not notice:
+        return None
+    return {"id": notice["id"], "state": notice.get("state"), "message_id": notice.get("message_id"),
+            "business_date": _text(notice.get("business_date")), "sent": zones.instant(notice.get("sent_at")),
+            "listed": [{"invoice": r["number"], "stage": r["stage"], "state": r["state"]}
+                       for r in notice.get("rows", [])]}
+
+
 def _header(message: Mapping[str, Any] | None, name: str) -> str | None:
     for header_name, value in (message or {}).get("headers") or []:
         if str(header_name).lower() == name.lower():
@@ -260,6 +272,7 @@ def stage_record(row: Mapping[str, Any], *, effect: Mapping[str, Any] | None, ho
         "smtp_reply": reply,
         "message": message,
         "hold": _hold(hold, zones),
+        "notice": _notice(row.get("notice"), zones),
         "in_doubt": None if doubt is None else doubt | {"resolution": resolution},
         "provenance": {
             "reminder_id": row.get("id") if row.get("superseded_by") is None else None,
@@ -313,7 +326,8 @@ def build_evidence(service: ReminderService, number: str, *, database: str, incl
         if occ_id is not None and occ_id not in occurrences:
             occurrences[occ_id] = get_occurrence(store, occ_id)
         real = r.get("superseded_by") is None
-        key = reminder_key(r["id"])
+        # a grouped stage's email is its notice's effect (group = "customer")
+        key = notice_key(r["notice"]["id"]) if r.get("notice") else reminder_key(r["id"])
         jobs = store.read("evidence_send_jobs", occurrence_id=occ_id, key=key) if real and occ_id is not None else []
         events = list(reversed(audit.events_of(store, f"effect:{key}"))) if real else []
         stages.append(stage_record(r, effect=r.get("effect"), hold=holds.get(r.get("hold_id")),
@@ -370,6 +384,10 @@ def summary_lines(record: EvidenceRecord) -> list[str]:
                          f"{when['utc']}")
         if s["message_id"]:
             lines.append(f"  Message-ID {s['message_id']}")
+        if s.get("notice"):
+            listed = ", ".join(f"{x['invoice']} stage {x['stage']}" for x in s["notice"]["listed"])
+            lines.append(f"  in grouped notice {s['notice']['id']} ({s['notice']['state']}), one email listing "
+                         f"{listed}")
         if s["smtp_reply"] and s["state"] != "failed":
             lines.append(f"  server's reply: {s['smtp_reply']}")
         if s["message"]:

@@ -7,16 +7,22 @@
 -- The customer of invoice :invoice_id (the lock itself is PostgreSQL's override).
 SELECT customer_id FROM invoices WHERE id = :invoice_id;
 
+-- name: cap_lock_customer_id
+-- As cap_lock_customer, for a grouped notice (which names its customer).
+SELECT id AS customer_id FROM customers WHERE id = :customer_id;
+
 -- name: cap_reminder
 SELECT id, state, cap_day, capped_at FROM reminders WHERE id = :id;
 
 -- name: cap_counted
 -- The notices that count against customer :customer_id's cap since day :since (instant :since_at, the start of
 -- that day in its zone): places claimed on or after :since by reminders sent, in doubt or being sent, and
--- (claimed by none: sent before the cap was set) reminders sent or in doubt since :since_at.
-SELECT r.id, r.cap_day, COALESCE(r.sent_at, r.updated_at) AS at
+-- (claimed by none: sent before the cap was set) reminders sent or in doubt since :since_at. The rows one grouped
+-- notice lists (notice_id, reminders 0017) count once: the caller counts distinct notices.
+SELECT r.id, r.cap_day, COALESCE(r.sent_at, r.updated_at) AS at, r.notice_id
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE i.customer_id = :customer_id AND r.id <> :id
+  AND (r.notice_id IS NULL OR r.notice_id <> :notice_id)
   AND ((r.cap_day IS NOT NULL AND r.cap_day >= :since AND r.state IN ('pending', 'sent', 'in_doubt'))
        OR (r.cap_day IS NULL AND r.state IN ('sent', 'in_doubt') AND COALESCE(r.sent_at, r.updated_at) >= :since_at));
 

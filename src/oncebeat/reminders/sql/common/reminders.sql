@@ -165,7 +165,7 @@ FROM customers c WHERE EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = c.
 -- customer :email (lower-cased) and in state :state. Each filter reads an index (invoices.number, customers.email,
 -- reminders (invoice_id, stage)); without one the primary key is walked in order.
 SELECT r.id, r.stage, r.state, r.reason, r.business_date, r.message_id, r.created_at, r.updated_at, r.sent_at,
-       r.deferred_since, r.superseded_stages, r.occurrence_id, i.number, c.email
+       r.deferred_since, r.superseded_stages, r.occurrence_id, r.notice_id, i.number, c.email
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 WHERE r.id > :after_id
   AND (CAST(:number AS text) IS NULL OR i.number = :number)
@@ -194,8 +194,8 @@ SELECT id, name FROM customers WHERE id > :after_id ORDER BY id LIMIT :limit;
 
 -- name: reminders_sent_since
 -- The reminders sent at or after :since (UTC), newest first, at most :limit (the Reminders page's "sent today").
--- Reads reminders_sent_at (reminders migration 0016).
-SELECT r.id, r.stage, r.sent_at, r.message_id, i.number, i.currency, i.amount_due, c.name, c.email
+-- Reads reminders_sent_at (reminders migration 0016). notice_id: the grouped notice it went out in (0017), or NULL.
+SELECT r.id, r.stage, r.sent_at, r.message_id, r.notice_id, i.number, i.currency, i.amount_due, c.name, c.email
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 WHERE r.state = 'sent' AND r.sent_at >= :since
 ORDER BY r.sent_at DESC, r.id DESC LIMIT :limit;

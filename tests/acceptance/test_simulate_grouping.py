@@ -1,0 +1,60 @@
+"""The simulator with one notice per customer (issue 24 item 1): ``group = "customer"``, crashes, lost replies,
+payment races and holds, with and without the cap — 0 duplicates, 0 lost, notices that group several invoices,
+and the checker's notice rules can fail."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from oncebeat.reminders.policy import Policy
+from oncebeat.simulate import SimConfig, parse_faults, simulate
+from oncebeat.simulate.checknotices import check_notices
+
+FAULTS = "worker-crash=0.02,smtp-transient=0.05,payment-race,holds=0.2,leftover-trigger,late-import=0.5"
+
+
+def test_two_simulated_months_of_grouped_notices_lose_nothing_and_send_nothing_twice(tmp_path: Path,
+                                                                                       db_url: str) -> None:
+    policy = Policy(stages=(1, 7, 14, 30), group="customer", max_notices_per_week=2)
+    report = simulate(SimConfig(days=60, start=date(2026, 1, 5), seed=11, faults=parse_faults(FAULTS),
+                                db_url=db_url, workdir=tmp_path / "sim", settle_days=30, invoices=150,
+                                policy=policy))
+    assert report.passed, report.to_text()
+    s = report.check.summary
+    assert (s["duplicates"], s["lost"]) == (0, 0)
+    inv = report.check.invariants
+    for name in ("one-notice-per-customer-day", "notice-delivered-once", "notice-never-lists-paid",
+                 "cap-per-customer"):
+        assert inv[name].checked > 0 and inv[name].violations == 0, (name, report.to_text())
+    assert s["grouped_notices"] > 0
+    sent = s["reminders"].get("sent", 0)
+    assert s["messages_delivered"] < sent, s  # some notices carried several invoices: fewer emails than rows
+
+
+class _Inv:
+    def __init__(self) -> None:
+        self.checked = 0
+        self.examples: list[str] = []
+
+    def fail(self, example: str) -> None:
+        self.examples.append(example)
+
+
+def test_the_notice_rules_fail_on_a_stale_listing_a_duplicate_notice_and_a_sent_row_of_an_unsent_notice() -> None:
+    from datetime import UTC, datetime
+
+    frozen = datetime(2026, 3, 2, 14, tzinfo=UTC)
+    row = {"customer_id": 1, "business_date": date(2026, 3, 2), "ladder_version_id": 1, "frozen_at": frozen,
+           "notice_message_id": "<n1@x>", "stage": 1, "message_id": "<n1@x>"}
+    notices = [row | {"notice_id": 1, "notice_state": "sent", "reminder_id": 10, "state": "sent", "number": "A"},
+               row | {"notice_id": 2, "notice_state": "in_doubt", "reminder_id": 11, "state": "sent", "number": "B",
+                      "notice_message_id": "<n2@x>"}]
+    inv = {name: _Inv() for name in ("one-notice-per-customer-day", "notice-delivered-once",
+                                     "notice-never-lists-paid")}
+    check_notices(inv, notices=notices, messages=[],  # type: ignore[arg-type]
+                  payments={"A": (frozen.replace(hour=10), frozen.replace(hour=11))})
+    assert inv["one-notice-per-customer-day"].examples  # two notices for customer 1 on 2026-03-02
+    assert any("B stage 1 is sent but its notice is in_doubt" in e for e in inv["notice-delivered-once"].examples)
+    assert any("delivered 0 times" in e for e in inv["notice-delivered-once"].examples)
+    assert any("A stage 1 is listed, but the invoice was paid" in e for e in inv["notice-never-lists-paid"].examples)
