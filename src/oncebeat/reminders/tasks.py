@@ -4,6 +4,8 @@
   schedule; its business date is the occurrence's local date in the
   schedule's zone (G7), never the host's date.
 - ``reminders.send`` — one job per pending reminder, created by the scan.
+- ``reminders.notify_final`` — the internal notice of a sent final stage (``[reminders] notify_final``,
+  :mod:`.notices.notify`), enqueued in the transaction that records that stage sent.
 - ``reminders.sync`` — with a ``[source]`` whose ``every`` is set: reads the team's own database on that interval
   (:mod:`.syncing`). The scan reads it too, first; a source that cannot be read is logged and recorded in
   ``source_reads`` and the scan goes on with the data it has.
@@ -15,6 +17,7 @@ from ..app import App
 from ..errors import Discard
 from ..worker import JobContext
 from . import metrics as reminder_metrics
+from .notices.notify import NOTIFY_MAX_ATTEMPTS, NOTIFY_TASK, send_notification
 from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
 from .sources.database import SourceConfig, SourceRejected, SourceUnavailable
 from .syncing import SYNC_TASK, sync_source
@@ -54,6 +57,11 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
     @app.task(SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS)
     def send(ctx: JobContext, reminder_id: int) -> None:
         service.send(ctx, reminder_id)
+
+    @app.task(NOTIFY_TASK, max_attempts=NOTIFY_MAX_ATTEMPTS)
+    def notify_final(ctx: JobContext, reminder_id: int, to: str) -> None:  # [reminders] notify_final
+        send_notification(ctx, store=service.store, mailer=service.mailer, sender=service.policy.sender,
+                          message_domain=service.message_domain, reminder_id=reminder_id, to=to)
 
     source = policy.source
     if source is not None and source.every is not None:
