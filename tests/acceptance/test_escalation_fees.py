@@ -320,3 +320,38 @@ def test_the_internal_notice_of_a_final_stage_goes_out_once_naming_customer_invo
     assert note["X-Oncebeat-Notice"] == final["message_id"]
     row = EffectLedger(store, clock=sim_clock, source=current_source("cli")).get(notify_key(final["invoice_id"], 30))
     assert row is not None and row["state"] == "done"
+
+
+def test_report_fees_is_the_export_a_team_posts_to_its_ledger_as_csv_json_and_text(
+        store: Store, db_url: str, sim_clock: SimulatedClock, sink: MailSink, tmp_path: Path) -> None:
+    from test_cli import oncebeat  # noqa: PLC0415  (a real subprocess, as a user runs it)
+
+    book = Book(store, sim_clock, escalating(collapse="highest"), sink)
+    today = sim_clock.now().date()
+    book.add("INV-1", today - timedelta(days=40), 123_456)
+    book.add("INV-2", today - timedelta(days=8), 5_000, currency="JPY")  # fixed 2500 yen: minor units of JPY
+    book.add("INV-3", today - timedelta(days=8), 99_00)
+    try:
+        book.next_scan()
+    finally:
+        book.close()
+    common = ("--db", db_url, "--from", "2026-03", "--to", "2026-03", "--as-of", "2026-03-31")
+    out = oncebeat("report", "fees", "--csv", *common, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    import csv  # noqa: PLC0415
+    import io  # noqa: PLC0415
+
+    rows = {r["invoice"]: r for r in csv.DictReader(io.StringIO(out.stdout))}
+    assert {n: (r["stage"], r["currency"], r["amount"], r["basis"]) for n, r in rows.items()} == {
+        "INV-1": ("30", "EUR", "18.52", "percent"), "INV-2": ("7", "JPY", "2500", "fixed"),
+        "INV-3": ("7", "EUR", "25.00", "fixed")}
+    assert rows["INV-1"]["notice"].startswith("<reminder-inv-1-30.") and rows["INV-1"]["email"] == "inv-1@example.com"
+    data = __import__("json").loads(oncebeat("report", "fees", "--json", *common, cwd=tmp_path).stdout)
+    [table] = data["reports"]
+    assert sorted((r["invoice"], r["amount"]) for r in table["rows"]) == [("INV-1", 1852), ("INV-2", 2500),
+                                                                           ("INV-3", 2500)]
+    assert "EUR: 2 fee(s), 4352 minor units in total." in table["notes"]
+    text = oncebeat("report", "fees", *common, cwd=tmp_path)
+    assert text.returncode == 0 and "Late fees recorded" in text.stdout and "¥2,500" in text.stdout, text.stdout
+    empty = oncebeat("report", "fees", "--db", db_url, "--from", "2025-01", "--to", "2025-02", cwd=tmp_path)
+    assert empty.returncode == 0 and "(no data in this period)" in empty.stdout
