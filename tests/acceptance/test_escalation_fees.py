@@ -230,6 +230,17 @@ def test_cc_is_a_header_bcc_only_an_envelope_recipient_and_the_fee_is_shown_and_
     assert "25,00" in three.get_body(("plain",)).get_content().replace("\u00a0", " ")  # type: ignore[union-attr]
     assert one["X-Oncebeat-Fee"] == "1852 EUR percent 1.5 % (cap 5000)"
     assert "Late fee" not in four.get_body(("plain",)).get_content()  # type: ignore[union-attr]
+    # The proof of notice names the fee with its stage, and the sent headers (Cc, the fee) it carried.
+    from oncebeat.reminders.notices.evidence import build_evidence, summary_lines  # noqa: PLC0415
+
+    record = build_evidence(book.service, "INV-1", database="test")
+    [stage] = [s for s in record.data["stages"] if s["stage"] == 30]
+    assert stage["fee"]["amount_minor"] == 1852 and stage["fee"]["basis"] == "percent"
+    assert stage["fee"]["amount"] == "€18.52" and stage["fee"]["rule"] == "1.5 % (cap 5000)"
+    headers = dict((k, v) for k, v in stage["message"]["headers"])
+    assert headers["Cc"] == OWNER and "Bcc" not in headers and headers["X-Oncebeat-Fee"].startswith("1852 EUR")
+    assert any("late fee €18.52" in line for line in summary_lines(record))
+    assert build_evidence(book.service, "INV-4", database="test").data["stages"][0]["fee"] is None
 
 
 def test_a_retry_a_second_send_job_a_rerun_and_retry_failed_never_add_a_second_fee(
