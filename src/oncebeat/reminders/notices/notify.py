@@ -103,7 +103,8 @@ def send_notification(ctx: JobContext, *, store: Store, mailer: Mailer | None, s
         sender=sender, to=parse_address(to, field="notify_final", deliverable=True),
         subject=f"Final reminder sent: invoice {r['number']} ({r['name']})", text=_body(r, fees), html=None,
         message_id=make_message_id(key, message_domain), date=ctx.clock.now(),
-        headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Notice": str(r["message_id"] or "")})
+        headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Final-Stage": str(r["stage"]),
+                 "X-Oncebeat-Notice": str(r["message_id"] or "")})
 
     def deliver(attempt: EffectAttempt) -> dict[str, Any]:
         assert attempt.frozen is not None
