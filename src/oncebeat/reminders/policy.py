@@ -1089,6 +1089,15 @@ outage_retry = {json.dumps(format_duration(p.outage_retry))}
 # statement = "final"
 # max_attachment_bytes = 10485760
 
+# [stage.30]
+# Escalation per stage (README, "Escalation and fees, once"): CC in the Cc header,
+# BCC as envelope recipients only, and a late fee in minor units of the invoice's
+# currency, recorded once per invoice and stage. [reminders] notify_final =
+# "collections@example.com" emails your team when a final stage went out.
+# cc = ["Account Owner <owner@example.com>"]
+# bcc = ["collections@example.com"]
+# fee = {{ percent = 1.5, cap = 5000 }}   # or fee = {{ fixed = 2500 }}
+
 # [retention]
 # Prune the engine's history (finished jobs, old occurrences, effects, audit
 # events) once a day, keeping what the guarantees need (README, "Retention").
