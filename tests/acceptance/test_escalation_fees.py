@@ -134,6 +134,27 @@ def test_a_ladder_without_escalation_keeps_its_content_hash() -> None:
     assert "escalation" not in plain.to_json(), "versions recorded before escalation existed stay current"
 
 
+@pytest.mark.parametrize("hostile", ["Eve\r\nBcc: spy@evil.example <eve@example.com>",
+                                     "Eve\nX-Evil: 1 <eve@example.com>",
+                                     "=?utf-8?q?Eve=0D=0ABcc:_x?= <eve@example.com>",
+                                     "Eve\u2028To: spy@evil.example <eve@example.com>"])
+def test_no_header_can_be_injected_through_a_cc_or_bcc_mailbox_as_a_mail_client_reads_it(hostile: str) -> None:
+    from oncebeat.mail import build_message_envelope, make_message_id  # noqa: PLC0415
+
+    data, envelope = build_message_envelope(
+        sender="Billing <billing@example.com>", to="Zoë <zoe@example.com>", subject="Invoice INV-1 is overdue",
+        text="Hello", html="<p>Hello</p>", message_id=make_message_id("reminder:INV-1:30", "example.com"),
+        cc=[hostile], bcc=[hostile.replace("eve@", "hidden@")])
+    msg = parsed(data)
+    assert [a.addr_spec for a in msg["Cc"].addresses] == ["eve@example.com"]
+    assert msg["Bcc"] is None and msg["X-Evil"] is None and [a.addr_spec for a in msg["To"].addresses] == [
+        "zoe@example.com"]
+    assert b"hidden@" not in data  # the BCC mailbox is in no header and no body
+    assert set(msg.keys()) == {"From", "To", "Cc", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type"}
+    assert envelope.recipients == ("zoe@example.com", "eve@example.com", "hidden@example.com")
+    assert msg.get_content_type() == "multipart/alternative"
+
+
 # --------------------------------------------------------------------------- sending, both backends
 
 OWNER, COLLECTIONS, TEAM = "owner@example.com", "collections@example.com", "team@example.com"
@@ -272,6 +293,26 @@ def test_a_retry_a_second_send_job_a_rerun_and_retry_failed_never_add_a_second_f
     assert book.fees() == [("INV-1", 30, 3000, "EUR", "percent")]
     [msg] = [m for m in delivered(tmp_path / "maildir") if m["X-Oncebeat-Invoice"] == "INV-1"]
     assert msg["X-Oncebeat-Fee"].startswith("3000 EUR percent")
+
+
+def test_a_failed_stage_retried_by_the_operator_records_its_fee_once(
+        store: Store, sim_clock: SimulatedClock, sink: MailSink, tmp_path: Path) -> None:
+    book = Book(store, sim_clock, escalating(collapse="highest"), sink)
+    today = sim_clock.now().date()
+    book.add("INV-1", today - timedelta(days=8), 10_000)  # stage 7: fixed 2500
+    sink.faults.fail_next(1, code=550, text="5.1.1 mailbox unavailable")  # refused for good: failed, no fee
+    try:
+        book.next_scan()
+        assert [r["state"] for r in store.read("list_reminders")] == ["failed"] and book.fees() == []
+        assert len(book.service.retry_failed(source=current_source("cli"))) == 1
+        book.drain()
+        assert book.service.retry_failed(source=current_source("cli")) == []  # sent: never put back
+        book.drain()
+        book.next_scan()
+    finally:
+        book.close()
+    assert [r["state"] for r in store.read("list_reminders")] == ["sent"]
+    assert book.fees() == [("INV-1", 7, 2500, "EUR", "fixed")]
 
 
 def test_an_in_doubt_notice_resolved_done_or_resent_records_its_fee_once(

@@ -589,9 +589,10 @@ class ReminderService:
                        sent_at=sent_at, now=self.clock.now(), from_state=from_state)
         if moved and state == "sent" and sent_row is not None:  # G9: the fee with the stage's final record
             stages, _ = self._escalations_of(sent_row.get("ladder_version_id"))
+            notify = self.policy.notify_final
             after_sent(tx, r=sent_row, escalation=self._escalation_and_fee(sent_row)[0], facts=facts,
-                       final_stage=stages[-1], notify_to=self.policy.notify_final, now=self.clock.now(),
-                       queue=Queue(self.store, clock=self.clock, source=current_source("worker")))
+                       final_stage=stages[-1], notify_to=notify, now=self.clock.now(),
+                       queue=Queue(self.store, clock=self.clock, source=current_source("worker")) if notify else None)
         return state
 
     def _escalations_of(self, version_id: int | None) -> tuple[tuple[int, ...], tuple[StageEscalation, ...]]:

@@ -46,18 +46,19 @@ def notify_key(invoice_id: int, stage: int) -> str:
 
 
 def after_sent(tx: Tx, *, r: Mapping[str, Any], escalation: StageEscalation | None, facts: Mapping[str, Any] | None,
-               final_stage: int, notify_to: str | None, queue: Queue, now: datetime) -> Fee | None:
+               final_stage: int, notify_to: str | None, queue: Queue | None, now: datetime) -> Fee | None:
     """Record reminder row ``r``'s fee and enqueue the final stage's internal notice, in ``tx`` (see the module).
 
     ``r``: the reminder as ``get_reminder_for_send`` reads it. ``facts``: the sent message's
-    :func:`~.digest.message_facts` (None when no copy is left). Returns the fee recorded now, else None.
+    :func:`~.digest.message_facts` (None when no copy is left). ``queue``: enqueues the internal notice (needed
+    with ``notify_to``). Returns the fee recorded now, else None.
     """
     if facts is not None:
         fee = fee_of_facts(facts)  # what the notice told the customer
     else:
         fee = fee_for(escalation.fee if escalation else None, amount_due=int(r["amount_due"]), currency=r["currency"])
     recorded = fee if fee is not None and record_fee(tx, reminder_id=int(r["id"]), fee=fee, now=now) else None
-    if notify_to and int(r["stage"]) == final_stage:
+    if notify_to and queue is not None and int(r["stage"]) == final_stage:
         queue.enqueue(NOTIFY_TASK, {"reminder_id": int(r["id"]), "to": notify_to}, tx=tx,
                       max_attempts=NOTIFY_MAX_ATTEMPTS, unique_key=f"notify:{int(r['id'])}")
     return recorded
