@@ -293,6 +293,9 @@ def test_a_retry_a_second_send_job_a_rerun_and_retry_failed_never_add_a_second_f
     assert book.fees() == [("INV-1", 30, 3000, "EUR", "percent")]
     [msg] = [m for m in delivered(tmp_path / "maildir") if m["X-Oncebeat-Invoice"] == "INV-1"]
     assert msg["X-Oncebeat-Fee"].startswith("3000 EUR percent")
+    [stored] = read_maildir(tmp_path / "maildir")  # the retry sent the first attempt's bytes: BCC still on
+    assert set(stored.envelope_to) == {"inv-1@example.com", OWNER, COLLECTIONS} and "Bcc" not in stored.headers
+    assert msg["Date"] != "" and stored.headers["Date"] == msg["Date"]
 
 
 def test_a_failed_stage_retried_by_the_operator_records_its_fee_once(
