@@ -476,7 +476,7 @@ class ReminderService:
 
         def mark_sent(tx: Tx, result: Any) -> None:  # commits with the effect's done: one transaction per email
             self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now(), tx=tx,
-                         sent_row=r, facts=result.get("message_facts"))
+                         sent_row=r, facts=result.get("message_facts"), source=ctx.source)
             recorded.append(True)
 
         try:
@@ -501,7 +501,7 @@ class ReminderService:
             return "sent"
         # Done by an earlier attempt or by a reconcile: its own transaction records the reminder (if still pending).
         return self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now(), sent_row=r,
-                            facts=done.get("message_facts") if isinstance(done, dict) else None)
+                            facts=done.get("message_facts") if isinstance(done, dict) else None, source=ctx.source)
 
     def _window_wait(self, r: dict[str, Any]) -> float:
         """Seconds until reminder row ``r`` may leave under ``[calendar] send_window`` (0: now): read in the
@@ -574,17 +574,19 @@ class ReminderService:
 
     def _finish(self, reminder_id: int, state: str, reason: str | None, *, message_id: str | None = None,
                 sent_at: datetime | None = None, tx: Tx | None = None, from_state: str = "pending",
-                sent_row: dict[str, Any] | None = None, facts: dict[str, Any] | None = None) -> str:
+                sent_row: dict[str, Any] | None = None, facts: dict[str, Any] | None = None,
+                source: Source | None = None) -> str:
         """Move reminder ``reminder_id`` from ``from_state`` to ``state`` (in ``tx``, else its own transaction).
 
         Moved to ``sent``, with ``sent_row`` (its ``get_reminder_for_send`` row) given: its late fee and the final
         stage's internal notice are recorded in the same transaction (:func:`.notices.notify.after_sent`);
-        ``facts``: the sent message's facts (the fee it showed), None when no copy of it is left.
+        ``facts``: the sent message's facts (the fee it showed), None when no copy of it is left; ``source``: who
+        caused it (the internal notice's job records it, G8).
         """
         if tx is None:
             with self.store.transaction() as own:
                 return self._finish(reminder_id, state, reason, message_id=message_id, sent_at=sent_at, tx=own,
-                                    from_state=from_state, sent_row=sent_row, facts=facts)
+                                    from_state=from_state, sent_row=sent_row, facts=facts, source=source)
         moved = tx.run("finish_reminder", id=reminder_id, state=state, reason=reason, message_id=message_id,
                        sent_at=sent_at, now=self.clock.now(), from_state=from_state)
         if moved and state == "sent" and sent_row is not None:  # G9: the fee with the stage's final record
@@ -592,7 +594,8 @@ class ReminderService:
             notify = self.policy.notify_final
             after_sent(tx, r=sent_row, escalation=self._escalation_and_fee(sent_row)[0], facts=facts,
                        final_stage=stages[-1], notify_to=notify, now=self.clock.now(),
-                       queue=Queue(self.store, clock=self.clock, source=current_source("worker")) if notify else None)
+                       queue=Queue(self.store, clock=self.clock, source=source or current_source("worker"))
+                       if notify else None)
         return state
 
     def _escalations_of(self, version_id: int | None) -> tuple[tuple[int, ...], tuple[StageEscalation, ...]]:
@@ -647,7 +650,7 @@ class ReminderService:
                 message_id = make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)
                 self._finish(reminder_id, "sent", "resolved by operator: it was delivered", message_id=message_id,
                              sent_at=self.clock.now(), tx=tx, from_state="in_doubt", sent_row=r,
-                             facts=result["message_facts"] if result else None)
+                             facts=result["message_facts"] if result else None, source=source)
                 return f"{key}: resolved done; reminder {reminder_id} ({r['number']} stage {r['stage']}) is sent"
             self._finish(reminder_id, "pending", "resolved by operator: not delivered; sending again", tx=tx,
                          from_state="in_doubt")
