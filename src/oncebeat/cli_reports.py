@@ -1,8 +1,9 @@
 """``oncebeat report [KIND]``: the collection reports (docs/reports.md) as text, CSV or JSON.
 
 Entry point only: parse, call :func:`oncebeat.reminders.reports.build`, print. ``KIND`` is one of ``dso``, ``cei``,
-``stages``, ``aging``, ``promises``, ``disputes``, ``holds`` (promises and disputes) or ``all`` (the default: every
-table, for a monthly review); ``--kind`` is the same as the argument, for scripts that prefer options.
+``stages``, ``aging``, ``promises``, ``disputes``, ``holds`` (promises and disputes), ``fees`` (late fees, the export
+a team posts to its ledger) or ``all`` (the default: every collection table, for a monthly review); ``--kind`` is
+the same as the argument, for scripts that prefer options.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import click
 Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
 #: Every kind ``report`` accepts; ``all`` prints each table of the others once (holds = promises + disputes).
-CHOICES = ("all", "dso", "cei", "stages", "aging", "promises", "disputes", "holds")
+CHOICES = ("all", "dso", "cei", "stages", "aging", "promises", "disputes", "holds", "fees")
 
 
 def register(group: click.Group, cli_module: ModuleType) -> None:
@@ -48,7 +49,8 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
                        currency: str | None, as_of: str | None, locale: str, as_csv: bool, as_json: bool,
                        database_url: str | None, config: Path | None) -> None:
         """Collection reports per currency and month: DSO (countback), CEI, stage effectiveness (paid within
-        3/7/14 days after each stage vs. invoices not yet reminded), aging, promises (kept/broken) and disputes.
+        3/7/14 days after each stage vs. invoices not yet reminded), aging, promises (kept/broken) and disputes;
+        `report fees`: each late fee recorded (one per invoice and stage), `--csv` to post them to your ledger.
 
         A figure the data cannot give (a month not over, before the first invoice, a payment without a date) is
         shown n/a with the reason, never guessed. Formulas: docs/reports.md."""

@@ -175,7 +175,7 @@ def test_an_unknown_section_is_named_with_the_allowed_sections():
     msg = error_of({"schedul": {}})
     assert "[schedul] is not a known section. Did you mean [schedule]?" in msg
     assert ("Allowed sections: [schedule], [reminders], [sender], [delivery], [retention], [source], [calendar], "
-            "[attachments]." in msg)
+            "[attachments], [stage]." in msg)
 
 
 def test_a_key_outside_its_section_says_where_it_belongs():

@@ -26,6 +26,7 @@ from .message import (
     make_message_id,
     parse_address,
     sanitize_header_text,
+    with_recipients,
 )
 from .sink import (
     MailSink,
@@ -36,7 +37,7 @@ from .sink import (
     read_maildir,
     serve_forever,
 )
-from .smtp import DEFAULT_TIMEOUT, Mailer, SmtpUrl, message_bytes, parse_smtp_url, redact_url
+from .smtp import DEFAULT_TIMEOUT, Mailer, SmtpUrl, envelope_of_bytes, message_bytes, parse_smtp_url, redact_url
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -53,6 +54,7 @@ __all__ = [
     "build_message_bytes",
     "build_message_envelope",
     "count_by_header",
+    "envelope_of_bytes",
     "idna_domain",
     "make_message_id",
     "message_bytes",
@@ -61,5 +63,6 @@ __all__ = [
     "read_maildir",
     "redact_url",
     "sanitize_header_text",
+    "with_recipients",
     "serve_forever",
 ]

@@ -325,6 +325,7 @@ class _Prepared:
     sender: Address
     to: Address
     reply_to: Address | None
+    cc: tuple[Address, ...]
     subject: str
     date: str
     message_id: str
@@ -372,9 +373,11 @@ def envelope_of(sender: Address, recipients: Sequence[Address]) -> Envelope:
 
 
 def _prepare(*, sender: str | Address, to: str | Address, subject: str, message_id: str,
-             reply_to: str | Address | None, headers: Mapping[str, str] | None, date: datetime | None) -> _Prepared:
+             reply_to: str | Address | None, headers: Mapping[str, str] | None, date: datetime | None,
+             cc: Sequence[str | Address] = ()) -> _Prepared:
     from_addr = parse_address(sender, field="sender")
     to_addr = parse_address(to, field="to", deliverable=True)
+    cc_addrs = tuple(parse_address(a, field=f"cc[{n}]", deliverable=True) for n, a in enumerate(cc))
     when = require_aware(date, "date") if date is not None else SystemClock().now()
     extra: list[tuple[str, str]] = []
     for name, value in (headers or {}).items():
@@ -383,7 +386,7 @@ def _prepare(*, sender: str | Address, to: str | Address, subject: str, message_
         if name.lower() in RESERVED_HEADERS:
             raise ValueError(f"headers: {name!r} is set by build_message and cannot be overridden")
         extra.append((name, sanitize_header_text(str(value))))
-    return _Prepared(sender=from_addr, to=to_addr,
+    return _Prepared(sender=from_addr, to=to_addr, cc=cc_addrs,
                      reply_to=parse_address(reply_to, field="reply_to") if reply_to is not None else None,
                      subject=sanitize_header_text(subject), date=email.utils.format_datetime(when),
                      message_id=_check_message_id(message_id), extra=extra)
@@ -400,6 +403,7 @@ def build_message(
     reply_to: str | Address | None = None,
     headers: Mapping[str, str] | None = None,
     date: datetime | None = None,
+    cc: Sequence[str | Address] = (),
 ) -> EmailMessage:
     """Build a reminder email: ``text/plain``, or text + HTML as ``multipart/alternative``.
 
@@ -418,6 +422,7 @@ def build_message(
             :data:`RESERVED_HEADERS`; values are sanitised like the subject.
         date: The ``Date`` header, timezone-aware; defaults to now (UTC) from
             :class:`oncebeat.timebase.SystemClock`.
+        cc: ``Cc`` mailboxes (each must pass :func:`address_problem`), in order; none: no ``Cc`` header.
 
     Returns:
         EmailMessage: A message with ``policy=email.policy.SMTP`` (CRLF).
@@ -430,10 +435,12 @@ def build_message(
             invalid or reserved, or ``date`` is naive.
     """
     p = _prepare(sender=sender, to=to, subject=subject, message_id=message_id, reply_to=reply_to, headers=headers,
-                 date=date)
+                 date=date, cc=cc)
     msg = EmailMessage(policy=email.policy.SMTP)
     msg["From"] = p.sender
     msg["To"] = p.to
+    if p.cc:
+        msg["Cc"] = p.cc
     if p.reply_to is not None:
         msg["Reply-To"] = p.reply_to
     msg["Subject"] = p.subject
@@ -500,12 +507,19 @@ def build_message_envelope(
     reply_to: str | Address | None = None,
     headers: Mapping[str, str] | None = None,
     date: datetime | None = None,
+    cc: Sequence[str | Address] = (),
+    bcc: Sequence[str | Address] = (),
 ) -> tuple[bytes, Envelope]:
     """:func:`build_message_bytes` and the SMTP envelope of those bytes, from the same parsed addresses.
 
     The envelope is what :meth:`~oncebeat.mail.Mailer.send` would read back from the bytes' ``From`` and
     ``To`` (sender = ``From``, recipients = ``(To,)``, domains in IDNA form), without parsing them again:
     pass both to ``Mailer.send(data, envelope=envelope)``.
+
+    ``cc``: mailboxes shown in a ``Cc`` header and added to the recipients. ``bcc``: mailboxes added to the
+    envelope's recipients only, never written into the bytes (each checked like ``to``); a copy of those bytes
+    read back therefore has no trace of them, and the frozen bytes' own envelope (:func:`~oncebeat.mail.smtp.
+    envelope_of_bytes`) lacks them: a caller resending frozen bytes adds them again (:func:`with_recipients`).
 
     Returns:
         (bytes, Envelope): e.g. ``(b"From: Billing <billing@example.com>\r\n…",
@@ -515,22 +529,41 @@ def build_message_envelope(
         ValueError: as :func:`build_message`.
     """
     p = _prepare(sender=sender, to=to, subject=subject, message_id=message_id, reply_to=reply_to, headers=headers,
-                 date=date)
+                 date=date, cc=cc)
+    hidden = tuple(parse_address(a, field=f"bcc[{n}]", deliverable=True) for n, a in enumerate(bcc))
     data = _bytes_of(p, text=text, html=html, args=dict(sender=sender, to=to, subject=subject, text=text, html=html,
                                                         message_id=message_id, reply_to=reply_to, headers=headers,
-                                                        date=date))
-    return data, envelope_of(p.sender, (p.to,))
+                                                        date=date, cc=cc))
+    return data, envelope_of(p.sender, (p.to, *p.cc, *hidden))
+
+
+def with_recipients(envelope: Envelope, extra: Sequence[str | Address]) -> Envelope:
+    """``envelope`` with the mailboxes ``extra`` (e.g. the BCC of a message read back from its bytes) added to its
+    recipients, repeats dropped, order kept.
+
+    Raises:
+        ValueError: a mailbox is not a deliverable address.
+    """
+    specs = list(envelope.recipients)
+    for n, a in enumerate(extra):
+        spec = envelope_address(parse_address(a, field=f"bcc[{n}]", deliverable=True))
+        if spec not in specs:
+            specs.append(spec)
+    return Envelope(sender=envelope.sender, recipients=tuple(specs), utf8=envelope.utf8 or not all(
+        s.isascii() for s in specs))
 
 
 def _bytes_of(p: _Prepared, *, text: str, html: str | None, args: dict[str, Any]) -> bytes:
     """The RFC 5322 bytes of prepared headers ``p`` and the bodies (``args``: the builder's own arguments, for
     the SMTPUTF8 path, which stays the email package's)."""
-    mailboxes = (p.sender, p.to) if p.reply_to is None else (p.sender, p.to, p.reply_to)
+    mailboxes = (p.sender, p.to, *p.cc) if p.reply_to is None else (p.sender, p.to, *p.cc, p.reply_to)
     if not all(a.username.isascii() for a in mailboxes):
         from .smtp import message_bytes  # the SMTPUTF8 path stays the email package's
 
         return message_bytes(build_message(**args))
     out = [_fold("From", _mailbox_tokens(p.sender)), _fold("To", _mailbox_tokens(p.to))]
+    if p.cc:
+        out.append(_fold("Cc", [t for n, a in enumerate(p.cc) for t in _cc_tokens(a, last=n == len(p.cc) - 1)]))
     if p.reply_to is not None:
         out.append(_fold("Reply-To", _mailbox_tokens(p.reply_to)))
     out += [_fold("Subject", _text_tokens(p.subject)), f"Date: {p.date}\r\n", f"Message-ID: {p.message_id}\r\n"]
@@ -590,6 +623,12 @@ def _mailbox_tokens(addr: Address) -> list[str]:
     if name.isascii() and len(name) < 900:
         return email.utils.formataddr((name, spec)).split(" ")
     return [*_encoded_words(name), f"<{spec}>"]
+
+
+def _cc_tokens(addr: Address, *, last: bool) -> list[str]:
+    """Tokens of one mailbox of an address list: a comma after it unless it is the ``last``."""
+    tokens = _mailbox_tokens(addr)
+    return tokens if last else [*tokens[:-1], tokens[-1] + ","]
 
 
 def _fold(name: str, tokens: list[str]) -> str:

@@ -45,6 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from oncebeat.errors import ConfigError
+from oncebeat.reminders.notices.escalation import (
+    StageEscalation,
+    escalation_config,
+    escalation_from_json,
+    escalation_to_json,
+)
 from oncebeat.reminders.policy import _CHECKS, Policy, _describe, _Invalid, _show, _type_name, _unknown_key
 
 __all__ = ["DEFAULT_LADDER", "MATCH_COLUMNS", "SPACINGS", "LadderDef", "LadderMatch", "LadderSettings",
@@ -60,7 +66,7 @@ MATCH_COLUMNS = ("invoice_number", "currency", "customer_email", "customer_name"
 #: Ladder settings a ``[[ladders]]`` table may override: TOML key -> Policy field.
 OVERRIDES = {"stages": "stages", "collapse": "collapse", "spacing": "spacing", "send_at": "send_at",
              "from": "sender", "reply_to": "reply_to", "company": "company", "templates": "templates",
-             "group": "group"}
+             "group": "group", "stage": "escalation"}
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _MATCH_KEYS = ("currency", "amount_min", "amount_max", "column")
 _MAX_AMOUNT = 10**15
@@ -126,14 +132,22 @@ class LadderSettings:
     company: str
     templates: str | None
     group: str = "none"  # "customer": one notice per customer and business date (notices.grouping)
+    # CC, BCC and late fee per stage (oncebeat.reminders.notices.escalation); in the JSON only when there is
+    # any, so a ladder without escalation keeps the content hash it had before escalation existed
+    escalation: tuple[StageEscalation, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The stored settings; ``group`` only when not "none", so a version recorded before it existed keeps its
-        content hash (no new version of an unchanged ladder)."""
-        out = {"name": self.name, "stages": list(self.stages), "collapse": self.collapse, "spacing": self.spacing,
-               "send_at": self.send_at, "sender": self.sender, "reply_to": self.reply_to, "company": self.company,
-               "templates": self.templates}
-        return out | ({"group": self.group} if self.group != "none" else {})
+        """The stored settings; ``group`` and ``escalation`` only when set, so a version recorded before they
+        existed keeps its content hash (no new version of an unchanged ladder)."""
+        out: dict[str, Any] = {
+            "name": self.name, "stages": list(self.stages), "collapse": self.collapse, "spacing": self.spacing,
+            "send_at": self.send_at, "sender": self.sender, "reply_to": self.reply_to, "company": self.company,
+            "templates": self.templates}
+        if self.group != "none":
+            out["group"] = self.group
+        if self.escalation:
+            out["escalation"] = escalation_to_json(self.escalation)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> LadderSettings:
@@ -142,7 +156,7 @@ class LadderSettings:
         return cls(name=d["name"], stages=tuple(int(s) for s in d["stages"]), collapse=d["collapse"],
                    spacing=d.get("spacing", "from_sent"), send_at=d["send_at"], sender=d["sender"],
                    reply_to=d.get("reply_to"), company=d["company"], templates=d.get("templates"),
-                   group=d.get("group", "none"))
+                   group=d.get("group", "none"), escalation=escalation_from_json(d.get("escalation")))
 
     def content_hash(self) -> str:
         """SHA-256 (hex) of the canonical JSON: equal settings, equal hash (a version is recorded per change)."""
@@ -153,7 +167,8 @@ class LadderSettings:
 def _base(policy: Policy, name: str) -> dict[str, Any]:
     return {"name": name, "stages": policy.stages, "collapse": policy.collapse, "spacing": policy.spacing,
             "send_at": policy.send_at, "sender": policy.sender, "reply_to": policy.reply_to,
-            "company": policy.company, "templates": policy.templates, "group": policy.group}
+            "company": policy.company, "templates": policy.templates, "group": policy.group,
+            "escalation": policy.escalation}
 
 
 def _settings(values: dict[str, Any]) -> LadderSettings:
@@ -165,7 +180,10 @@ def ladders_of(policy: Policy) -> list[tuple[LadderSettings, LadderMatch | None]
     """Every ladder of ``policy`` in matching order, ``default`` last (its rule None: everything)."""
     out: list[tuple[LadderSettings, LadderMatch | None]] = []
     for d in policy.ladders:
-        out.append((_settings(_base(policy, d.name) | dict(d.overrides)), d.match))
+        values = _base(policy, d.name) | dict(d.overrides)
+        if "escalation" not in dict(d.overrides):  # the default ladder's, for the stages this ladder shares
+            values["escalation"] = tuple(e for e in policy.escalation if e.stage in values["stages"])
+        out.append((_settings(values), d.match))
     out.append((_settings(_base(policy, DEFAULT_LADDER)), None))
     return out
 
@@ -301,6 +319,11 @@ def ladder_defs(value: Any, *, source: str = "<dict>", base_dir: Path | None = N
             try:
                 if key == "match":
                     rule = _match(raw)
+                    continue
+                if key == "stage":  # escalation per stage: its own module checks it
+                    found, bad = escalation_config(raw, where=f"{where} stage.".__add__, table=f"{where} stage")
+                    problems += bad
+                    overrides.append(("escalation", found))
                     continue
                 if key not in OVERRIDES:
                     problems.append(_unknown_key(f"{where} {key}", key, ["name", "match", *OVERRIDES]))

@@ -65,6 +65,7 @@ from oncebeat.errors import ConfigError, ScheduleError
 from oncebeat.reminders.calendar import BusinessCalendar, calendar_config
 from oncebeat.reminders.conversions import zone_reason
 from oncebeat.reminders.notices.attachments import AttachmentPolicy, attachments_config
+from oncebeat.reminders.notices.escalation import check_notify_address, escalation_config, stage_problems
 from oncebeat.reminders.sources.database import SourceConfig, source_config
 from oncebeat.reminders.translations import DEFAULT_FALLBACK_LOCALE, fallback_locale
 from oncebeat.schedules import Schedule
@@ -177,6 +178,10 @@ class Policy:
     # group (issue 24 item 1, oncebeat.reminders.notices.grouping): "customer" sends one notice per customer and
     # business date listing every invoice due that day; "none" one email per invoice and stage
     group: str = "none"
+    # [stage.N] tables: CC, BCC and a late fee per stage of the default ladder; [reminders] notify_final: the
+    # internal address told when a final stage went out (oncebeat.reminders.notices.escalation, issue 24.4)
+    escalation: tuple[Any, ...] = ()
+    notify_final: str | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -212,6 +217,8 @@ class Policy:
                 f"names a stage the ladder {list(self.stages)} does not have",
                 "List stages of [reminders] stages, or write statement = \"final\" or \"always\".",
                 value=list(self.attachments.statement))))
+        if not problems:
+            problems += _escalation_stage_problems(self)
         if problems:
             raise _config_error("Policy", problems)
 
@@ -703,6 +710,36 @@ def _check_max_payment_staleness(value: Any) -> float | None:
     return seconds
 
 
+def _check_escalation(value: Any) -> tuple[Any, ...]:
+    found, problems = escalation_config(value, where=lambda k: f"[stage.{k}]")
+    if problems:
+        raise _Invalid("; ".join(p.rstrip(".") for p in problems), "See README, \"Escalation and fees\"",
+                       show_value=False)
+    return found
+
+
+def _check_notify_final(value: Any) -> str | None:
+    try:
+        return check_notify_address(value)
+    except ValueError as exc:
+        raise _Invalid(str(exc).rstrip("."), "It is the internal address told when a final stage went out.",
+                       value=value) from None
+
+
+def _escalation_stage_problems(policy: Policy) -> list[str]:
+    """Each stage table naming a stage its ladder does not have (the default ladder's and each [[ladders]]'s)."""
+    out = stage_problems(policy.escalation, policy.stages, where=lambda k: f"[stage.{k}]", ladder="[reminders]")
+    for n, d in enumerate(policy.ladders, start=1):
+        own = dict(d.overrides)
+        if "escalation" in own:
+            prefix = f"[[ladders]][{n}] ({d.name}) stage."
+            out += stage_problems(own["escalation"], own.get("stages", policy.stages), ladder="its ladder's",
+                                  where=prefix.__add__)
+    return out
+
+
+_CHECKS["escalation"] = _check_escalation
+_CHECKS["notify_final"] = _check_notify_final
 _CHECKS["max_notices_per_week"] = _check_max_notices_per_week
 _CHECKS["max_payment_staleness"] = _check_max_payment_staleness
 
@@ -736,6 +773,7 @@ _LAYOUT: dict[str, dict[str, str]] = {
 # issue 23 items 4-5 (oncebeat.reminders.capfence)
 _LAYOUT["reminders"] |= {"group": "group", "max_notices_per_week": "max_notices_per_week",
                          "max_payment_staleness": "max_payment_staleness"}
+_LAYOUT["reminders"] |= {"notify_final": "notify_final"}  # issue 24.4 (oncebeat.reminders.notices.escalation)
 
 
 def _show(value: Any) -> str:
@@ -777,7 +815,7 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         raise ConfigError(f"{source}: expected a table of sections, got {_type_name(data)}")
     problems: list[str] = []
     values: dict[str, Any] = {}
-    sections = [*_LAYOUT, "source", "calendar", "attachments"]
+    sections = [*_LAYOUT, "source", "calendar", "attachments", "stage"]
     for section, content in data.items():
         if section == "schedules":  # [[schedules]]: the engine's target schedules, checked by their own module
             try:
@@ -810,6 +848,11 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
                 values["attachments"] = attachments_config(content, source=source, base_dir=base_dir)
             except ConfigError as exc:
                 problems.append(str(exc).removeprefix(f"{source}: "))
+            continue
+        if section == "stage":  # [stage.N]: escalation per stage, checked by its own module
+            found, bad = escalation_config(content, where=lambda k: f"[stage.{k}]")
+            problems += bad
+            values["escalation"] = found
             continue
         if section not in _LAYOUT:
             if section in {k for keys in _LAYOUT.values() for k in keys}:
@@ -853,7 +896,10 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
             values[name] = value
     if problems:
         raise _config_error(source, problems)
-    return Policy(**values)
+    try:
+        return Policy(**values)
+    except ConfigError as exc:  # a check across sections: named by the file, as the others are
+        raise ConfigError(f"{source}: {str(exc).removeprefix('Policy: ')}") from None
 
 
 def _syntax_error(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> ConfigError:
@@ -1062,6 +1108,15 @@ outage_retry = {json.dumps(format_duration(p.outage_retry))}
 # pdf_dir = "invoices/pdf"
 # statement = "final"
 # max_attachment_bytes = 10485760
+
+# [stage.30]
+# Escalation per stage (README, "Escalation and fees, once"): CC in the Cc header,
+# BCC as envelope recipients only, and a late fee in minor units of the invoice's
+# currency, recorded once per invoice and stage. [reminders] notify_final =
+# "collections@example.com" emails your team when a final stage went out.
+# cc = ["Account Owner <owner@example.com>"]
+# bcc = ["collections@example.com"]
+# fee = {{ percent = 1.5, cap = 5000 }}   # or fee = {{ fixed = 2500 }}
 
 # [retention]
 # Prune the engine's history (finished jobs, old occurrences, effects, audit

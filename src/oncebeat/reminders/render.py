@@ -54,8 +54,9 @@ date), ``days_overdue`` (``max(0, days_past_due)``), ``days_until_due``
 ``locale`` (the locale used), ``language`` (the language of the words:
 "en", "de", "fr" or "es"), ``promise_missed`` (True in the first reminder
 after a promise to pay passed unpaid) with ``promise_date`` (the promised
-date, long, in the customer's locale; "" otherwise) and, in the text and HTML
-parts, ``subject``.
+date, long, in the customer's locale; "" otherwise), ``late_fee`` (the stage's late fee formatted, "" when
+none; :mod:`oncebeat.reminders.notices.fees`) with ``late_fee_minor`` (minor units, 0 when none) and
+``total_with_fee`` (amount due plus the fee, formatted) and, in the text and HTML parts, ``subject``.
 ``amount``, ``due_date`` and ``issued_date`` hold no breakable space (their
 spaces are U+00A0), so neither wrapping nor a mail client splits them.
 
@@ -478,6 +479,7 @@ class Renderer:
         days_past_due: int,
         promise_missed: date | None = None,
         payment_url: str | None = None,
+        late_fee: int = 0,
     ) -> RenderedEmail:
         """Render the reminder of ``stage`` for one invoice; ``days_past_due`` is negative before the due date.
 
@@ -485,8 +487,11 @@ class Renderer:
         that promise passed unpaid (templates: ``promise_missed`` True, ``promise_date`` the localised date).
         ``payment_url``: the invoice's https pay-now link (checked on import), shown as a button and a plain link;
         the templates fall back to "how to pay" words without it.
+        ``late_fee``: the stage's late fee in minor units of ``currency`` (:mod:`.notices.fees`; 0: none), shown
+        with the total it makes.
         """
-        for name, value in (("stage", stage), ("days_past_due", days_past_due), ("amount_due", amount_due)):
+        for name, value in (("stage", stage), ("days_past_due", days_past_due), ("amount_due", amount_due),
+                            ("late_fee", late_fee)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
         chosen = email_locale(customer_locale, self.fallback_locale)
@@ -517,6 +522,9 @@ class Renderer:
             "promise_date": _unbreakable(format_date(promise_missed, format="long", locale=loc))
             if promise_missed is not None else "",
             "payment_url": payment_url or "",
+            "late_fee_minor": late_fee,
+            "late_fee": _unbreakable(_format_money(late_fee, currency, loc)) if late_fee else "",
+            "total_with_fee": _unbreakable(_format_money(amount_due + late_fee, currency, loc)) if late_fee else "",
         }
         subject = _one_line(self._render(stage, "subject", context))
         if not subject:

@@ -58,9 +58,11 @@ from ..mail import (
     Mailer,
     address_problem,
     build_message_envelope,
+    envelope_of_bytes,
     make_message_id,
     parse_address,
     sanitize_header_text,
+    with_recipients,
 )
 from ..provenance import Source, current_source
 from ..queue import Queue
@@ -84,6 +86,9 @@ from .model import (
 from .notices import grouping
 from .notices.attachments import AttachmentError
 from .notices.digest import message_facts
+from .notices.escalation import StageEscalation, escalation_of
+from .notices.fees import FEE_HEADER, Fee, fee_for
+from .notices.notify import after_sent
 from .notices.sending import record_attachments, with_attachments
 from .pinning import LadderVersion, open_versions, pin_due, stage_rows, sync_versions, versions_by_id
 from .policy import Policy, format_duration
@@ -142,6 +147,7 @@ class ReminderService:
         self._send_at_policies: dict[str, Policy] = {}
         self._ladder_mail: dict[int, tuple[str, str | None, Renderer]] = {}  # versions never change: kept
         self._ladder_group: dict[int, str] = {}  # ladder version -> its group setting (notices.grouping)
+        self._ladder_escalation: dict[int, tuple[tuple[int, ...], tuple[StageEscalation, ...]]] = {}
 
     def use_policy(self, policy: Policy) -> None:
         """Go on under ``policy`` (an edited file picked up by a running process): the next scan records the
@@ -419,13 +425,17 @@ class ReminderService:
             capfence.claim_place(self.store, self.policy, clock=self.clock, reminder_id=reminder_id, r=r)
         rendered, message_id = self._render(r)
         sender, reply_to, _ = self._ladder_mail_of(r.get("ladder_version_id"))
+        esc, fee = self._escalation_and_fee(r)  # CC, BCC and the late fee of this stage (notices.escalation)
+        bcc = esc.bcc if esc else ()
         # The RFC 5322 bytes directly (the email package's EmailMessage cost ~1 ms of CPU per reminder), and
         # their envelope from the same parsed addresses (the mailer need not parse the header block back).
         data, envelope = build_message_envelope(sender=sender, to=_mailbox(r["name"], r["email"]),
                                    subject=rendered.subject, text=rendered.text, html=rendered.html,
                                    message_id=message_id, reply_to=reply_to, date=self.clock.now(),
                                    headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Stage": str(r["stage"]),
-                                            "X-Oncebeat-Reminder": str(reminder_id)})
+                                            "X-Oncebeat-Reminder": str(reminder_id)}
+                                   | ({FEE_HEADER: fee.header()} if fee else {}),
+                                   cc=esc.cc if esc else (), bcc=bcc)
         try:  # the invoice PDF / statement, built once: a retry sends the message as first frozen (notices.sending)
             data = with_attachments(self.store, self.clock, self.policy.attachments, r, key=key, data=data,
                                     message_id=message_id, stages=self.policy.stages, company=self.policy.company,
@@ -450,7 +460,8 @@ class ReminderService:
                     raise _Held(held[0])  # placed since the first attempt: nothing was sent
             record_attachments(self.store, reminder_id=reminder_id, frozen=attempt.frozen, now=self.clock.now())
             # Frozen by an earlier attempt (another Date): the mailer reads that message's own envelope.
-            known = envelope if attempt.frozen == data else None
+            known = envelope if attempt.frozen == data else \
+                with_recipients(envelope_of_bytes(attempt.frozen), bcc) if bcc else None  # BCC: envelope only
             with ExitStack() as permit:  # the relay's permit, if limited: taken on an open connection, held
                 # until the send ended (sent or not: the relay saw it); none free raises RateLimited (a Snooze)
                 def take() -> None:
@@ -471,11 +482,12 @@ class ReminderService:
         recorded: list[bool] = []
 
         def mark_sent(tx: Tx, result: Any) -> None:  # commits with the effect's done: one transaction per email
-            self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now(), tx=tx)
+            self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now(), tx=tx,
+                         sent_row=r, facts=result.get("message_facts"), source=ctx.source)
             recorded.append(True)
 
         try:
-            ctx.effect(key, deliver, payload={"invoice": r["number"], "stage": r["stage"], "to": r["email"]},
+            done = ctx.effect(key, deliver, payload={"invoice": r["number"], "stage": r["stage"], "to": r["email"]},
                        freeze=lambda: data, marks_point_of_no_return=True,
                        resource=mailer.reserved(), skip=False, on_done=mark_sent)
         except EffectInDoubt as exc:
@@ -495,7 +507,8 @@ class ReminderService:
         if recorded:
             return "sent"
         # Done by an earlier attempt or by a reconcile: its own transaction records the reminder (if still pending).
-        return self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now())
+        return self._finish(reminder_id, "sent", None, message_id=message_id, sent_at=self.clock.now(), sent_row=r,
+                            facts=done.get("message_facts") if isinstance(done, dict) else None, source=ctx.source)
 
     def _window_wait(self, r: dict[str, Any]) -> float:
         """Seconds until reminder row ``r`` may leave under ``[calendar] send_window`` (0: now): read in the
@@ -567,14 +580,47 @@ class ReminderService:
         return "held"
 
     def _finish(self, reminder_id: int, state: str, reason: str | None, *, message_id: str | None = None,
-                sent_at: datetime | None = None, tx: Tx | None = None, from_state: str = "pending") -> str:
+                sent_at: datetime | None = None, tx: Tx | None = None, from_state: str = "pending",
+                sent_row: dict[str, Any] | None = None, facts: dict[str, Any] | None = None,
+                source: Source | None = None) -> str:
+        """Move reminder ``reminder_id`` from ``from_state`` to ``state`` (in ``tx``, else its own transaction).
+
+        Moved to ``sent``, with ``sent_row`` (its ``get_reminder_for_send`` row) given: its late fee and the final
+        stage's internal notice are recorded in the same transaction (:func:`.notices.notify.after_sent`);
+        ``facts``: the sent message's facts (the fee it showed), None when no copy of it is left; ``source``: who
+        caused it (the internal notice's job records it, G8).
+        """
         if tx is None:
             with self.store.transaction() as own:
                 return self._finish(reminder_id, state, reason, message_id=message_id, sent_at=sent_at, tx=own,
-                                    from_state=from_state)
-        tx.run("finish_reminder", id=reminder_id, state=state, reason=reason, message_id=message_id,
-               sent_at=sent_at, now=self.clock.now(), from_state=from_state)
+                                    from_state=from_state, sent_row=sent_row, facts=facts, source=source)
+        moved = tx.run("finish_reminder", id=reminder_id, state=state, reason=reason, message_id=message_id,
+                       sent_at=sent_at, now=self.clock.now(), from_state=from_state)
+        if moved and state == "sent" and sent_row is not None:  # G9: the fee with the stage's final record
+            stages, _ = self._escalations_of(sent_row.get("ladder_version_id"))
+            notify = self.policy.notify_final
+            after_sent(tx, r=sent_row, escalation=self._escalation_and_fee(sent_row)[0], facts=facts,
+                       final_stage=stages[-1], notify_to=notify, now=self.clock.now(),
+                       queue=Queue(self.store, clock=self.clock, source=source or current_source("worker"))
+                       if notify else None)
         return state
+
+    def _escalations_of(self, version_id: int | None) -> tuple[tuple[int, ...], tuple[StageEscalation, ...]]:
+        """(stages, escalation per stage) of ladder version ``version_id``; None: the policy file's."""
+        if version_id is None:
+            return self.policy.stages, self.policy.escalation
+        if version_id not in self._ladder_escalation:
+            found = versions_by_id(self.store, [version_id]).get(int(version_id))
+            if found is None:
+                raise OncebeatError(f"ladder version {version_id} is not recorded")
+            self._ladder_escalation[version_id] = (found.settings.stages, found.settings.escalation)
+        return self._ladder_escalation[version_id]
+
+    def _escalation_and_fee(self, r: dict[str, Any]) -> tuple[StageEscalation | None, Fee | None]:
+        """The escalation of reminder row ``r``'s stage in its pinned ladder version and the fee it gives now."""
+        esc = escalation_of(self._escalations_of(r.get("ladder_version_id"))[1], int(r["stage"]))
+        fee = fee_for(esc.fee if esc else None, amount_due=int(r["amount_due"]), currency=r["currency"])
+        return esc, fee
 
     def resolve_effect(self, key: str, outcome: str, *, source: Source) -> str:
         """An operator's decision on an in-doubt effect; for ``reminder:<id>`` keys the reminder follows, for
@@ -613,7 +659,8 @@ class ReminderService:
             if outcome == "done":
                 message_id = make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)
                 self._finish(reminder_id, "sent", "resolved by operator: it was delivered", message_id=message_id,
-                             sent_at=self.clock.now(), tx=tx, from_state="in_doubt")
+                             sent_at=self.clock.now(), tx=tx, from_state="in_doubt", sent_row=r,
+                             facts=result["message_facts"] if result else None, source=source)
                 return f"{key}: resolved done; reminder {reminder_id} ({r['number']} stage {r['stage']}) is sent"
             self._finish(reminder_id, "pending", "resolved by operator: not delivered; sending again", tx=tx,
                          from_state="in_doubt")
@@ -631,7 +678,8 @@ class ReminderService:
                                         amount_due=r["amount_due"], due_on=r["due_on"], issued_on=r["issued_on"],
                                         stage=r["stage"], days_past_due=days, payment_url=r.get("payment_url"),
                                         promise_missed=r.get("resumed_promise_until") if r.get("resumed_reason")
-                                        == "promise" and r.get("resumed_released_at") is None else None)
+                                        == "promise" and r.get("resumed_released_at") is None else None,
+                                        late_fee=fee.amount if (fee := self._escalation_and_fee(r)[1]) else 0)
         return rendered, make_message_id(f"reminder:{r['number']}:{r['stage']}", self.message_domain)
 
     def _ladder_mail_of(self, version_id: int | None) -> tuple[str, str | None, Renderer]:

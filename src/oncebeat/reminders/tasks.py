@@ -6,6 +6,8 @@
 - ``reminders.send`` — one job per pending reminder, created by the scan.
 - ``reminders.send_notice`` — one job per grouped notice (``group = "customer"``), enqueued by the send jobs of the
   rows it groups (:mod:`.notices.grouping`).
+- ``reminders.notify_final`` — the internal notice of a sent final stage (``[reminders] notify_final``,
+  :mod:`.notices.notify`), enqueued in the transaction that records that stage sent.
 - ``reminders.sync`` — with a ``[source]`` whose ``every`` is set: reads the team's own database on that interval
   (:mod:`.syncing`). The scan reads it too, first; a source that cannot be read is logged and recorded in
   ``source_reads`` and the scan goes on with the data it has.
@@ -19,6 +21,7 @@ from ..worker import JobContext
 from . import metrics as reminder_metrics
 from .notices import grouping
 from .notices.grouping import SEND_NOTICE_TASK
+from .notices.notify import NOTIFY_MAX_ATTEMPTS, NOTIFY_TASK, send_notification
 from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
 from .sources.database import SourceConfig, SourceRejected, SourceUnavailable
 from .syncing import SYNC_TASK, sync_source
@@ -62,6 +65,11 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
     @app.task(SEND_NOTICE_TASK, max_attempts=SEND_MAX_ATTEMPTS)
     def send_notice(ctx: JobContext, notice_id: int) -> None:
         grouping.send_notice(service, ctx, notice_id)
+
+    @app.task(NOTIFY_TASK, max_attempts=NOTIFY_MAX_ATTEMPTS)
+    def notify_final(ctx: JobContext, reminder_id: int, to: str) -> None:  # [reminders] notify_final
+        send_notification(ctx, store=service.store, mailer=service.mailer, sender=service.policy.sender,
+                          message_domain=service.message_domain, reminder_id=reminder_id, to=to)
 
     source = policy.source
     if source is not None and source.every is not None:

@@ -44,6 +44,10 @@ Invariants (name → meaning):
   stage promises, byte for byte those frozen at its first attempt (:mod:`.checkattach`).
 - ``one-notice-per-customer-day``, ``notice-delivered-once``, ``notice-never-lists-paid``: grouped notices
   (``group = "customer"``; :mod:`.checknotices`).
+- ``fee-once-per-stage``, ``fee-not-lost``: late fees at most one per (invoice, stage), only for a sent stage whose
+  pinned rule has one, of the rule's amount; every notice that showed a fee and was sent has it recorded;
+  ``final-notice-once``: an internal notice of a final stage at most once per invoice, only after that stage went
+  out (:mod:`.checkfees`).
 
 A stage recorded ``held`` is final (G9): holds change whether a due stage is sent, never whether it is due, so
 the due set above is computed without them and ``held`` counts as an end.
@@ -70,12 +74,14 @@ from ..reminders.holds import list_holds
 from ..reminders.model import with_superseded
 from ..reminders.notices.attachments import AttachmentPolicy
 from ..reminders.notices.grouping import email_key
+from ..reminders.notices.fees import all_fees
 from ..reminders.notices.sending import attachment_digests
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_notices, all_reminders
 from ..store import Store
 from .checkattach import ATTACHMENT_INVARIANTS, check_attachments
 from .checkcap import CAP_INVARIANTS, check_cap
+from .checkfees import FEE_INVARIANTS, INTERNAL_HEADER, check_fees
 from .checkholds import HOLD_INVARIANTS, check_holds
 from .checkladders import LADDER_INVARIANTS, LadderTimeline, check_ladders
 from .checknotices import NOTICE_INVARIANTS, check_notices
@@ -85,7 +91,8 @@ __all__ = ["Invariant", "CheckReport", "check", "PaymentWindow", "payments_from_
 INVARIANTS = ("due-reminders-terminal", "stage-recorded-once", "no-unexpected-reminders", "skip-reasons-true",
               "failed-has-server-reply", "in-doubt-bounded", "no-duplicate-delivery", "sent-matches-maildir",
               "one-job-per-occurrence", "no-fire-on-start", "business-date-local", "no-send-on-non-business-day",
-              *HOLD_INVARIANTS, *CAP_INVARIANTS, *LADDER_INVARIANTS, *ATTACHMENT_INVARIANTS, *NOTICE_INVARIANTS)
+              *HOLD_INVARIANTS, *CAP_INVARIANTS, *LADDER_INVARIANTS, *ATTACHMENT_INVARIANTS, *NOTICE_INVARIANTS,
+              *FEE_INVARIANTS)
 SCAN_TASK = "reminders.scan"
 TERMINAL = ("sent", "skipped", "failed", "in_doubt", "held")
 ENQUEUING = ("enqueued", "manual", "backfilled")
@@ -212,6 +219,9 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     jobs = all_jobs(store)
     effects = {e["key"]: e for e in list_effects(store)}
     messages = read_maildir(maildir) if maildir is not None else []
+    # The internal notices of final stages ([reminders] notify_final) are no reminders: judged apart (checkfees).
+    internal = [m for m in messages if INTERNAL_HEADER in m.headers]
+    messages = [m for m in messages if INTERNAL_HEADER not in m.headers]
     by_pair = _by_pair(inv["stage-recorded-once"], reminders)
     ev = _Evidence(invoices=invoices, reminders=reminders, by_pair=by_pair, occurrences=occurrences, jobs=jobs,
                    effects=effects, messages=messages, fates=pending_fates(store))
@@ -234,6 +244,8 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         check_ladders(inv["reminder-on-pinned-ladder"], ladders, reminders)
     check_attachments(inv["attachments-as-frozen"], maildir=maildir, policy=attachments, stages=stages,
                       recorded=attachment_digests(store) if attachments is not None else {})
+    fees = check_fees(inv, fees=all_fees(store), invoices=invoices, ladders=ladders, messages=messages,
+                      effects=effects, internal=internal)
 
     grouped = check_notices(inv, notices=all_notices(store), messages=messages if maildir is not None else None,
                             payments=payments)
@@ -241,7 +253,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),
                "messages_delivered": len(messages), "duplicates": sum(copies.values()),
                "lost": inv["due-reminders-terminal"].violations, "in_doubt": len(in_doubt),
-               "holds": len(holds), "delayed": len(delayed), "cap_deferred": capped["deferred"],
+               "holds": len(holds), "delayed": len(delayed), "fees": fees, "cap_deferred": capped["deferred"],
                "max_notices_in_7_days": capped["max_in_7_days"], "grouped_notices": grouped["notices"],
                "delayed_outage": sum(1 for fate, _ in delayed if fate == "outage"),
                "occurrences": dict(sorted(Counter(o["outcome"] for o in occurrences).items()))}

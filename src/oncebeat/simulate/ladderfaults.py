@@ -54,6 +54,14 @@ def with_sim_ladders(policy: Policy, faults: dict[str, float]) -> Policy:
     return replace(policy, ladders=SIM_LADDERS)
 
 
+def _moved_escalation(policy: Policy) -> tuple[Any, ...]:
+    """The default ladder's per-stage escalation (CC, BCC, fee) moved with the edit as a person would move the
+    ``[stage.N]`` tables: the n-th stage's to the edited ladder's n-th stage."""
+    old = list(policy.stages)
+    return tuple(replace(e, stage=_EDITED_DEFAULT_STAGES[old.index(e.stage)]) for e in policy.escalation
+                 if old.index(e.stage) < len(_EDITED_DEFAULT_STAGES))
+
+
 def plan_ladder_events(faults: dict[str, float], customers: list[Customer], t0: datetime, t_end: datetime,
                        seed: int) -> list[tuple[datetime, str, Any]]:
     """The planned edits, applies and segment moves; their own random generator (other faults' draws stay)."""
@@ -75,7 +83,8 @@ def apply_ladder_event(service: ReminderService, kind: str, payload: Any, *, now
                        rng: random.Random) -> int:
     """Apply one planned ladder event at ``now``; returns how many changes it made (for the injected counts)."""
     if kind == "ladder-edit":
-        service.use_policy(replace(service.policy, stages=_EDITED_DEFAULT_STAGES, ladders=_EDITED))
+        service.use_policy(replace(service.policy, stages=_EDITED_DEFAULT_STAGES, ladders=_EDITED,
+                                   escalation=_moved_escalation(service.policy)))
         return 1
     if kind == "ladder-apply":
         applied = 0

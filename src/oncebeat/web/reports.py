@@ -1,5 +1,6 @@
 """Reports: the collection reports (docs/reports.md) as server-rendered SVG charts and tables, one card per
-currency for DSO and CEI, stage effectiveness against the not-yet-reminded baseline, promises, disputes and aging.
+currency for DSO and CEI, stage effectiveness against the not-yet-reminded baseline, promises, disputes, aging and
+the late fees recorded (one per invoice and stage; the CSV to post them is ``oncebeat report fees --csv``).
 
 Entry point only: reads ``?from=YYYY-MM&to=YYYY-MM&currency=EUR`` (all optional, as ``oncebeat report``), calls
 :func:`oncebeat.reminders.reports.build_many` off the event loop and renders; a bad month or currency is the
@@ -23,7 +24,7 @@ from .charts import Chart, grouped_bars, stacked_bars
 
 __all__ = ["routes"]
 
-KINDS = ("dso", "cei", "stages", "aging", "holds")
+KINDS = ("dso", "cei", "stages", "aging", "holds", "fees")
 OUTCOME_SERIES = ("kept", "broken", "pending", "unknown")
 
 
@@ -84,7 +85,7 @@ async def reports_page(request: Request) -> Response:
     start, end = default_range(today, first, last)
     tables = await run_in_threadpool(build_many, rt.store, KINDS, first=start, last=end, as_of=today,
                                      currency=currency)
-    dso, cei, stages, aging, promises, disputes = tables
+    dso, cei, stages, aging, promises, disputes, fees = tables
     locale = "en_US"
 
     def cell(table: Table, row: dict[str, Any], key: str) -> str:
@@ -95,7 +96,7 @@ async def reports_page(request: Request) -> Response:
         "title": "Reports", "today": today, "tz": rt.policy.tz, "start": start, "end": end,
         "q": {"from": first_text or "", "to": last_text or "", "currency": currency or ""},
         "currencies": _per_currency(dso, cei), "dso": dso, "cei": cei, "stages": stages, "aging": aging,
-        "promises": promises, "disputes": disputes, "cell": cell, "windows": WINDOWS,
+        "promises": promises, "disputes": disputes, "fees": fees, "cell": cell, "windows": WINDOWS,
         "stage_charts": [_stages_chart(stages, n) for n in WINDOWS] if stages.rows else [],
         "promises_chart": _promises_chart(promises) if promises.rows else None,
     })

@@ -49,6 +49,7 @@ from ..model import reminder_key
 from ..render import format_money
 from .digest import message_facts
 from .grouping import notice_key
+from .fees import fees_of_invoice
 
 if TYPE_CHECKING:
     from ..service import ReminderService
@@ -320,6 +321,7 @@ def build_evidence(service: ReminderService, number: str, *, database: str, incl
     zones = Zones(service.policy.tz, invoice.get("customer_tz"))
     holds = {h["id"]: h for h in holds_of_invoice(store, invoice["id"])}
     occurrences: dict[int, dict[str, Any] | None] = {}
+    fees = {int(f["stage"]): f for f in fees_of_invoice(store, invoice["id"])}  # issue 24.4: once per stage
     stages = []
     for r in story["reminders"]:
         occ_id = r.get("occurrence_id")
@@ -333,6 +335,11 @@ def build_evidence(service: ReminderService, number: str, *, database: str, incl
         stages.append(stage_record(r, effect=r.get("effect"), hold=holds.get(r.get("hold_id")),
                                    occurrence=occurrences.get(occ_id) if occ_id is not None else None,
                                    send_jobs=jobs, events=events, zones=zones, include_message=include_message))
+        fee = fees.get(int(r["stage"])) if real else None
+        stages[-1]["fee"] = None if fee is None else {
+            "amount_minor": int(fee["amount"]), "currency": fee["currency"],
+            "amount": format_money(int(fee["amount"]), fee["currency"], "en_US"), "basis": fee["basis"],
+            "rule": fee["rule"], "recorded_at": zones.instant(fee["created_at"])}
     generated = now or service.clock.now()
     data = {
         "schema": SCHEMA,
@@ -388,6 +395,8 @@ def summary_lines(record: EvidenceRecord) -> list[str]:
             listed = ", ".join(f"{x['invoice']} stage {x['stage']}" for x in s["notice"]["listed"])
             lines.append(f"  in grouped notice {s['notice']['id']} ({s['notice']['state']}), one email listing "
                          f"{listed}")
+        if s.get("fee"):
+            lines.append(f"  late fee {s['fee']['amount']} ({s['fee']['rule']}), recorded once with the stage")
         if s["smtp_reply"] and s["state"] != "failed":
             lines.append(f"  server's reply: {s['smtp_reply']}")
         if s["message"]:

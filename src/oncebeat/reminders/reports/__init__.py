@@ -5,7 +5,8 @@ so a book of a million invoices never becomes a million Python objects; the form
 what "not enough data" means are in docs/reports.md. Amounts of different currencies are never added.
 
 Reports (``KINDS``): ``dso``, ``cei`` (one table each, per currency and month), ``stages``, ``aging``,
-``promises``, ``disputes``; ``holds`` is promises and disputes together.
+``promises``, ``disputes``; ``holds`` is promises and disputes together; ``fees``: the late fees recorded
+(:mod:`.fees`, the export a team posts to its ledger).
 
 Example::
 
@@ -25,6 +26,7 @@ from ...errors import OncebeatError
 from ...store import Store
 from .commitments import OUTCOMES, DisputeRow, PromiseRow, disputes, promises
 from .effectiveness import WINDOWS, StageGroup, StageRow, stage_effectiveness
+from .fees import fees_table
 from .months import Month, MonthError, month_range
 from .receivables import MonthFigures, countback_dso, month_figures
 from .tables import Column, Table, cell_text, csv_text, json_table, text_lines
@@ -34,7 +36,7 @@ __all__ = ["EVERY", "KINDS", "WINDOWS", "Column", "DisputeRow", "Month", "MonthE
            "countback_dso", "csv_text", "default_range", "disputes", "json_table", "month_figures", "month_range",
            "promises", "report_document", "stage_effectiveness", "text_lines"]
 
-KINDS: tuple[str, ...] = ("dso", "cei", "stages", "aging", "promises", "disputes", "holds")
+KINDS: tuple[str, ...] = ("dso", "cei", "stages", "aging", "promises", "disputes", "holds", "fees")
 #: What ``all`` means (``oncebeat report``, ``GET /api/v1/reports``): every table once, for a monthly review.
 EVERY: tuple[str, ...] = ("dso", "cei", "stages", "aging", "holds")
 _CODE = re.compile(r"[A-Z]{3}")
@@ -95,6 +97,8 @@ def build_many(store: Store, kinds: Sequence[str], *, first: Month, last: Month,
             tables.append(_stages(stage_effectiveness(store, first=first, last=last, as_of=as_of, currency=currency)))
         elif kind == "aging":
             tables.append(_aging(store, as_of, currency))
+        elif kind == "fees":
+            tables.append(fees_table(store, first=first, last=last, currency=currency))
         else:  # promises, disputes, holds (both)
             if kind != "disputes":
                 tables.append(_promises(promises(store, first=first, last=last, as_of=as_of, currency=currency)))
