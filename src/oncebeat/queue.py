@@ -288,7 +288,8 @@ class Queue:
                                  **params: Any) -> list[tuple[int, int | None]]:
         """:meth:`enqueue_select`, returning ``(job id, occurrence id or None)`` of each job inserted.
 
-        The clock's set-based fire uses it to link each occurrence to its job in the same transaction.
+        For a caller that links each job to its source row in the same transaction (the clock's set-based fire
+        no longer does: :meth:`enqueue_runs_select` inserts its runs under ids drawn beforehand).
         Raises as :meth:`enqueue_select`.
         """
         queue, priority, max_attempts = self._defaults(task, queue, priority, max_attempts)
