@@ -92,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m bench: the peers and tools it measures with are not installed ({', '.join(missing)}).\n"
               "Install the bench extra into this environment: .venv/bin/pip install -e '.[bench]'", file=sys.stderr)
         return 2
+    needs_data = {"w2", "w3", "whatif"} & set(ALL if command == "all" else (command,))
+    if needs_data:
+        from bench.invoices import data_problem
+
+        problem = data_problem()
+        if problem:
+            print(f"python -m bench {command}: {', '.join(sorted(needs_data))} need invoice books, but {problem}.",
+                  file=sys.stderr)
+            return 2
     started = time.monotonic()
     meta = machine_info()
     meta["fsync"] = fsync_probe()

@@ -132,6 +132,7 @@ def _with_schema(url: str, schema: str) -> str:
 
 
 def fill(url: str, schema: str, sizes: dict[str, int]) -> None:
+    import oncebeat.reminders  # noqa: F401  (registers the reminders SQL line: the fill writes its tables)
     from oncebeat.store import open_store
 
     with open_store(_with_schema(url, schema)) as store:
@@ -167,6 +168,12 @@ def measure(url: str, schema: str, reps: int) -> list[dict[str, Any]]:
     app = create_app(WebSettings(database_url=_with_schema(url, schema), token="bench", migrate=False))
     results = []
     with TestClient(app, base_url="http://127.0.0.1:8000", follow_redirects=False) as client:
+        # Every page needs a login: sign in as the admin once (the session cookie then rides on each request).
+        login = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get("/login").text)
+        assert login is not None, "the login page has no CSRF field"
+        signed_in = client.post("/login", data={"csrf": login.group(1), "token": "bench"})
+        if signed_in.status_code != 303:
+            raise RuntimeError(f"login with the bench token failed: HTTP {signed_in.status_code}")
         # One doctor run first, to its end: its background thread would otherwise share the CPU with the pages.
         started = time.monotonic()
         client.get("/doctor")
@@ -191,6 +198,10 @@ def measure(url: str, schema: str, reps: int) -> list[dict[str, Any]]:
             ("/jobs, next page (keyset)", lambda: client.get(f"/jobs?before={before}")),
             ("/jobs?state=discarded", lambda: client.get("/jobs?state=discarded")),
             ("/jobs?state=retryable&task=sync.crm", lambda: client.get("/jobs?state=retryable&task=sync.crm")),
+            ("/jobs?state=running", lambda: client.get("/jobs?state=running")),
+            ("/jobs?state=completed", lambda: client.get("/jobs?state=completed")),
+            ("/jobs?state=available", lambda: client.get("/jobs?state=available")),
+            ("/jobs?task=cleanup", lambda: client.get("/jobs?task=cleanup")),
             ("/jobs?queue=reports&since=…", lambda: client.get("/jobs?queue=reports&since=2020-01-01T00:00")),
             ("/jobs/ID (attempts, effects, events)", lambda: client.get(f"/jobs/{discarded.group(1)}")),
             ("/effects (in doubt)", lambda: client.get("/effects")),

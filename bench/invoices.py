@@ -31,6 +31,22 @@ from bench.common import ROOT, pg_connect
 RETAIL_DIR = Path(os.environ.get("BENCH_RETAIL_DIR", ROOT.parent / "shared" / "data" / "online_retail"))
 FILES = ("online_retail_ii_2009_2010_invoices.csv.gz", "online_retail_invoices.csv.gz")
 
+
+def data_problem() -> str | None:
+    """Why the invoice books cannot be built here (a sentence naming the folder, the files and the fix), or None.
+
+    The data is read in place from ``BENCH_RETAIL_DIR``, by default ``../shared/data/online_retail`` beside the
+    repository: a clone elsewhere has no such folder, and W2/W3/whatif then need the variable set.
+    """
+    missing = [name for name in FILES if not (RETAIL_DIR / name).is_file()]
+    if not missing:
+        return None
+    where = "BENCH_RETAIL_DIR" if "BENCH_RETAIL_DIR" in os.environ else "the default folder beside the repository"
+    return (f"the Online Retail invoices are not in {RETAIL_DIR} ({where}): missing {', '.join(missing)}. "
+            "Set BENCH_RETAIL_DIR to the folder holding them (UCI Online Retail and Online Retail II, first "
+            "year, one invoice per row as the project's shared data has them), or run only the workloads that "
+            "need no data: w1, w4, memory, growth")
+
 LOCALES = {"United Kingdom": ("en_GB", "Europe/London"), "Germany": ("de_DE", "Europe/Berlin"),
            "France": ("fr_FR", "Europe/Paris"), "Spain": ("es_ES", "Europe/Madrid"),
            "Netherlands": ("nl_NL", "Europe/Amsterdam"), "Japan": ("ja_JP", "Asia/Tokyo"),
@@ -40,6 +56,9 @@ LOCALES = {"United Kingdom": ("en_GB", "Europe/London"), "Germany": ("de_DE", "E
 @cache
 def retail_rows() -> tuple[tuple[str, date, str, str, int], ...]:
     """(number, invoice date, customer key, country, amount in pence) of every positive invoice, deduplicated."""
+    problem = data_problem()
+    if problem:
+        raise SystemExit(f"bench: {problem}.")
     seen: set[str] = set()
     out: list[tuple[str, date, str, str, int]] = []
     for name in FILES:

@@ -802,9 +802,9 @@ class ClockProcess:
         return fires, left
 
     def _enqueue_runs(self, tx: Tx, batch: dict[str, _OnTime], inserted: dict[str, int]) -> dict[int, int]:
-        """Enqueue the runs of the occurrences ``inserted`` (key -> occurrence id) and link each to its job.
+        """Enqueue the runs of the occurrences ``inserted`` (key -> occurrence id), each under its occurrence's job id.
 
-        One :meth:`Queue.enqueue_select` per (task, queue, options); returns occurrence id -> job id.
+        One :meth:`Queue.enqueue_runs_select` per (task, queue, options); returns occurrence id -> job id.
         Raises StoreError (rolling the batch back) if an occurrence got no job: an enqueued one must have it.
         """
         groups: dict[tuple[str, str | None, int | None, int | None], list[int]] = {}
@@ -815,17 +815,14 @@ class ClockProcess:
                               []).append(occ_id)
         jobs: dict[int, int] = {}
         for (task, queue, priority, max_attempts), ids in groups.items():
-            for job_id, run_of in self.queue.enqueue_select_returning(
+            # Each job takes the id its occurrence already names (fire_on_time drew it) and serves that occurrence
+            # (run_of: one unfinished run per occurrence): neither row is updated afterwards.
+            for job_id, run_of in self.queue.enqueue_runs_select(
                     tx, "scheduled_run_sources", task=task, queue=queue, priority=priority,
                     max_attempts=max_attempts, ids=ids):
-                if run_of is not None:
-                    jobs[run_of] = job_id
+                jobs[run_of] = job_id
         if len(jobs) != len(inserted):
             raise StoreError(f"set-based fire: {len(inserted)} occurrences recorded but {len(jobs)} jobs enqueued")
-        if jobs:
-            pairs = Json([[o, j] for o, j in jobs.items()])
-            tx.run("set_occurrence_jobs", pairs=pairs)
-            tx.run("set_jobs_run_of", pairs=pairs)  # each job serves its occurrence: one unfinished run per occurrence
         return jobs
 
     def _on_time_fire(self, tx: Tx, c: _OnTime, occ_id: int | None, jobs: dict[int, int], now: datetime) -> Fire:

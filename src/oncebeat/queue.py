@@ -288,7 +288,8 @@ class Queue:
                                  **params: Any) -> list[tuple[int, int | None]]:
         """:meth:`enqueue_select`, returning ``(job id, occurrence id or None)`` of each job inserted.
 
-        The clock's set-based fire uses it to link each occurrence to its job in the same transaction.
+        For a caller that links each job to its source row in the same transaction (the clock's set-based fire
+        no longer does: :meth:`enqueue_runs_select` inserts its runs under ids drawn beforehand).
         Raises as :meth:`enqueue_select`.
         """
         queue, priority, max_attempts = self._defaults(task, queue, priority, max_attempts)
@@ -297,6 +298,28 @@ class Queue:
         rows = tx.run_with("enqueue_select", source, queue=queue, task=task, priority=priority,
                            max_attempts=max_attempts, now=self.clock.now(), **self.source.params(), **params)
         return [(int(r["id"]), None if r["occurrence_id"] is None else int(r["occurrence_id"])) for r in rows]
+
+    def enqueue_runs_select(self, tx: Tx, source: str, *, task: str, queue: str | None = None,
+                            priority: int | None = None, max_attempts: int | None = None,
+                            **params: Any) -> list[tuple[int, int]]:
+        """Insert the runs of just-recorded occurrences, each under the job id its occurrence already names.
+
+        The clock's set-based fire draws each run's job id from the jobs' id sequence when it inserts the
+        occurrence, so the occurrence and its run point at each other from their inserts (no update of either).
+        ``source`` selects ``id`` (that job id), ``args`` (a JSON object), ``unique_key`` (or NULL),
+        ``occurrence_id`` and ``run_of`` (the occurrence the job runs); defaults as in :meth:`enqueue`.
+
+        Returns:
+            ``(job id, run_of)`` of each job inserted.
+        Raises:
+            As :meth:`enqueue_select`.
+        """
+        queue, priority, max_attempts = self._defaults(task, queue, priority, max_attempts)
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        rows = tx.run_with("enqueue_runs_select", source, queue=queue, task=task, priority=priority,
+                           max_attempts=max_attempts, now=self.clock.now(), **self.source.params(), **params)
+        return [(int(r["id"]), int(r["run_of"])) for r in rows]
 
     def enqueue_many(self, jobs: Sequence[dict[str, Any]], *, tx: Tx | None = None) -> int:
         """Insert many jobs with one statement; each dict takes :meth:`enqueue`'s keywords (``task`` required).

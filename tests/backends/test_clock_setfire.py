@@ -92,6 +92,31 @@ def test_many_on_time_schedules_are_recorded_set_based_with_one_linked_job_each(
     assert len(occurrences(store)) == len(jobs(store)) == 2 * len(KEYS)
 
 
+def test_each_occurrence_and_its_run_name_each_other_from_their_inserts_and_no_job_id_is_used_twice(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    # A job enqueued and deleted before the fire: its id was handed out (PostgreSQL's sequence, SQLite's
+    # AUTOINCREMENT), so no run may take it.
+    clock = started(many_app(), store, sim_clock)
+    with store.transaction() as tx:
+        gone = clock.queue.enqueue("report", tx=tx)
+        assert gone is not None
+        tx.execute("DELETE FROM jobs WHERE id = " + ("%s" if store.backend == "postgres" else "?"), (gone,))
+    seen = watch(store)
+    sim_clock.set(at(13, 0, 2))
+    fires = clock.tick()
+    assert len(fires) == len(KEYS) and all(f.inserted for f in fires)
+    assert "enqueue_runs_select" in seen
+    assert not [q for q in seen if q.startswith(("set_", "update_"))], f"a row updated after its insert: {seen}"
+    occ, by_id = occurrences(store), jobs(store)
+    assert sorted(by_id) == sorted(o["job_id"] for o in occ) and min(by_id) > gone
+    for o in occ:
+        assert (by_id[o["job_id"]]["run_of"], by_id[o["job_id"]]["occurrence_id"]) == (o["id"], o["id"])
+    assert {f.job_id for f in fires} == set(by_id)
+    with store.transaction() as tx:  # later jobs take later ids
+        after = clock.queue.enqueue("report", tx=tx)
+    assert after is not None and after > max(by_id)
+
+
 def test_a_schedule_paused_by_another_process_is_decided_one_by_one(store: Store,
                                                                      sim_clock: SimulatedClock) -> None:
     app = many_app()
@@ -157,7 +182,7 @@ def test_clock_that_loses_the_race_in_the_set_based_fire_audits_each_rejected_du
         def loser_checks_before_winner_commits(query: str) -> None:
             # The winner has inserted its occurrences but not committed: the loser's check passes (it cannot
             # see them yet) and its insert waits on the unique index until the winner commits.
-            if query == "set_occurrence_jobs" and not racing:
+            if query == "enqueue_runs_select" and not racing:
                 racing.append(threading.Thread(target=lambda: loser_fires.extend(loser.tick())))
                 racing[0].start()
                 for _ in range(200):

@@ -88,7 +88,7 @@ def _query_args(call: ast.Call) -> Iterator[ast.expr]:
         yield call.args[0]
     elif func.attr == "run_with":
         yield from call.args[:2]
-    elif func.attr in ("enqueue_select", "enqueue_select_returning"):
+    elif func.attr in ("enqueue_select", "enqueue_select_returning", "enqueue_runs_select"):
         yield from call.args[1:2]
         yield from (k.value for k in call.keywords if k.arg == "source")
 

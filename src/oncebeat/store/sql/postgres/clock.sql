@@ -14,9 +14,11 @@ WHERE schedule_key = :key AND outcome <> 'manual' AND fire_at <= :now;
 -- active at that version, the ledger's cursor (newest scheduled instant at or before :horizon, or
 -- active_since if later) lies in [floor, fire_at) — the clock knows no instant of the schedule in
 -- (floor, fire_at) — and, for a once-per-period schedule, no run served the period [first, last] yet.
+-- Each occurrence is inserted with the id of its run already drawn from the jobs' id sequence (job_id), so
+-- Queue.enqueue_runs_select inserts the job under it: no update of the occurrence or the job afterwards.
 -- Returns every row that passed with a NULL id, then each inserted one with its occurrence id: a row that passed
--- but was not inserted is an instant a concurrent clock recorded first (a rejected duplicate). Rows that did not
--- pass go to the one-schedule path.
+-- but was not inserted is an instant a concurrent clock recorded first (a rejected duplicate; its drawn job id is
+-- left unused). Rows that did not pass go to the one-schedule path.
 WITH cand AS (
     SELECT r ->> 0 AS key, CAST(r ->> 1 AS integer) AS version, CAST(r ->> 2 AS timestamptz) AS fire_at,
            r ->> 3 AS local_fire_at, r ->> 4 AS tz, CAST(r ->> 5 AS date) AS business_date,
@@ -36,13 +38,15 @@ WITH cand AS (
             WHERE p.schedule_key = c.key AND p.outcome IN ('enqueued', 'backfilled')
               AND p.fire_at >= c.from_at AND p.fire_at < c.to_at
               AND p.business_date >= c.first AND p.business_date <= c.last))
+), seq AS (
+    SELECT CAST(pg_get_serial_sequence('jobs', 'id') AS regclass) AS jobs_id
 ), ins AS (
     INSERT INTO occurrences (schedule_key, fire_at, local_fire_at, tz, business_date, tzdata_version, outcome,
-                             source_kind, source_host, source_pid, source_name, source_version, created_at)
+                             job_id, source_kind, source_host, source_pid, source_name, source_version, created_at)
     SELECT key, fire_at, local_fire_at, tz, business_date, CAST(:tzdata_version AS text), 'enqueued',
-           CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer), CAST(:src_name AS text),
-           CAST(:src_version AS text), CAST(:now AS timestamptz)
-    FROM checked
+           nextval(seq.jobs_id), CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer),
+           CAST(:src_name AS text), CAST(:src_version AS text), CAST(:now AS timestamptz)
+    FROM checked CROSS JOIN seq
     ON CONFLICT DO NOTHING
     RETURNING id, schedule_key, fire_at
 )
@@ -53,22 +57,11 @@ UNION ALL
 SELECT schedule_key, fire_at, id FROM ins;
 
 -- name: scheduled_run_sources
--- Source rows (Queue.enqueue_select) of the jobs of occurrences :ids: each schedule's stored args.
-SELECT s.args AS args, CAST(NULL AS text) AS unique_key, o.id AS occurrence_id
+-- Source rows (Queue.enqueue_runs_select) of the runs of occurrences :ids: the job id each occurrence names
+-- (fire_on_time drew it), each schedule's stored args, and the occurrence served.
+SELECT o.job_id AS id, s.args AS args, CAST(NULL AS text) AS unique_key, o.id AS occurrence_id, o.id AS run_of
 FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
 WHERE o.id = ANY(CAST(:ids AS bigint[]));
-
--- name: set_occurrence_jobs
--- :pairs is one JSON array of [occurrence id, job id].
-UPDATE occurrences o SET job_id = CAST(p ->> 1 AS bigint)
-FROM jsonb_array_elements(CAST(:pairs AS jsonb)) AS p
-WHERE o.id = CAST(p ->> 0 AS bigint);
-
--- name: set_jobs_run_of
--- :pairs is one JSON array of [occurrence id, job id]: each job is its (scheduled, just recorded) occurrence's run.
-UPDATE jobs SET run_of = CAST(p ->> 0 AS bigint)
-FROM jsonb_array_elements(CAST(:pairs AS jsonb)) AS p
-WHERE jobs.id = CAST(p ->> 1 AS bigint);
 
 -- name: insert_schedules
 -- The clock's start-up sync adds many schedules at once. :rows is one JSON array of [key, expression, tz,

@@ -152,7 +152,8 @@ FROM jobs WHERE finished_at >= :since
 GROUP BY slot, state ORDER BY slot, state;
 
 -- name: list_jobs_page
--- Newest first, keyset on id; each filter may be NULL. Reads jobs_state_id / jobs_task_id / the primary key.
+-- Newest first, keyset on id; each filter may be NULL. Reads jobs_state_id_resting (a waiting or failed state,
+-- engine 0013), jobs_running_lease (running) or the primary key backwards (completed, task, queue, instants).
 -- held: what holds a waiting job ('queue Q paused', 'schedule K paused'), else NULL.
 SELECT id, queue, task, args, state, priority, attempt, max_attempts, run_at, lease_expires_at, worker_id,
        unique_key, occurrence_id, source_kind, source_host, source_pid, source_name, source_version,
@@ -201,6 +202,18 @@ SELECT CAST(:queue AS text), CAST(:task AS text), CAST(s.args AS jsonb), 'availa
 FROM (/*source*/) AS s
 ON CONFLICT DO NOTHING
 RETURNING id, occurrence_id;
+
+-- name: enqueue_runs_select
+-- See common/queue.sql.
+INSERT INTO jobs (id, queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
+                  source_kind, source_host, source_pid, source_name, source_version, created_at)
+SELECT CAST(s.id AS bigint), CAST(:queue AS text), CAST(:task AS text), CAST(s.args AS jsonb), 'available',
+       CAST(:priority AS integer), CAST(:max_attempts AS integer), CAST(:now AS timestamptz), s.unique_key,
+       s.occurrence_id, s.run_of, CAST(:src_kind AS text), CAST(:src_host AS text), CAST(:src_pid AS integer),
+       CAST(:src_name AS text), CAST(:src_version AS text), CAST(:now AS timestamptz)
+FROM (/*source*/) AS s
+ON CONFLICT DO NOTHING
+RETURNING id, run_of;
 
 -- name: jobs_in_doubt
 SELECT * FROM jobs WHERE state = 'in_doubt' ORDER BY id;

@@ -13,9 +13,15 @@ WHERE schedule_key = :key AND outcome <> 'manual' AND fire_at <= :now;
 -- from_at, to_at] (instants as fixed-width UTC text). A row is recorded only when the ledger agrees with the
 -- clock's memory (see the PostgreSQL text). SQLite has one writer at a time, so a row that passed is always
 -- inserted: only inserted rows are returned, each with its id (never a duplicate).
+-- Each occurrence is inserted with the id its run will take (job_id): the ids after the highest the jobs'
+-- AUTOINCREMENT has handed out (sqlite_sequence) or any row holds, one per row in order; this writer holds the
+-- write lock until it commits, so no other insert takes them. Queue.enqueue_runs_select inserts the jobs under
+-- them (which moves sqlite_sequence past them): no update of the occurrence or the job afterwards.
 INSERT INTO occurrences (schedule_key, fire_at, local_fire_at, tz, business_date, tzdata_version, outcome,
-                         source_kind, source_host, source_pid, source_name, source_version, created_at)
+                         job_id, source_kind, source_host, source_pid, source_name, source_version, created_at)
 SELECT c.key, c.fire_at, c.local_fire_at, c.tz, c.business_date, :tzdata_version, 'enqueued',
+       max(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0),
+           COALESCE((SELECT MAX(id) FROM jobs), 0)) + row_number() OVER (),
        :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
 FROM (SELECT json_extract(value, '$[0]') AS key, json_extract(value, '$[1]') AS version,
              json_extract(value, '$[2]') AS fire_at, json_extract(value, '$[3]') AS local_fire_at,
@@ -40,22 +46,11 @@ ON CONFLICT DO NOTHING
 RETURNING id, schedule_key, fire_at;
 
 -- name: scheduled_run_sources
--- Source rows (Queue.enqueue_select) of the jobs of occurrences :ids: each schedule's stored args.
-SELECT s.args AS args, NULL AS unique_key, o.id AS occurrence_id
+-- Source rows (Queue.enqueue_runs_select) of the runs of occurrences :ids: the job id each occurrence names
+-- (fire_on_time gave it), each schedule's stored args, and the occurrence served.
+SELECT o.job_id AS id, s.args AS args, NULL AS unique_key, o.id AS occurrence_id, o.id AS run_of
 FROM occurrences o JOIN schedules s ON s.key = o.schedule_key
 WHERE o.id IN (SELECT value FROM json_each(:ids));
-
--- name: set_occurrence_jobs
--- :pairs is one JSON array of [occurrence id, job id].
-UPDATE occurrences SET job_id = p.job
-FROM (SELECT json_extract(value, '$[0]') AS occ, json_extract(value, '$[1]') AS job FROM json_each(:pairs)) AS p
-WHERE occurrences.id = p.occ;
-
--- name: set_jobs_run_of
--- :pairs is one JSON array of [occurrence id, job id]: each job is its (scheduled, just recorded) occurrence's run.
-UPDATE jobs SET run_of = p.occ
-FROM (SELECT json_extract(value, '$[0]') AS occ, json_extract(value, '$[1]') AS job FROM json_each(:pairs)) AS p
-WHERE jobs.id = p.job;
 
 -- name: insert_schedules
 -- The clock's start-up sync adds many schedules at once. :rows is one JSON array of [key, expression, tz,

@@ -140,7 +140,8 @@ FROM jobs WHERE finished_at >= :since
 GROUP BY slot, state ORDER BY slot, state;
 
 -- name: list_jobs_page
--- Newest first, keyset on id; each filter may be NULL. Reads jobs_state_id / jobs_task_id / the primary key.
+-- Newest first, keyset on id; each filter may be NULL. Reads jobs_state_id_resting (a waiting or failed state,
+-- engine 0013), jobs_running_lease (running) or the primary key backwards (completed, task, queue, instants).
 -- held: what holds a waiting job ('queue Q paused', 'schedule K paused'), else NULL.
 SELECT id, queue, task, args, state, priority, attempt, max_attempts, run_at, lease_expires_at, worker_id,
        unique_key, occurrence_id, source_kind, source_host, source_pid, source_name, source_version,
