@@ -48,14 +48,18 @@ def _filter(values: Mapping[str, str]) -> JobFilter:
 def jobs_page(request: Request) -> Response:
     q = request.query_params
     f = _filter(q)
-    rows = _queue(request).list_jobs(state=f.state, task=f.task, queue=f.queue, since=f.since, until=f.until,
+    queue = _queue(request)
+    if q.get("part") == "counts":  # the live region of the counts per state: no list to read
+        return render(request, "jobs.html", {"counts": queue.counts(), "states": JOB_STATES,
+                                             "q": {"state": f.state}})
+    rows = queue.list_jobs(state=f.state, task=f.task, queue=f.queue, since=f.since, until=f.until,
                                      before_id=parse_id(q.get("before"), "before"), limit=PAGE + 1)
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     keep = {k: v for k, v in q.items() if k in FILTER_FIELDS and v}
     title, about = VIEWS.get(f.state or "", ("Jobs", None))
     return render(request, "jobs.html", {"title": title, "about": about, "jobs": rows, "states": JOB_STATES,
-                                         "q": keep, "views": VIEWS, "bulk_max": BULK_MAX,
+                                         "q": keep, "views": VIEWS, "bulk_max": BULK_MAX, "counts": queue.counts(),
                                          "next_before": rows[-1]["id"] if more else None})
 
 
