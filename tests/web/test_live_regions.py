@@ -74,12 +74,12 @@ def test_the_pause_is_the_operators_choice_and_is_remembered(runtime: Runtime,
     page = viewer.get("/queues").text
     assert '<meta name="htmx-config"' in page and '"allowEval": false' in page
     assert '"includeIndicatorStyles": false' in page and 'src="/static/vendor/htmx.min.js"' in page
-    assert "hx-on" not in page and "live · pause" in page
+    assert "hx-on" not in page and "live · on" in page
     answer = viewer.post("/live", data={"csrf": csrf_of(page), "live": "off", "next": "/queues"})
     assert answer.status_code == 303 and answer.headers["location"] == "/queues"
     assert "oncebeat_live=off" in answer.headers["set-cookie"] and "HttpOnly" in answer.headers["set-cookie"]
     paused = viewer.get("/queues").text
-    assert "hx-get" not in paused and "live paused · resume" in paused and "live refresh paused" in paused
+    assert "hx-get" not in paused and "live · off" in paused and "live refresh paused" in paused
     assert "hx-get" not in viewer.get("/").text  # remembered on every page
     assert viewer.get("/queues?part=queues").status_code == 200  # a part still answers (an open tab's last fetch)
     viewer.post("/live", data={"csrf": csrf_of(paused), "live": "on", "next": "https://evil.example/"})
