@@ -1060,7 +1060,7 @@ def occurrences_rerun(occurrence_id: int, database_url: str | None, config: Path
     click.echo(f"re-run of occurrence {occurrence_id}: {fire.describe()}")
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @click.option("--state", default=None, type=click.Choice(JOB_STATES), help="Only jobs in this state.")
 @click.option("--limit", default=20, show_default=True)
 @click.option("--cancel", "cancel_id", type=int, default=None, help="Cancel this job id.")
@@ -1069,9 +1069,12 @@ def occurrences_rerun(occurrence_id: int, database_url: str | None, config: Path
                    "another run of its occurrence is unfinished.")
 @DB_OPTION
 @click.option("--json", "as_json", is_flag=True)
-def jobs(state: str | None, limit: int, cancel_id: int | None, retry_id: int | None, database_url: str | None,
-         as_json: bool) -> None:
-    """List recent jobs (or cancel or retry one) and count jobs per state."""
+@click.pass_context
+def jobs(ctx: click.Context, state: str | None, limit: int, cancel_id: int | None, retry_id: int | None,
+         database_url: str | None, as_json: bool) -> None:
+    """List recent jobs (or cancel or retry one) and count jobs per state; ``jobs delete`` deletes finished ones."""
+    if ctx.invoked_subcommand is not None:
+        return
     if cancel_id is not None and retry_id is not None:
         raise OncebeatError("jobs: give --cancel or --retry, not both")
     rt = _runtime(database_url=database_url, migrate=cancel_id is not None or retry_id is not None)
@@ -1678,6 +1681,10 @@ _register_policies(cli, sys.modules[__name__])
 from .cli_evidence import register as _register_evidence  # noqa: E402 - its command uses the helpers above
 
 _register_evidence(cli, sys.modules[__name__])
+
+from .cli_jobs import register as _register_jobs  # noqa: E402 - its command uses the helpers above
+
+_register_jobs(jobs, sys.modules[__name__])
 _add_logging_options(cli)
 
 

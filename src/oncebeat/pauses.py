@@ -30,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -119,10 +120,13 @@ def paused_queues(db: Store | Tx) -> list[dict[str, Any]]:
     return db.read("list_paused_queues")
 
 
-def pause_queue(store: Store, queue: str, *, source: Source, clock: Clock) -> bool:
+def pause_queue(store: Store, queue: str, *, source: Source, clock: Clock,
+                tx: Tx | None = None) -> bool:
     """Pause ``queue``: from the commit on, no worker in any process claims its jobs (enqueueing goes on).
 
     Running jobs are not stopped. Audited ``queue.paused`` (with the operator, and how many jobs it holds now).
+
+    ``tx``: in the caller's transaction (the HTTP API's, with its idempotency key); default its own.
 
     Returns:
         False when the queue was already paused (nothing changed, nothing audited).
@@ -131,7 +135,7 @@ def pause_queue(store: Store, queue: str, *, source: Source, clock: Clock) -> bo
     """
     check_queue_name(queue)
     now = clock.now()
-    with store.transaction() as tx:
+    with nullcontext(tx) if tx is not None else store.transaction() as tx:
         if tx.one("pause_queue", queue=queue, now=now, **source.params()) is None:
             return False
         held = sum(h.n for h in held_jobs(tx) if h.kind == "queue" and h.name == queue)
@@ -140,10 +144,13 @@ def pause_queue(store: Store, queue: str, *, source: Source, clock: Clock) -> bo
     return True
 
 
-def resume_queue(store: Store, queue: str, *, source: Source, clock: Clock) -> bool:
+def resume_queue(store: Store, queue: str, *, source: Source, clock: Clock,
+                 tx: Tx | None = None) -> bool:
     """Resume ``queue``: its held jobs become claimable at once, each as it was (no job is added or repeated).
 
     Audited ``queue.resumed`` (with the operator, and how many jobs it releases).
+
+    ``tx``: in the caller's transaction (the HTTP API's, with its idempotency key); default its own.
 
     Returns:
         False when the queue was not paused (nothing changed, nothing audited).
@@ -152,7 +159,7 @@ def resume_queue(store: Store, queue: str, *, source: Source, clock: Clock) -> b
     """
     check_queue_name(queue)
     now = clock.now()
-    with store.transaction() as tx:
+    with nullcontext(tx) if tx is not None else store.transaction() as tx:
         released = sum(h.n for h in held_jobs(tx) if h.kind == "queue" and h.name == queue)
         if tx.one("resume_queue", queue=queue) is None:
             return False

@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from . import audit
@@ -40,10 +41,13 @@ def queue_limits(db: Store | Tx) -> dict[str, dict[str, Any]]:
     return {str(r["queue"]): r for r in db.read("list_queue_limits")}
 
 
-def set_queue_limit(store: Store, queue: str, max_running: int, *, source: Source, clock: Clock) -> int | None:
+def set_queue_limit(store: Store, queue: str, max_running: int, *, source: Source, clock: Clock,
+                    tx: Tx | None = None) -> int | None:
     """Let at most ``max_running`` jobs of ``queue`` run at once, summed over every worker, from the commit on.
 
     Audited ``queue.limited`` (with the operator, the old and the new limit).
+
+    ``tx``: in the caller's transaction (the HTTP API's, with its idempotency key); default its own.
 
     Returns:
         The limit before (None: the queue had none).
@@ -56,7 +60,7 @@ def set_queue_limit(store: Store, queue: str, max_running: int, *, source: Sourc
         raise OncebeatError(f"a queue's limit is a whole number of jobs from 1 to {MAX_LIMIT}, not {max_running!r}; "
                             f"to stop a queue, pause it (`oncebeat queues pause {queue}`)")
     now = clock.now()
-    with store.transaction() as tx:
+    with nullcontext(tx) if tx is not None else store.transaction() as tx:
         before = tx.run("get_queue_limit", queue=queue)
         old = int(before[0]["max_running"]) if before else None
         if old == max_running:
@@ -67,18 +71,21 @@ def set_queue_limit(store: Store, queue: str, max_running: int, *, source: Sourc
     return old
 
 
-def clear_queue_limit(store: Store, queue: str, *, source: Source, clock: Clock) -> int | None:
+def clear_queue_limit(store: Store, queue: str, *, source: Source, clock: Clock,
+                      tx: Tx | None = None) -> int | None:
     """Lift ``queue``'s limit: its workers' own concurrency is all that bounds it again.
 
     Audited ``queue.unlimited`` (with the limit lifted). Returns the limit lifted (None: there was none, nothing
     changed, nothing audited).
+
+    ``tx``: in the caller's transaction (the HTTP API's, with its idempotency key); default its own.
 
     Raises:
         OncebeatError: ``queue`` cannot name a queue.
     """
     check_queue_name(queue)
     now = clock.now()
-    with store.transaction() as tx:
+    with nullcontext(tx) if tx is not None else store.transaction() as tx:
         row = tx.one("clear_queue_limit", queue=queue)
         if row is None:
             return None

@@ -21,6 +21,9 @@ than a cutoff, keeping every row a guarantee still reads (README, "Retention"):
 - **processes**: rows of processes that stopped (or stopped heartbeating) before the cutoff, unless a job is
   still leased to one or one of its effects is unresolved.
 
+An operator deletes chosen jobs by the same rules (:func:`deletable_jobs`, :func:`delete_jobs`; the dashboard's
+bulk delete and ``oncebeat jobs delete``, through :func:`oncebeat.job_admin.bulk_action`).
+
 Deletes run in batches (:data:`DEFAULT_BATCH` rows per transaction, walking each table's primary key once), so
 pruning a million jobs never holds a lock workers wait on for more than one short transaction. ``apply=False``
 (the CLI's default) walks the same windows and counts what would go, deleting nothing.
@@ -29,18 +32,18 @@ pruning a million jobs never holds a lock workers wait on for more than one shor
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from . import audit
 from .provenance import Source, current_source
-from .store import Store
+from .store import Store, Tx
 from .timebase import SystemClock, require_aware
 
 __all__ = ["DEFAULT_BATCH", "MIN_OLDER_THAN", "OCCURRENCE_FLOOR", "PRUNE_TASK", "PruneReport", "TableReport",
-           "protect_effects", "protected_effects", "prune"]
+           "deletable_jobs", "delete_jobs", "protect_effects", "protected_effects", "prune"]
 
 #: Rows per batch (one short transaction each).
 DEFAULT_BATCH = 2000
@@ -146,9 +149,7 @@ def prune(store: Store, older_than: timedelta, *, apply: bool = False, now: date
     tables = tuple(t for t in _TABLES if t in tables)  # always in the order the rules need
     now = require_aware(now, "now") if now is not None else SystemClock().now()
     before = now - older_than
-    floor_row = store.read("retention_floor")
-    window = timedelta(seconds=float(floor_row[0]["catchup_window"])) if floor_row else timedelta(0)
-    occ_before = min(before, now - OCCURRENCE_FLOOR, now - window - timedelta(days=1))
+    occ_before = _occurrences_before(store, before, now)
     keep = protected_effects()
     report = PruneReport(applied=apply, now=now, before=before, occurrences_before=occ_before)
     report.kept = [
@@ -173,6 +174,55 @@ def prune(store: Store, older_than: timedelta, *, apply: bool = False, now: date
                                  "occurrences_before": occ_before.isoformat(),
                                  "tables": {t.table: t.pruned for t in report.tables}})
     return report
+
+
+def _occurrences_before(store: Store, before: datetime, now: datetime) -> datetime:
+    """The occurrences' cutoff: the later-kept of ``before``, :data:`OCCURRENCE_FLOOR` and the catch-up window."""
+    floor_row = store.read("retention_floor")
+    window = timedelta(seconds=float(floor_row[0]["catchup_window"])) if floor_row else timedelta(0)
+    return min(before, now - OCCURRENCE_FLOOR, now - window - timedelta(days=1))
+
+
+def deletable_jobs(store: Store, ids: Sequence[int], *, now: datetime, before: datetime | None = None) -> list[int]:
+    """Which of ``ids`` an operator may delete now: those :func:`prune` would delete, by the same query.
+
+    A job may go when it is finished (``completed``, ``discarded``, ``cancelled``; never ``running``, whose lease a
+    worker holds, nor waiting), finished before ``before`` (default ``now``), none of its effects is being sent or
+    in doubt, and it is not the run of an occurrence the ledger keeps (:func:`prune`'s occurrence cutoff), so every
+    occurrence left still has its job and the doctor's evidence stays. Returns the ids in the order given.
+    """
+    cutoffs = _delete_cutoffs(store, now, before)
+    with store.transaction() as tx:
+        return _deletable(tx, ids, *cutoffs)
+
+
+def _delete_cutoffs(store: Store, now: datetime, before: datetime | None) -> tuple[datetime, datetime]:
+    now = require_aware(now, "now")
+    before = min(require_aware(before, "before"), now) if before is not None else now
+    return before, _occurrences_before(store, before, now)
+
+
+def _deletable(tx: Tx, ids: Sequence[int], before: datetime, occ_before: datetime) -> list[int]:
+    found: list[int] = []
+    for job_id in dict.fromkeys(int(i) for i in ids):  # a window of one id each: one index lookup per job
+        rows = tx.run("retention_prunable_jobs", after=job_id - 1, hi=job_id, before=before, occ_before=occ_before)
+        found.extend(int(r["id"]) for r in rows)
+    return found
+
+
+def delete_jobs(store: Store, ids: Sequence[int], *, now: datetime, before: datetime | None = None) -> list[int]:
+    """Delete the jobs of ``ids`` that :func:`deletable_jobs` allows (checked and deleted in one transaction per
+    :data:`DEFAULT_BATCH` ids, the state re-checked by the delete). Returns the ids deleted; the caller records
+    the audit event (:func:`oncebeat.job_admin.bulk_action`)."""
+    cutoffs = _delete_cutoffs(store, now, before)
+    deleted: list[int] = []
+    unique = list(dict.fromkeys(int(i) for i in ids))
+    for start in range(0, len(unique), DEFAULT_BATCH):
+        with store.transaction() as tx:
+            allowed = _deletable(tx, unique[start:start + DEFAULT_BATCH], *cutoffs)
+            if allowed:
+                deleted.extend(int(r["id"]) for r in tx.run("prune_jobs", ids=allowed))
+    return deleted
 
 
 def _deleted(report: PruneReport, table: str) -> int:

@@ -124,8 +124,11 @@ def test_the_attachments_section_is_checked_with_every_problem_named(tmp_path: P
         policy_from_dict({"attachments": {"invoice_pdf": True}}, "oncebeat.toml", base_dir=tmp_path)
     with pytest.raises(ConfigError, match="does not exist"):
         policy_from_dict({"attachments": {"invoice_pdf": True, "pdf_dir": "nope"}}, "t", base_dir=tmp_path)
-    with pytest.raises(ConfigError, match="does not have"):
-        policy_from_dict({"reminders": {"stages": [1, 7]}, "attachments": {"statement": [7, 30]}}, "t")
+    with pytest.raises(ConfigError) as across:  # a cross-field problem names the file as the others do
+        policy_from_dict({"reminders": {"stages": [1, 7]}, "attachments": {"statement": [7, 30]}},
+                         str(tmp_path / "oncebeat.toml"))
+    assert str(across.value).startswith(f"{tmp_path / 'oncebeat.toml'}: [attachments] statement = [7, 30] names a "
+                                        "stage the ladder [1, 7] does not have. List stages"), str(across.value)
     (tmp_path / "pdf").mkdir()
     p = policy_from_dict({"attachments": {"invoice_pdf": True, "pdf_dir": "pdf", "statement": [30, 14]}}, "t",
                          base_dir=tmp_path)

@@ -277,6 +277,8 @@ def test_a_stripe_payment_processing_holds_the_reminder_until_it_fails(store: St
     ("max_notices_per_week", "2", "must be a whole number"),
     ("max_payment_staleness", "10s", "must be from 1m to 31d"),
     ("max_payment_staleness", "soon", "is not a duration"),
+    ("max_payment_staleness", 6, 'is a bare number, read as 6 seconds: it must be from 1m to 31d. Write the duration '
+                                 'with its unit in quotes, e.g. "6h" for 6 hours'),
 ])
 def test_bad_cap_and_fence_settings_are_refused_naming_the_key(key: str, value: object, words: str) -> None:
     from oncebeat.errors import ConfigError

@@ -57,7 +57,7 @@ SHORT_COMMANDS: list[list[str]] = [
     ["prune"], ["prune", "--older-than", "1d", "--apply"],
     ["holds"], ["hold", "--invoice", "INV-1", "--reason", "manual"], ["release", "--invoice", "INV-1"],
     ["queues"], ["queues", "pause", "mail"], ["queues", "resume", "mail"], ["queues", "limit", "mail", "2"], ["sync"],
-    ["sources"],
+    ["sources"], ["jobs", "delete", "--state", "discarded", "--older-than", "7d"],
     ["report", "dso"],
     ["policies"], ["policies", "--ladder", "default"], ["policies", "apply", "--ladder", "default", "--apply-to-open"],
     ["evidence", "INV-1"], ["evidence", "INV-1", "--json"],
@@ -75,7 +75,7 @@ def test_the_fuzz_covers_every_command_that_takes_a_database_url() -> None:
         if any(p.name == "database_url" for p in command.params):
             yield " ".join(path)
 
-    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects", "occurrences", "reminders", "queues", "policies") and len(c) > 1 and not c[1].startswith("-")
+    covered = {" ".join(c[:2] if c[0] in ("schedules", "effects", "occurrences", "reminders", "queues", "policies", "jobs") and len(c) > 1 and not c[1].startswith("-")
                         else c[:1]) for c in SHORT_COMMANDS} | set(LONG_COMMANDS)
     assert set(walk(cli.cli, ())) <= covered
 

@@ -426,3 +426,4 @@ def test_bad_relay_limits_are_refused_naming_the_file_the_key_and_the_fix(key: s
 def test_a_retention_cron_without_older_than_is_refused():
     msg = error_of({"retention": {"cron": "0 2 * * *"}})
     assert "older_than is not" in msg and 'older_than = "90d"' in msg
+    assert msg.startswith('cfg.toml: [retention] cron = "0 2 * * *" is set'), msg  # the file, as other problems

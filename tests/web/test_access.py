@@ -34,7 +34,7 @@ SECRETS = ("Confidential", "zoe.confidential", "INV-PRIVATE-77", "9,876.54", "98
 ANONYMOUS = {("/login", "GET"): {200}, ("/login", "POST"): {401},
              ("/webhooks/stripe", "POST"): {400}, ("/metrics", "GET"): {200},
              ("/static", "GET"): {200}}
-VIEWER_POSTS = {"/login", "/logout", "/reminders/search", "/zone"}
+VIEWER_POSTS = {"/login", "/logout", "/reminders/search", "/zone", "/live"}
 
 
 @dataclass
@@ -115,6 +115,8 @@ def _form_for(url: str) -> dict[str, str]:
         return {"max_running": "3"}
     if url == "/zone":
         return {"zone": "schedule", "next": "/"}
+    if url == "/live":
+        return {"live": "off", "next": "/"}
     if url == "/reminders/search":
         return {"q": "INV-PRIVATE-77"}
     if url == "/login":

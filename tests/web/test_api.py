@@ -302,6 +302,7 @@ def _route_paths(client: TestClient) -> set[tuple[str, str]]:
     for r in client.app.routes:  # type: ignore[attr-defined]
         if isinstance(r, Route) and r.path.startswith("/api/"):
             path = r.path.replace("{key:path}", "{key}").replace("{number:path}", "{number}").replace("{id:id}", "{id}")
+            path = path.replace("{queue:path}", "{queue}")
             out |= {(path, m.lower()) for m in (r.methods or set()) - {"HEAD"}}
     return out
 

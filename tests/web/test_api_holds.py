@@ -88,6 +88,13 @@ def test_an_external_ref_places_one_hold_however_often_it_is_sent(
     assert gone["resumes_on"] is not None
     replay = client.post("/api/v1/holds/release", json={"external_ref": "dp_1Q2w3E"}, headers=H())
     assert replay.status_code == 200 and replay.json() == {"released": []}
+    # An external_ref no hold was placed with is refused as an unknown invoice is: 422 naming the field.
+    for field, value in (("external_ref", "dp_typo"), ("invoice_number", "INV-404"),
+                         ("customer_email", "nobody@example.com")):
+        unknown = client.post("/api/v1/holds/release", json={field: value}, headers=H())
+        assert unknown.status_code == 422, (field, unknown.text)
+        [problem] = unknown.json()["error"]["problems"]
+        assert problem["pointer"] == f"/{field}" and value in problem["message"], (field, problem)
 
 
 def test_a_promise_needs_its_date_and_every_problem_is_named_with_nothing_applied(

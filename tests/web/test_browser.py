@@ -307,17 +307,3 @@ def test_an_operator_retries_dead_jobs_after_a_confirmation(live: Live, page: ob
     with open_store(live.db_url) as store:
         q = Queue(store, clock=clock, source=current_source("api"))
         assert [q.get(i).state for i in dead] == ["available", "available", "discarded"]  # type: ignore[union-attr]
-
-
-def test_live_refresh_reloads_the_page_until_paused(live: Live, page: object) -> None:
-    pg = page
-    _log_in(pg, live, VIEWER_TOKEN)
-    pg.goto(live.url + "/queues")  # type: ignore[attr-defined]
-    pg.click("a.live")  # type: ignore[attr-defined]
-    assert pg.url.endswith("/queues?live=15")  # type: ignore[attr-defined]
-    with pg.expect_navigation(timeout=25_000):  # type: ignore[attr-defined]  # the meta refresh reloads it
-        pass
-    assert pg.inner_text("h1") == "Queues" and pg.url.endswith("/queues?live=15")  # type: ignore[attr-defined]
-    pg.click("a.live.on")  # type: ignore[attr-defined]  # pause
-    assert pg.url.endswith("/queues")  # type: ignore[attr-defined]
-    assert pg.locator("meta[http-equiv=refresh]").count() == 0  # type: ignore[attr-defined]

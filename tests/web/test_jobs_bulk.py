@@ -128,5 +128,5 @@ def test_matching_jobs_pages_through_and_refuses_more_than_the_limit(runtime: Ru
         matching_jobs(q, JobFilter(queue="big"))
     with pytest.raises(OncebeatError, match="no job selected"):
         bulk_action(q, "retry", [])
-    with pytest.raises(OncebeatError, match="'delete' is not an action on jobs"):
-        bulk_action(q, "delete", [1])
+    with pytest.raises(OncebeatError, match="'purge' is not an action on jobs; use one of retry, cancel, delete"):
+        bulk_action(q, "purge", [1])

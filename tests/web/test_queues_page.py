@@ -118,27 +118,6 @@ def test_a_bad_queue_name_is_refused_with_the_reason(runtime: Runtime,
     assert answer.status_code == 400 and "spaces at its ends" in answer.text
     assert paused_queues(runtime.store) == []
 
-
-def test_live_refresh_is_the_operators_choice_and_pauses(runtime: Runtime,
-                                                         dashboard_client: Callable[..., TestClient]) -> None:
-    client = dashboard_client()
-    page = client.get("/queues?x=1").text
-    assert 'http-equiv="refresh"' not in page  # off unless asked
-    assert '<a href="/queues?x=1&amp;live=15" class="live"' in page
-    live = client.get("/queues?x=1&live=15").text
-    assert '<meta http-equiv="refresh" content="15">' in live
-    assert '<a href="/queues?x=1" class="live on"' in live and "pause</a>" in live  # the pause toggle
-    for odd in ("1", "0", "-5", "99999", "15.0", "abc"):  # only 5, 15 or 60 s: no hammering the database
-        assert 'http-equiv="refresh"' not in client.get(f"/queues?live={odd}").text, odd
-    # A reload never re-runs the doctor, and a POST's answer offers no reload (it would repeat the POST).
-    assert 'href="/doctor?live=15"' in client.get("/doctor?refresh=1").text
-    admin = dashboard_client(role="admin")
-    confirm = admin.post("/jobs/bulk?live=15", data={"csrf": csrf_of(admin.get("/jobs").text),
-                                                     "do": "retry:matching", "state": "available"})
-    assert 'http-equiv="refresh"' not in confirm.text and 'class="live' not in confirm.text
-    assert 'http-equiv="refresh"' not in dashboard_client(role=None).get("/login?live=15").text
-
-
 def test_an_admin_sets_and_lifts_a_queue_limit_and_a_viewer_cannot(
         runtime: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
     from oncebeat.queue_limits import queue_limits

@@ -49,3 +49,17 @@ def test_reports_page_names_a_bad_month(runtime: Runtime, dashboard_client: Call
     assert page.status_code == 400 and "from: &#39;2026-13&#39; is not a month" in page.text
     page = dashboard_client().get("/reports?currency=%3Cb%3E")
     assert page.status_code == 400 and "&lt;b&gt;" in page.text and "<b>" not in page.text.split("</nav>")[-1]
+
+
+def test_reports_page_refuses_an_unknown_kind_and_shows_only_the_kind_asked(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient]) -> None:
+    client = dashboard_client()
+    bogus = client.get("/reports?kind=bogus")
+    assert bogus.status_code == 400
+    assert ("kind: &#39;bogus&#39; is not a report; use one of all, dso, cei, stages, aging, promises, disputes, "
+            "holds") in bogus.text
+    aging = client.get("/reports?kind=aging")
+    assert aging.status_code == 200 and "<h2>Aging on" in aging.text and "Stage effectiveness" not in aging.text
+    assert '<option selected>aging</option>' in aging.text
+    every = client.get("/reports").text
+    assert all(h in every for h in ("DSO and CEI per currency", "Stage effectiveness", "Promises to pay", "Aging on"))

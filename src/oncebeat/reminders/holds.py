@@ -198,7 +198,8 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
     Returns:
         The holds released (empty when there was none unreleased for the selector, e.g. a replayed release).
     Raises:
-        HoldError: no selector or several; an unknown hold id, invoice or customer.
+        HoldError: no selector or several; an unknown hold id, invoice, customer or external_ref (one no hold was
+            ever placed with).
     """
     if tx is None:
         with store.transaction() as own:
@@ -225,8 +226,11 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
             raise HoldError(f"no customer with email {customer!r}")
         ids = [int(r["id"]) for r in tx.run("unreleased_holds_of_customer", customer_id=found[0]["id"])]
     else:
-        ids = [int(r["id"]) for r in tx.run("hold_by_external_ref", external_ref=external_ref)
-               if r["released_at"] is None]
+        placed = tx.run("hold_by_external_ref", external_ref=external_ref)
+        if not placed:  # as an unknown invoice or customer: a typo must not look like a release
+            raise HoldError(f"no hold was placed with external_ref {external_ref!r}; `oncebeat holds` lists the "
+                            "holds with their external_ref")
+        ids = [int(r["id"]) for r in placed if r["released_at"] is None]
     now = clock.now()
     resumes_on = next_business_day(now.astimezone(zone).date(), calendar)
     released: list[Hold] = []

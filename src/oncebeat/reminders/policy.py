@@ -208,12 +208,12 @@ class Policy:
                     "for the next day's window", "Move send_at into the window, or widen send_window.",
                     value=self.send_at)))
         if not problems and self.retention is None and self.retention_cron != DEFAULT_RETENTION_CRON:
-            problems.append(_describe("retention_cron", _Invalid(
+            problems.append(_describe("[retention] cron", _Invalid(
                 "is set, but [retention] older_than is not, so nothing would ever be pruned",
                 'Add older_than = "90d" (at least a day) to [retention], or remove cron.', value=self.retention_cron)))
         if not problems and self.attachments is not None and isinstance(self.attachments.statement, tuple) \
                 and set(self.attachments.statement) - set(self.stages):
-            problems.append(_describe("attachments.statement", _Invalid(
+            problems.append(_describe("[attachments] statement", _Invalid(
                 f"names a stage the ladder {list(self.stages)} does not have",
                 "List stages of [reminders] stages, or write statement = \"final\" or \"always\".",
                 value=list(self.attachments.statement))))
@@ -706,6 +706,11 @@ def _check_max_payment_staleness(value: Any) -> float | None:
     fix = 'Write a duration from 1m to 31d, e.g. "6h", or remove the key to send whatever the data\'s age.'
     seconds = _duration_value(value, fix)
     if not MIN_PAYMENT_STALENESS <= seconds <= MAX_PAYMENT_STALENESS:
+        if isinstance(value, int | float):  # a bare number is seconds: 6 meant as hours would be 6 s
+            raise _Invalid(f"is a bare number, read as {value:g} seconds: it must be from 1m to 31d",
+                           f'Write the duration with its unit in quotes, e.g. "{value:g}h" for {value:g} hours or '
+                           f'"{value:g}m" for minutes, or remove the key to send whatever the data\'s age.',
+                           value=value)
         raise _Invalid("must be from 1m to 31d", fix, value=value)
     return seconds
 

@@ -73,8 +73,8 @@ from ..reminders.calendar import BusinessCalendar
 from ..reminders.holds import list_holds
 from ..reminders.model import with_superseded
 from ..reminders.notices.attachments import AttachmentPolicy
-from ..reminders.notices.grouping import email_key
 from ..reminders.notices.fees import all_fees
+from ..reminders.notices.grouping import email_key
 from ..reminders.notices.sending import attachment_digests
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_notices, all_reminders

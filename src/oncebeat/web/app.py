@@ -2,7 +2,8 @@
 
 The web layer only parses requests, calls the library's read and admin verbs
 and renders templates: it holds no SQL and no business rule. Pages are
-server-rendered and work without JavaScript (there is none); charts are inline SVG.
+server-rendered and work without JavaScript; charts are inline SVG. The only script is htmx (vendored, 0BSD),
+which refreshes a page's live regions (its numbers) from server-rendered partials until the operator pauses it.
 
 Routes are collected from the page modules (each exposes ``routes``). Modules that other
 features add are mounted when they are importable: ``oncebeat.web.webhooks.routes`` (payment
@@ -23,11 +24,13 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware import Middleware
@@ -58,8 +61,8 @@ from .security import (
     same_site_path,
 )
 
-__all__ = ["MAX_ID_DIGITS", "ZONE_COOKIE", "Banner", "Dashboard", "WebSettings", "action_form", "create_app",
-           "dashboard", "parse_id", "redirect_with", "register_banner", "render"]
+__all__ = ["LIVE_COOKIE", "MAX_ID_DIGITS", "ZONE_COOKIE", "Banner", "Dashboard", "WebSettings", "action_form",
+           "create_app", "dashboard", "parse_id", "redirect_with", "register_banner", "render"]
 
 log = logging.getLogger("oncebeat.web")
 HERE = Path(__file__).parent
@@ -67,7 +70,7 @@ FLASH_COOKIE = "oncebeat_flash"
 #: The operator's choice of zone for instants on every page: "schedule" (the [schedule] zone), else UTC.
 ZONE_COOKIE = "oncebeat_zone"
 PAGE_MODULES = ("overview", "schedules", "jobs", "queues", "effects", "reminders", "policies", "reports", "doctor",
-                "auth", "metrics_route", "api", "api_reads", "api_holds", "api_reports", "tasks",
+                "auth", "metrics_route", "api", "api_reads", "api_holds", "api_reports", "api_queues", "tasks",
                 "evidence")
 OPTIONAL_MODULES = ("webhooks",)
 
@@ -177,26 +180,46 @@ def _banners(request: Request, role: str | None) -> list[Banner]:
     return [b for source in BANNER_SOURCES for b in source(rt)]
 
 
-#: Reload periods (seconds) a page may ask for with ``?live=N``: the operator's explicit choice (the header's
-#: "live" link), done with ``<meta http-equiv="refresh">`` since the pages run no script; any other value is off.
-LIVE_SECONDS = (5, 15, 60)
-LIVE_DEFAULT = 15
+#: Live refresh: the page's numbers (each region a template block named ``live_<part>``) are fetched again every
+#: :data:`LIVE_SECONDS` by htmx (``/static/vendor/htmx.min.js``) from the same URL with ``?part=<part>``, which the
+#: server renders alone (:func:`render`). The operator's pause is remembered in :data:`LIVE_COOKIE` (``off``).
+LIVE_COOKIE = "oncebeat_live"
+LIVE_SECONDS = 10
+PART_PARAM = "part"
 
 
-def _live(request: Request) -> tuple[int | None, dict[str, str] | None]:
-    """The page's reload period (None: off) and the URLs that turn it on and off (None: a POST's answer, which
-    a reload must not repeat). ``refresh`` (the doctor's "run again") is dropped: a reload never re-runs it."""
-    if request.method != "GET":
-        return None, None
-    raw = request.query_params.get("live", "")
-    live = int(raw) if raw in {str(s) for s in LIVE_SECONDS} else None
-    kept = [(k, v) for k, v in request.query_params.multi_items() if k not in ("live", "refresh")]
+def _live(request: Request, logged_in: bool) -> int | None:
+    """The refresh period of the page's live regions, None when paused, not logged in, or a POST's answer."""
+    if not logged_in or request.method != "GET" or request.cookies.get(LIVE_COOKIE) == "off":
+        return None
+    return LIVE_SECONDS
 
-    def url(seconds: int | None) -> str:
-        query = kept + ([("live", str(seconds))] if seconds else [])
-        return request.url.path + (f"?{urlencode(query)}" if query else "")
 
-    return live, {"on": url(LIVE_DEFAULT), "off": url(None)}
+def _live_attrs(request: Request, live: int | None) -> Callable[[str], Markup]:
+    """``live_attrs("queues")`` in a template: the htmx attributes that refresh the region (none when paused)."""
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k not in (PART_PARAM, "refresh")]
+
+    def attrs(part: str) -> Markup:
+        if live is None:
+            return Markup("")
+        url = request.url.path + "?" + urlencode([*kept, (PART_PARAM, part)])
+        return Markup('hx-get="{}" hx-trigger="every {}s" hx-swap="innerHTML"').format(url, live)
+
+    return attrs
+
+
+def _block(env: Environment, template: str, part: str) -> Any:
+    """The render function of block ``live_<part>`` of ``template`` or of the base it extends (None: no such)."""
+    name = f"live_{part}"
+    for tmpl in (env.get_template(template), env.get_template("base.html")):
+        if name in tmpl.blocks:
+            return tmpl, tmpl.blocks[name]
+    return None
+
+
+def _parts(env: Environment, template: str) -> list[str]:
+    names = {*env.get_template(template).blocks, *env.get_template("base.html").blocks}
+    return sorted(n.removeprefix("live_") for n in names if n.startswith("live_"))
 
 
 def dashboard(request: Request) -> Dashboard:
@@ -217,10 +240,11 @@ def render(request: Request, template: str, context: dict[str, Any] | None = Non
     csrf_cookie, new_cookie = d.guard.csrf_cookie(request)
     flash = unquote(request.cookies.get(FLASH_COOKIE, ""))[:500]
     role = d.guard.session_role(request)
-    live, live_urls = _live(request)
+    live = _live(request, role is not None)
     ctx = {
         "live": live,
-        "live_urls": live_urls,
+        "live_paused": request.cookies.get(LIVE_COOKIE) == "off",
+        "live_attrs": _live_attrs(request, live),
         "request": request,
         "csrf_field": CSRF_FIELD,
         "csrf_token": d.guard.csrf_field(csrf_cookie),
@@ -239,12 +263,27 @@ def render(request: Request, template: str, context: dict[str, Any] | None = Non
         "display_zone": d.runtime.policy.tz if request.cookies.get(ZONE_COOKIE) == "schedule" else None,
     }
     ctx.update(context or {})
+    part = request.query_params.get(PART_PARAM)
+    if part is not None and request.method == "GET" and status == 200:
+        return _render_part(d, template, part, ctx)
     response = d.templates.TemplateResponse(request, template, ctx, status_code=status)
     if new_cookie:
         response.set_cookie(CSRF_COOKIE, csrf_cookie, **d.guard.cookie_options())
     if flash:
         response.delete_cookie(FLASH_COOKIE, path="/")
     return response
+
+
+def _render_part(d: Dashboard, template: str, part: str, ctx: dict[str, Any]) -> Response:
+    """One live region of a page (``?part=``) rendered alone, for htmx to swap in; 404 names the page's parts."""
+    env = d.templates.env
+    found = _block(env, template, part)
+    if found is None:
+        parts = ", ".join(_parts(env, template)) or "none"
+        return HTMLResponse(f"<p>no part {escape(part[:40])!r} on this page; its parts: {escape(parts)}</p>",
+                            status_code=404)
+    tmpl, block = found
+    return HTMLResponse("".join(block(tmpl.new_context(ctx))))
 
 
 def redirect_with(request: Request, message: str, target: str | None = None) -> Response:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .app import ZONE_COOKIE, action_form, dashboard, redirect_with, render, route
+from .app import LIVE_COOKIE, LIVE_SECONDS, ZONE_COOKIE, action_form, dashboard, redirect_with, render, route
 from .security import ADMIN, SESSION_COOKIE, SESSION_SECONDS, ActionRefused, same_site_path
 
 __all__ = ["routes"]
@@ -63,9 +63,22 @@ async def choose_zone(request: Request) -> Response:
     return response
 
 
+async def choose_live(request: Request) -> Response:
+    """Pause or resume the live refresh of every page (a preference, any role; a cookie, ``off`` while paused)."""
+    form = await action_form(request, action=False)
+    paused = form.get("live") == "off"
+    message = ("live refresh paused: pages show what they had when loaded; reload for new numbers" if paused else
+               f"live refresh on: each page's numbers are fetched again every {LIVE_SECONDS} s")
+    response = redirect_with(request, message, form.get("next") or "/")
+    response.set_cookie(LIVE_COOKIE, "off" if paused else "on", max_age=365 * 86400,
+                        **dashboard(request).guard.cookie_options())
+    return response
+
+
 routes = [
     route("/login", login_page),
     route("/login", login, methods=["POST"]),
     route("/logout", logout, methods=["POST"]),
     route("/zone", choose_zone, methods=["POST"]),
+    route("/live", choose_live, methods=["POST"]),
 ]

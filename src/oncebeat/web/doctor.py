@@ -71,8 +71,10 @@ class DoctorRuns:
 def doctor_runs(d: Dashboard, *, refresh: bool = False, start: bool = True) -> DoctorRuns:
     """The dashboard's :class:`DoctorRuns`; with ``start``, a background run begins if one is due.
 
-    The overview passes ``start=False``: it shows the latest report but never starts the doctor, whose
-    run competes with page rendering for this process's CPU; only the Doctor page does.
+    The overview's page load passes ``start=False``: it shows the latest report but never starts the doctor, whose
+    run competes with page rendering for this process's CPU; the Doctor page and the overview's doctor card
+    refresh (``/?part=doctor``, every few seconds while live) do, so at most one run every
+    :data:`REFRESH_SECONDS` whatever the number of open pages.
     """
     runs: DoctorRuns = d.cache.setdefault("doctor", DoctorRuns())
     return runs.latest(d, refresh=refresh) if start else runs

@@ -1,7 +1,8 @@
 """Jobs: filter by state, task, queue and creation time (keyset pages, newest first), with the Retries
 (``retryable``) and Dead (``discarded``) views; each job's attempts with their errors, its provenance, effects and
-audit events; actions retry and cancel, on one job or many: the jobs ticked, or every job the filter matches,
-after a confirmation page that names the count (:mod:`oncebeat.job_admin`)."""
+audit events; actions retry and cancel, on one job or many, and delete (finished jobs only, by ``oncebeat prune``'s
+rules) on many: the jobs ticked, or every job the filter matches, after a confirmation page that names the count
+(:mod:`oncebeat.job_admin`). The counts per state are a live region (``/jobs?part=counts``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from starlette.responses import Response
 from .. import audit
 from ..effects import EffectLedger
 from ..errors import OncebeatError
-from ..job_admin import BULK_MAX, BULK_VERBS, JobFilter, bulk_action, matching_jobs
+from ..job_admin import BULK_MAX, BULK_VERBS, DELETABLE_STATES, JobFilter, bulk_action, deletable, matching_jobs
 from ..provenance import current_source
 from ..queue import JOB_STATES, Queue, other_unfinished_run
 from .app import action_form, dashboard, parse_id, redirect_with, render, route
@@ -48,14 +49,18 @@ def _filter(values: Mapping[str, str]) -> JobFilter:
 def jobs_page(request: Request) -> Response:
     q = request.query_params
     f = _filter(q)
-    rows = _queue(request).list_jobs(state=f.state, task=f.task, queue=f.queue, since=f.since, until=f.until,
+    queue = _queue(request)
+    if q.get("part") == "counts":  # the live region of the counts per state: no list to read
+        return render(request, "jobs.html", {"counts": queue.counts(), "states": JOB_STATES,
+                                             "q": {"state": f.state}})
+    rows = queue.list_jobs(state=f.state, task=f.task, queue=f.queue, since=f.since, until=f.until,
                                      before_id=parse_id(q.get("before"), "before"), limit=PAGE + 1)
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     keep = {k: v for k, v in q.items() if k in FILTER_FIELDS and v}
     title, about = VIEWS.get(f.state or "", ("Jobs", None))
     return render(request, "jobs.html", {"title": title, "about": about, "jobs": rows, "states": JOB_STATES,
-                                         "q": keep, "views": VIEWS, "bulk_max": BULK_MAX,
+                                         "q": keep, "views": VIEWS, "bulk_max": BULK_MAX, "counts": queue.counts(),
                                          "next_before": rows[-1]["id"] if more else None})
 
 
@@ -69,7 +74,7 @@ async def bulk_confirm(request: Request) -> Response:
     form = await action_form(request)
     verb, _, scope = form.get("do", "").partition(":")
     if verb not in BULK_VERBS or scope not in ("selected", "matching"):
-        raise OncebeatError("choose Retry or Cancel, for the jobs ticked or for all jobs matching the filter")
+        raise OncebeatError("choose Retry, Cancel or Delete, for the jobs ticked or for all jobs matching the filter")
     f = _filter(form)
     if scope == "selected":
         ids = _ids((await request.form()).getlist("id"))  # type: ignore[arg-type]
@@ -83,9 +88,12 @@ async def bulk_confirm(request: Request) -> Response:
         raise OncebeatError(f"{verb}: {len(ids)} jobs named, at most {BULK_MAX} per action; narrow the filter")
     q = _queue(request)
     shown = [j for j in (await run_in_threadpool(lambda: [q.get(i) for i in ids[:PAGE]])) if j is not None]
+    # A delete says how many of them it would delete now (finished, no effect in flight, not a kept occurrence's run).
+    removable = len(await run_in_threadpool(deletable, q, ids)) if verb == "delete" else None
     back = {k: form[k] for k in FILTER_FIELDS if form.get(k)}
     return render(request, "jobs_confirm.html", {"title": f"{verb.capitalize()} {len(ids)} jobs?", "verb": verb,
-                                                 "ids": ids, "shown": shown, "back": back, "scope": scope})
+                                                 "ids": ids, "shown": shown, "back": back, "scope": scope,
+                                                 "removable": removable, "deletable_states": DELETABLE_STATES})
 
 
 async def bulk_run(request: Request) -> Response:

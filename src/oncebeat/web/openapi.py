@@ -84,6 +84,7 @@ _INVOICE_EXAMPLE = {"invoices": [
      "currency": "EUR", "amount_due": "80.00", "issued_on": "2026-01-10", "due_on": "2026-02-09",
      "status": "paid", "paid_on": "2026-02-01"}]}
 _SCHEDULE = _path_param("key", "reminders", "A schedule key (it may hold '/').")
+_QUEUE = _path_param("queue", "default", "A queue name (it may hold '/').")
 _PAGE = [_query("after", "The previous page's next value.", {"type": "string"}),
          _query("limit", "Rows per page (default 100).", {"type": "integer", "minimum": 1, "maximum": 500})]
 
@@ -92,7 +93,8 @@ _DOCUMENT: dict[str, Any] = {
     "info": {"title": "oncebeat HTTP API", "version": VERSION,
              "description": "Upsert customers, invoices and payments, place and release holds, read reminders and an "
                             "invoice's history, "
-                            "trigger, pause and resume schedules and enqueue jobs. Every request needs "
+                            "trigger, pause and resume schedules, enqueue jobs, read, pause, resume and limit "
+                            "queues. Every request needs "
                             "Authorization: Bearer <token> (ONCEBEAT_API_TOKENS, NAME:read|write:TOKEN); every "
                             "write an Idempotency-Key. Bodies are JSON, at most 1 MiB and "
                             f"{MAX_ITEMS} objects per array. Dates are YYYY-MM-DD, instants ISO 8601 with "
@@ -100,8 +102,7 @@ _DOCUMENT: dict[str, Any] = {
     "servers": [{"url": "/"}],
     "security": [{"bearer": []}],
     "tags": [{"name": "billing data"}, {"name": "holds"}, {"name": "reminders"}, {"name": "reports"},
-             {"name": "schedules"},
-             {"name": "jobs"}, {"name": "meta"}],
+             {"name": "schedules"}, {"name": "jobs"}, {"name": "queues"}, {"name": "meta"}],
     "paths": {
         "/api/v1/openapi.json": {"get": _read("This document.", "Document", tag="meta")},
         "/api/v1/customers": {"post": _write(
@@ -192,6 +193,25 @@ _DOCUMENT: dict[str, Any] = {
             status="201", tag="jobs",
             description="Tasks of the app oncebeat web runs (--app: your own). 409 when unique_key is held by an "
                         "unfinished job (nothing enqueued).")},
+        "/api/v1/queues": {"get": _read(
+            "Every queue: depth, latency, throughput of the last hour, pause and concurrency limit.", "QueueList",
+            tag="queues", description="The dashboard's Queues page as data: available (due now), scheduled (due "
+                                      "later), running, held (by a pause), latency_seconds (the oldest available "
+                                      "job's age; null when none), completed / discarded / cancelled in the last "
+                                      "throughput_window_seconds, limit (null: none).")},
+        "/api/v1/queues/{queue}/pause": {"post": _write(
+            "Pause a queue: no worker claims its jobs until it is resumed (running jobs finish).", "Empty", None,
+            "QueueState", params=[_QUEUE], tag="queues",
+            description="No body. changed is false when it was already paused. Audited queue.paused.")},
+        "/api/v1/queues/{queue}/resume": {"post": _write(
+            "Resume a queue: its held jobs are claimable again, each runs once.", "Empty", None, "QueueState",
+            params=[_QUEUE], tag="queues",
+            description="No body. changed is false when it was not paused. Audited queue.resumed.")},
+        "/api/v1/queues/{queue}/limit": {"post": _write(
+            "Set (or lift, with null) how many of a queue's jobs run at once over every worker.", "QueueLimitRequest",
+            {"limit": 3}, "QueueLimit", params=[_QUEUE], tag="queues",
+            description="limit: a whole number from 1 to 100000, or null for no limit. Lowering it stops no running "
+                        "job. changed is false when it already was so. Audited queue.limited / queue.unlimited.")},
         "/api/v1/jobs/{id}": {"get": _read(
             "A job: state, attempts, errors, provenance.", "Job", tag="jobs", not_found=True,
             params=[{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"},
@@ -303,6 +323,26 @@ _DOCUMENT: dict[str, Any] = {
                          "properties": {"job_id": {"type": "integer"}, "task": {"type": "string"},
                                         "url": {"type": "string"}}},
             "Job": {"type": "object", "required": ["id", "task", "state", "attempt"]},
+            "Queue": {"type": "object", "required": ["queue", "paused", "available", "latency_seconds", "limit"],
+                      "properties": {
+                          "queue": {"type": "string"}, "paused": {"type": "boolean"}, "paused_at": _STRING,
+                          "paused_by": _STRING, "available": {"type": "integer"}, "scheduled": {"type": "integer"},
+                          "running": {"type": "integer"}, "held": {"type": "integer"},
+                          "latency_seconds": {"type": ["number", "null"]}, "completed": {"type": "integer"},
+                          "discarded": {"type": "integer"}, "cancelled": {"type": "integer"},
+                          "throughput_window_seconds": {"type": "integer"},
+                          "limit": {"type": ["integer", "null"]}}},
+            "QueueList": {"type": "object", "required": ["queues"], "properties": {
+                "queues": {"type": "array", "items": {"$ref": "#/components/schemas/Queue"}}}},
+            "QueueState": {"type": "object", "required": ["queue", "state", "changed"],
+                           "properties": {"queue": {"type": "string"}, "state": {"enum": ["paused", "active"]},
+                                          "changed": {"type": "boolean"}}},
+            "QueueLimitRequest": {"type": "object", "required": ["limit"], "additionalProperties": False,
+                                  "properties": {"limit": {"type": ["integer", "null"], "minimum": 1,
+                                                           "maximum": 100_000}}},
+            "QueueLimit": {"type": "object", "required": ["queue", "limit", "before", "changed"],
+                           "properties": {"queue": {"type": "string"}, "limit": {"type": ["integer", "null"]},
+                                          "before": {"type": ["integer", "null"]}, "changed": {"type": "boolean"}}},
         },
     },
 }

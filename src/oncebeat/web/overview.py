@@ -1,5 +1,7 @@
 """Overview: jobs per state and queue, throughput and failures of the last hour (a chart), processes alive,
-effects in doubt, the doctor's summary by severity, the time source and the database clock's skew."""
+effects in doubt, the doctor's summary by severity with its age, the time source and the database clock's skew.
+Each of these is a live region (refreshed by htmx from ``/?part=…`` until the operator pauses it); the doctor card's
+refresh starts a background doctor run when its report is older than :data:`oncebeat.web.doctor.REFRESH_SECONDS`."""
 
 from __future__ import annotations
 
@@ -52,7 +54,10 @@ def overview(request: Request) -> Response:
         "totals": {s: sum(q.get(s, 0) for q in by_queue.values()) for s in UNFINISHED_STATES},
         "processes": processes, "chart": chart, "finished": totals,
         "effects": EffectLedger(rt.store, clock=rt.clock, source=source).counts_unfinished(),
-        "doctor": doctor_runs(d, start=False), "skew": (now - database_now(rt.store)).total_seconds(),
+        # The doctor card's own refresh (live, ?part=doctor) starts a background run when the report is missing or
+        # stale (one at a time); a page load never does (the doctor competes with rendering for this process's CPU).
+        "doctor": doctor_runs(d, start=request.query_params.get("part") == "doctor"),
+        "skew": (now - database_now(rt.store)).total_seconds(),
     })
 
 

@@ -23,7 +23,7 @@ from .app import action_form, dashboard, redirect_with, render, route
 from .overview import ALIVE_AFTER
 from .schedules import operator_source
 
-__all__ = ["routes"]
+__all__ = ["THROUGHPUT_WINDOW", "queue_rows", "routes"]
 
 THROUGHPUT_WINDOW = timedelta(hours=1)
 BUSY_LIMIT = 200
@@ -39,7 +39,7 @@ def _paused_by(rt: Any, queue: str, row: Any) -> str:
     return str(row.paused_by or "unknown")
 
 
-def _rows(rt: Any, now: datetime) -> list[dict[str, Any]]:
+def queue_rows(rt: Any, now: datetime) -> list[dict[str, Any]]:
     q = Queue(rt.store, clock=rt.clock, source=operator_source())
     known = tuple(sorted({t.queue for t in rt.app.tasks.values()}))
     depths = {d["queue"]: d for d in q.depths()}
@@ -74,7 +74,7 @@ def queues_page(request: Request) -> Response:
     rt = dashboard(request).runtime
     now = rt.clock.now()
     busy = _busy(rt, now)
-    return render(request, "queues.html", {"title": "Queues", "queues": _rows(rt, now), "busy": busy[:BUSY_LIMIT],
+    return render(request, "queues.html", {"title": "Queues", "queues": queue_rows(rt, now), "busy": busy[:BUSY_LIMIT],
                                            "busy_more": len(busy) > BUSY_LIMIT, "window": THROUGHPUT_WINDOW})
 
 

@@ -2,9 +2,10 @@
 currency for DSO and CEI, stage effectiveness against the not-yet-reminded baseline, promises, disputes, aging and
 the late fees recorded (one per invoice and stage; the CSV to post them is ``oncebeat report fees --csv``).
 
-Entry point only: reads ``?from=YYYY-MM&to=YYYY-MM&currency=EUR`` (all optional, as ``oncebeat report``), calls
-:func:`oncebeat.reminders.reports.build_many` off the event loop and renders; a bad month or currency is the
-library's error, shown as a 400 page naming the field. A read: login needed (as every page), no action, no CSRF.
+Entry point only: reads ``?from=YYYY-MM&to=YYYY-MM&currency=EUR&kind=dso`` (all optional, as ``oncebeat report``;
+``kind`` shows that report's section only), calls :func:`oncebeat.reminders.reports.build_many` off the event loop
+and renders; a bad month, currency or kind is the library's error, shown as a 400 page naming the field (an unknown
+kind lists the kinds). A read: login needed (as every page), no action, no CSRF.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..errors import OncebeatError
 from ..reminders.reports import Month, Table, build_many, cell_text, default_range
 from ..reminders.reports.effectiveness import WINDOWS
 from ..reminders.reports.tables import rounded
@@ -25,6 +27,10 @@ from .charts import Chart, grouped_bars, stacked_bars
 __all__ = ["routes"]
 
 KINDS = ("dso", "cei", "stages", "aging", "holds", "fees")
+#: ``?kind=`` (as ``oncebeat report KIND``) → the page's sections it shows.
+SECTIONS = {"all": ("dso_cei", "stages", "holds", "fees", "aging"), "dso": ("dso_cei",), "cei": ("dso_cei",),
+            "stages": ("stages",), "aging": ("aging",), "promises": ("holds",), "disputes": ("holds",),
+            "holds": ("holds",), "fees": ("fees",)}
 OUTCOME_SERIES = ("kept", "broken", "pending", "unknown")
 
 
@@ -80,6 +86,10 @@ async def reports_page(request: Request) -> Response:
     rt = dashboard(request).runtime
     today = rt.clock.now().astimezone(rt.policy.zone).date()
     first_text, last_text, currency = _param(request, "from"), _param(request, "to"), _param(request, "currency")
+    kind = _param(request, "kind") or "all"
+    if kind not in SECTIONS:
+        raise OncebeatError(f"kind: {kind[:40]!r} is not a report; use one of {', '.join(SECTIONS)} "
+                            "(or leave it out for all)")
     first = Month.parse(first_text, "from") if first_text else None
     last = Month.parse(last_text, "to") if last_text else None
     start, end = default_range(today, first, last)
@@ -95,6 +105,7 @@ async def reports_page(request: Request) -> Response:
     return render(request, "reports.html", {
         "title": "Reports", "today": today, "tz": rt.policy.tz, "start": start, "end": end,
         "q": {"from": first_text or "", "to": last_text or "", "currency": currency or ""},
+        "kind": kind, "kinds": tuple(SECTIONS), "shown": SECTIONS[kind],
         "currencies": _per_currency(dso, cei), "dso": dso, "cei": cei, "stages": stages, "aging": aging,
         "promises": promises, "disputes": disputes, "fees": fees, "cell": cell, "windows": WINDOWS,
         "stage_charts": [_stages_chart(stages, n) for n in WINDOWS] if stages.rows else [],

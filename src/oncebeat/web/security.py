@@ -14,9 +14,9 @@ Rules (each has a test in ``tests/web/test_security.py`` or ``tests/web/test_acc
 - The ``Host`` header must be an allowed name (loopback names by default), so a
   DNS-rebinding page cannot read the dashboard through the operator's browser.
 - ``/login`` is throttled per client address (:class:`LoginThrottle`).
-- Every response carries a Content-Security-Policy without inline script (the
-  dashboard has no script at all), ``frame-ancestors 'none'``, ``nosniff``,
-  ``Referrer-Policy: same-origin`` and ``Cache-Control: no-store``.
+- Every response carries a Content-Security-Policy without inline script or style
+  (the only script is the vendored htmx file, whose eval and inline styles are off),
+  ``frame-ancestors 'none'``, ``nosniff``, ``Referrer-Policy: same-origin`` and ``Cache-Control: no-store``.
 - Every POST needs a CSRF check: a random cookie (``HttpOnly``,
   ``SameSite=Strict``) and a form field carrying its HMAC (the "signed double
   submit" pattern), and no cross-site ``Origin`` / ``Sec-Fetch-Site``.
@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -83,8 +83,8 @@ OWN_BODY_LIMIT_PATHS = frozenset({"/webhooks/stripe"})
 # The HTTP API's batch writes (up to 1000 invoices) are larger than a form: 1 MiB, answered 413 in JSON.
 MAX_API_BYTES = 1024 * 1024
 # POSTs a viewer may make: they read (the search is a POST only to keep addresses out of URLs), end a session or
-# pick the zone pages show times in (a preference cookie).
-VIEWER_POSTS = frozenset({"/login", "/logout", "/reminders/search", "/zone"})
+# pick the zone pages show times in or pause the live refresh (preference cookies).
+VIEWER_POSTS = frozenset({"/login", "/logout", "/reminders/search", "/zone", "/live"})
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -94,11 +94,12 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def content_security_policy(*, sandbox: bool = False) -> str:
-    """The CSP of every page: no script at all, styles and images from this origin only, no framing.
+    """The CSP of every page: no inline script or style (scripts, styles, images and the live regions' requests
+    from this origin only: htmx and its partials), no framing.
 
     ``sandbox`` adds the ``sandbox`` directive (used for rendered email previews, which are customer data).
     """
-    policy = ("default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self' data:; "
+    policy = ("default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self' data:; "
               "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
     return policy + ("; sandbox" if sandbox else "")
 
@@ -535,7 +536,14 @@ class Gate:
         if role is None:
             if method in ("GET", "HEAD"):
                 target = path + (f"?{conn.url.query}" if conn.url.query else "")
-                return RedirectResponse("/login?next=" + quote(target, safe=""), status_code=303)
+                login = "/login?next=" + quote(target, safe="")
+                if conn.headers.get("hx-request") == "true":
+                    # A live region's refresh after the session ended: no page to swap in, the browser goes to
+                    # the login page (htmx follows HX-Redirect) and comes back to the page, not to its part.
+                    page = path + "?" + urlencode([(k, v) for k, v in conn.query_params.multi_items() if k != "part"])
+                    return _plain("Log in first", "This dashboard needs a session: log in at /login.", 401,
+                                  {"hx-redirect": "/login?next=" + quote(page.rstrip("?"), safe="")})
+                return RedirectResponse(login, status_code=303)
             return _plain("Log in first", "This dashboard needs a session: log in at /login.", 401)
         if role != ADMIN and method not in ("GET", "HEAD") and path not in VIEWER_POSTS:
             return _plain("Refused", f"read-only: you are logged in as {role}; log in with ONCEBEAT_WEB_TOKEN "
