@@ -106,9 +106,11 @@ _DOCUMENT: dict[str, Any] = {
         "/api/v1/customers": {"post": _write(
             "Insert or update customers by email.", "CustomersRequest",
             {"customers": [{"email": "zoe@example.com", "name": "Zoë Martin", "locale": "fr_FR",
-                            "tz": "Europe/Paris"}]},
+                            "tz": "Europe/Paris", "country": "FR", "tags": "enterprise;vip"}]},
             "CustomersAnswer", tag="billing data",
-            description="Each email once per request; locale defaults to en_US, tz to none (the schedule's zone).")},
+            description="Each email once per request; locale defaults to en_US, tz to none (the schedule's zone). "
+            "country: ISO 3166-1 alpha-2; tags: words joined by ';' ([[ladders]] match both). A field left out "
+            "keeps the stored value; \"\" clears it.")},
         "/api/v1/invoices": {"post": _write(
             "Insert or update invoices by number (with their customers).", "InvoicesRequest", _INVOICE_EXAMPLE,
             "InvoicesAnswer", tag="billing data",
@@ -205,7 +207,8 @@ _DOCUMENT: dict[str, Any] = {
                         "properties": {
                             "invoice_number": {"type": "string", "maxLength": 64},
                             "customer_email": {"type": "string"}, "customer_name": {"type": "string"},
-                            "customer_locale": _STRING, "customer_tz": _STRING,
+                            "customer_locale": _STRING, "customer_tz": _STRING, "customer_country": _STRING,
+                            "customer_tags": _STRING,
                             "currency": {"type": "string", "examples": ["EUR"]},
                             "amount_due": {"type": "string", "examples": ["1234.50"],
                                            "description": "Major units, never more decimals than the currency has."},
