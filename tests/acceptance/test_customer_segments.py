@@ -227,3 +227,23 @@ def test_ladder_errors_name_the_line_of_the_offending_table_and_key(tmp_path: Pa
     assert "line 12: [[ladders]][2] (vip) match.tags_any" in text
     assert "line 19: [[ladders]][3] (japan) match.country" in text
     assert "line 22: [[ladders]][4] name = \"Bad Name\"" in text
+
+
+def test_the_sample_books_csv_carries_country_and_tags_only_when_a_customer_has_them(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from oncebeat.reminders.importing import read_invoices_csv
+    from oncebeat.sample.book import generate_book, write_invoices_csv
+
+    book = generate_book(seed=5, start=date(2026, 3, 2), customers=6, invoices=20)
+    write_invoices_csv(book, tmp_path / "plain.csv")
+    header = (tmp_path / "plain.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert "customer_country" not in header and "customer_tags" not in header  # an empty column would clear them
+    tagged = replace(book, customers=[replace(c, country="JP" if n % 2 else "", tags="vip;enterprise" if n % 3 else "")
+                                      for n, c in enumerate(book.customers)])
+    write_invoices_csv(tagged, tmp_path / "tagged.csv")
+    back = read_invoices_csv(tmp_path / "tagged.csv")
+    assert back.problems == []
+    got = {c.email: (c.country, c.tags) for c in back.customers}
+    want = {c.email: (c.country, "enterprise;vip" if c.tags else "") for c in tagged.customers if c.email in got}
+    assert got == want and any(country for country, _ in got.values())
