@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (fixtures imported from the helpers are redefined as test arguments, as pytest intends)
 """Ladders in the HTTP API (issue 23 item 2): ``GET /api/v1/ladders``, ``GET /api/v1/ladders/{name}`` and
 ``POST /api/v1/ladders/{name}/apply`` on both backends: rules, versions and the invoices each holds; the apply is a
 keyed write (replayed once), audited, needs the write scope, and moves nothing when the confirmed count is stale."""
