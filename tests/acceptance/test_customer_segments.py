@@ -249,3 +249,40 @@ def test_the_sample_books_csv_carries_country_and_tags_only_when_a_customer_has_
     got = {c.email: (c.country, c.tags) for c in back.customers}
     want = {c.email: (c.country, "enterprise;vip" if c.tags else "") for c in tagged.customers if c.email in got}
     assert got == want and any(country for country, _ in got.values())
+
+
+def test_the_checker_judges_country_and_tag_ladders_by_each_invoices_pin(store: Store, tmp_path: Path) -> None:
+    """The simulator's checker (check_deployment) on a run where ladders match country and tags: each reminder
+    on its invoice's pinned ladder, nothing lost or duplicated; and a customer whose tags change mid-run keeps
+    the ladder its invoice in dunning started with."""
+    from reminder_harness import FIRST_FIRE, Harness, maildir_sink
+
+    from oncebeat.simulate.standalone import check_deployment
+
+    policy = Policy(ladders=ladder_defs(LADDERS))
+    h = Harness(store=store, sink=maildir_sink(tmp_path), clock=SimulatedClock(FIRST_FIRE - timedelta(hours=1)),
+                policy=policy)
+    try:
+        due = date(2026, 3, 1)
+        h.add_invoices(invoice("N-1", due, email="us-vip@example.test"), invoice("N-2", due, email="de@example.test"),
+                       invoice("N-3", due, email="jp@example.test"),
+                       customers=(Customer(email="us-vip@example.test", name="A", country="US", tags="vip"),
+                                  Customer(email="de@example.test", name="B", country="DE", tags="enterprise"),
+                                  Customer(email="jp@example.test", name="C", country="JP")))
+        worker = h.new_worker()
+        for n in range(12):
+            if n == 5:  # the VIP customer loses the tag: N-1 stays on na-vip; a new invoice takes the default
+                h.service.upsert([Customer(email="us-vip@example.test", name="A", tags="")],
+                                 [invoice("N-4", due + timedelta(days=5), email="us-vip@example.test")])
+            h.tick_to(FIRST_FIRE + timedelta(days=n, minutes=1))
+            worker.drain()
+        pinned = {name: [r["number"] for r in ladder_invoices(store, name)]
+                  for name in ("na-vip", "enterprise", "japan", "default")}
+        assert pinned == {"na-vip": ["N-1"], "enterprise": ["N-2"], "japan": ["N-3"], "default": ["N-4"]}
+        report = check_deployment(store, h.app, policy, maildir=h.sink.maildir)
+        assert report.passed, report.to_text()
+        assert report.summary["duplicates"] == 0 and report.summary["lost"] == 0
+        assert report.invariants["reminder-on-pinned-ladder"].checked >= 5  # na-vip 2, 9; enterprise 3, 10; japan 4
+    finally:
+        h.close()
+        h.sink.stop()
