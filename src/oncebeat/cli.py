@@ -1263,11 +1263,14 @@ class _FaultsOption(click.Option):
                    "nothing is written or sent) and print the difference.")
 @click.option("--start", default=None, metavar="YYYY-MM-DD",
               help="With --policy: the what-if's first day (default today in the policy's zone).")
+@click.option("--apply-to-open", "apply_to_open", is_flag=True,
+              help="With --policy: the proposal also moves the open invoices of its ladders to its settings (as "
+                   "`oncebeat policies apply --apply-to-open` would); without it they keep their pinned version.")
 @DB_OPTION
 @CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True)
-def preview(days: int, proposed: Path | None, start: str | None, database_url: str | None, config: Path | None,
-            as_json: bool) -> None:
+def preview(days: int, proposed: Path | None, start: str | None, apply_to_open: bool, database_url: str | None,
+            config: Path | None, as_json: bool) -> None:
     """What the scan would send (dry run: nothing is written); with --policy, what a policy change would do."""
     from datetime import timedelta
 
@@ -1276,10 +1279,11 @@ def preview(days: int, proposed: Path | None, start: str | None, database_url: s
 
         preview_whatif(proposed_path=proposed, days=days, start=_parse_date(start, "--start"),
                        database_url=database_url, config=config, as_json=as_json, runtime=_runtime,
-                       print_json=_print_json)
+                       print_json=_print_json, apply_to_open=apply_to_open)
         return
-    if start is not None:
-        raise click.UsageError("--start goes with --policy (the what-if); the plain preview uses --days")
+    if start is not None or apply_to_open:
+        raise click.UsageError(f"{'--start' if start is not None else '--apply-to-open'} goes with --policy (the "
+                               "what-if); the plain preview uses --days")
     rt = _runtime(config=config, database_url=database_url, migrate=False)
     try:
         business_date = rt.clock.now().astimezone(rt.policy.zone).date() + timedelta(days=days)

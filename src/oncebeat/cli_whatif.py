@@ -69,7 +69,8 @@ def _located(path: Path, exc: ConfigError) -> ConfigError:
 
 
 def preview_whatif(*, proposed_path: Path, days: int, start: date | None, database_url: str | None,
-                   config: Path | None, as_json: bool, runtime: Any, print_json: Any) -> None:
+                   config: Path | None, as_json: bool, runtime: Any, print_json: Any,
+                   apply_to_open: bool = False) -> None:
     """Run and print the what-if of ``proposed_path`` against the current policy (``config``); ``runtime`` and
     ``print_json`` are the CLI's own helpers (passed in: this module never imports the cli module back).
 
@@ -89,7 +90,7 @@ def preview_whatif(*, proposed_path: Path, days: int, start: date | None, databa
         first = start or rt.clock.now().astimezone(rt.policy.zone).date()
         report = run_whatif(rt.store, current=rt.policy, proposed=proposed, start=first,
                             days=days or DEFAULT_DAYS, current_name=_policy_name(config),
-                            proposed_name=str(proposed_path))
+                            proposed_name=str(proposed_path), apply_to_open=apply_to_open)
     finally:
         rt.close()
     if as_json:

@@ -81,7 +81,9 @@ def test_a_bad_ladder_or_an_unknown_name_is_a_clear_error(tmp_path: Path, db_url
     (tmp_path / "oncebeat.toml").write_text(TOML.replace('currency = "EUR"', 'currency = "EURO"'), encoding="utf-8")
     bad = oncebeat("policies", "--db", db_url, cwd=tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert 'oncebeat.toml: [[ladders]][1] (eur) match.currency = "EURO" must be ISO 4217 codes' in bad.stderr
+    line = TOML.splitlines().index('match = { currency = "EUR", amount_min = 1000 }') + 1
+    assert f'oncebeat.toml: line {line}: [[ladders]][1] (eur) match.currency = "EURO" must be ISO 4217 codes' \
+        in bad.stderr
 
 
 def test_policies_apply_needs_a_ladder_name(tmp_path: Path) -> None:

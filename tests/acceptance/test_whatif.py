@@ -78,7 +78,9 @@ def book(store: Store, tmp_path: Path) -> Iterator[Store]:
 
 
 def whatif(store: Store, proposed: Policy = PROPOSED, **kw: Any) -> WhatIfReport:
-    return run_whatif(store, current=CURRENT, proposed=proposed, start=START, days=30, **kw)
+    """The what-if of the edit applied to open invoices too (B, in dunning, moves to the proposed stages); the
+    pinned case without the apply: test_an_invoice_in_dunning_keeps_its_pinned_ladder_unless_the_edit_is_applied."""
+    return run_whatif(store, current=CURRENT, proposed=proposed, start=START, days=30, **{"apply_to_open": True, **kw})
 
 
 def test_a_whatif_leaves_the_live_database_exactly_as_it_was(book: Store) -> None:
@@ -144,19 +146,34 @@ def test_a_start_before_the_books_last_reminder_is_refused(book: Store) -> None:
 
 def test_the_cli_prints_the_difference_and_json(tmp_path: Path, book: Store, db_url: str) -> None:
     (tmp_path / "new.toml").write_text("[reminders]\nstages = [3, 10, 30]\n", encoding="utf-8")
-    text = oncebeat("preview", "--policy", "new.toml", "--days", "30", "--start", "2026-03-03", "--db", db_url,
-                    cwd=tmp_path)
+    text = oncebeat("preview", "--policy", "new.toml", "--days", "30", "--start", "2026-03-03", "--apply-to-open",
+                    "--db", db_url, cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert "what-if: 30 days from 2026-03-03 to 2026-04-02 (America/Chicago)" in text.stdout
     assert "stage 1 -> stage 3: 2 later (mean +2.0 days)" in text.stdout
     assert "B (bob@example.com): current stage 7 sent 2026-03-08" in text.stdout
-    out = oncebeat("preview", "--policy", "new.toml", "--days", "30", "--start", "2026-03-03", "--db", db_url,
-                   "--json", cwd=tmp_path)
+    out = oncebeat("preview", "--policy", "new.toml", "--days", "30", "--start", "2026-03-03", "--apply-to-open",
+                   "--db", db_url, "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["runs"]["current"]["notices"] == 12 and data["runs"]["proposed"]["notices"] == 9
     assert data["in_dunning_affected"]["count"] == 1
     assert data["runs"]["current"]["notices_per_customer_week"]["max"] == 3
+
+
+def test_an_invoice_in_dunning_keeps_its_pinned_ladder_unless_the_edit_is_applied(book: Store) -> None:
+    """Issue 23 item 2: the copy keeps each invoice's pin (B, stage 1 sent 03-02, is pinned to default v1 with
+    stages [1, 7, 14, 30]); the proposed edit of the default ladder changes only invoices not in dunning yet."""
+    pinned = whatif(book, apply_to_open=False)
+    assert pinned.copied.pinned == 1 and pinned.copied.ladder_versions == 1 and not pinned.applied_to_open
+    assert pinned.affected_count == 0 and pinned.affected == []  # B: 7@03-08 14@03-15 30@03-31 under both
+    assert pinned.changed_invoices == 4  # A, C, D, E start dunning under the proposal's new version
+    assert (pinned.runs["current"].notices, pinned.runs["proposed"].notices) == (12, 9 - 3 + 3)  # B's 3 alike
+    assert "1 invoices already in dunning keep the ladder version they are pinned to" in pinned.to_text()
+    applied = whatif(book)
+    assert applied.applied_to_open == {"default": 1} and applied.affected_count == 1
+    assert "--apply-to-open: the proposal moves open invoices to its ladders' settings (default: 1)" \
+        in applied.to_text()
 
 
 def test_a_bad_proposed_policy_is_a_clear_error_before_anything_runs(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ def _concrete(path: str, s: Seeded) -> str:
     ids = {"/jobs": s.job_id, "/occurrences": s.occurrence_id, "/reminders": s.reminder_id}
     samples = {"{key:path}": "reminders", "{number:path}": "INV-PRIVATE-77", "{kind}": "job",
                "{ident:path}": str(s.job_id), "{queue:path}": "default",
-               "{position:int}": "0", "{id:id}": str(ids.get("/" + path.split("/")[1], 1))}
+               "{position:int}": "0", "{id:id}": str(ids.get("/" + path.split("/")[1], 1)), "{name}": "default"}
     for pattern, value in samples.items():
         path = path.replace(pattern, value)
     assert "{" not in path, f"route {path}: add a sample value for its parameter to _concrete"
@@ -121,6 +121,8 @@ def _form_for(url: str) -> dict[str, str]:
         return {"q": "INV-PRIVATE-77"}
     if url == "/login":
         return {"token": "a wrong token", "next": "/"}
+    if url == "/policies/default/apply":
+        return {"expected": "0"}
     return {}
 
 

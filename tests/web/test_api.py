@@ -292,7 +292,8 @@ def test_an_invoice_is_read_with_the_history_the_dashboard_shows(runtime: Runtim
     expected = runtime.service.invoice_story("INV-2")
     assert expected is not None
     assert [r["id"] for r in story["reminders"]] == [r["id"] for r in expected["reminders"]]
-    assert story["customer"] == {"email": "c0@example.com", "name": "C0", "locale": "en_US", "tz": ""}
+    assert story["customer"] == {"email": "c0@example.com", "name": "C0", "locale": "en_US", "tz": "",
+                                 "country": "", "tags": ""}
     assert story["invoice"]["amount_due"] == 123450 and story["invoice"]["status"] == "open"
     assert client.get("/api/v1/invoices/NOPE", headers=READ).status_code == 404
 

@@ -33,7 +33,8 @@ from oncebeat.reminders.runtime import Runtime
 from oncebeat.web import WebSettings, create_app
 from oncebeat.web.api_auth import ApiTokens
 
-SAMPLES = {"{key:path}": "reminders", "{number:path}": "INV-1001", "{id:id}": "1", "{queue:path}": "default"}
+SAMPLES = {"{key:path}": "reminders", "{number:path}": "INV-1001", "{id:id}": "1", "{queue:path}": "default",
+           "{name}": "default"}
 # A valid body for each write (the write token's answer must be the write's own, not a 422).
 BODIES: dict[str, Any] = {
     "/api/v1/customers": {"customers": [{"email": "zoe@example.com", "name": "Zoë Martin"}]},
@@ -43,6 +44,7 @@ BODIES: dict[str, Any] = {
     "/api/v1/holds": {"invoice_number": "INV-1001", "reason": "manual"},
     "/api/v1/holds/release": {"invoice_number": "INV-1001"},
     "/api/v1/queues/{queue:path}/limit": {"limit": 3},
+    "/api/v1/ladders/{name}/apply": {},
 }
 
 

@@ -1,10 +1,12 @@
 """The book copied out of the live database for a what-if (issue 23 item 6), and a run's outcome read back.
 
-:func:`copy_book` streams customers, invoices, holds and reminders out of the live store (SQLite or PostgreSQL;
-read-only named queries, one keyset page of ``batch`` rows at a time, so a book of any size never sits in memory)
-into a freshly migrated SQLite store, keeping every id, so the copy answers every reminder query as the live
-database would. The live database is never written: each page is a plain ``SELECT`` (on SQLite a read outside
-any write transaction, so it neither waits for nor blocks the live workers).
+:func:`copy_book` streams customers, ladder versions, invoices (with their pins), holds and reminders out of the
+live store (SQLite or PostgreSQL; read-only named queries, one keyset page of ``batch`` rows at a time, so a book
+of any size never sits in memory) into a freshly migrated SQLite store, keeping every id, so the copy answers
+every reminder query as the live database would: an invoice already in dunning keeps the ladder version it is
+pinned to (a ladder edit changes it only when applied to open invoices, as live). The live database is never
+written: each page is a plain ``SELECT`` (on SQLite a read outside any write transaction, so it neither waits for
+nor blocks the live workers).
 
 The copy is the book **as of** ``start`` (a date in the schedule's zone): an invoice the live book records paid on
 ``start`` or later is copied open, and its payment is returned to be applied on its day by the simulation (so a
@@ -44,7 +46,9 @@ class BookCopy:
     the start, by date then number), and the latest business date of a reminder already recorded (None: none)."""
 
     customers: int = 0
+    ladder_versions: int = 0
     invoices: int = 0
+    pinned: int = 0  # invoices copied with their pin (open ones stay on that ladder version in the runs)
     holds: int = 0
     reminders: int = 0
     payments: list[Payment] = field(default_factory=list)
@@ -86,7 +90,12 @@ def copy_book(source: Store, target: Store, *, start: date, before: datetime, ba
             tx.many("whatif_copy_customer", rows)
         done.zones |= {str(r["tz"] or "") for r in rows}
         done.customers += len(rows)
+    for rows in _pages(lambda after: source.read("whatif_ladder_versions_page", after_id=after, limit=batch)):
+        with target.transaction() as tx:
+            tx.many("whatif_copy_ladder_version", rows)
+        done.ladder_versions += len(rows)
     for rows in _pages(lambda after: source.read("whatif_invoices_page", after_id=after, limit=batch)):
+        done.pinned += sum(1 for r in rows if r["ladder_version_id"] is not None)
         for r in rows:
             if r["status"] == "paid" and r["paid_on"] is not None and r["paid_on"] >= start:
                 done.payments.append(Payment(number=r["number"], paid_on=r["paid_on"]))

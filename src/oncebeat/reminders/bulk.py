@@ -46,7 +46,7 @@ _EMPTY_ROW = {"line": None, "bad": False, "number": None, "email": None, "name":
               "x_tz": None, "currency": None, "amount_due": None, "issued_on": None, "due_on": None, "status": None,
               "paid_on": None, "status_on": None, "paid_at": None, "hold_reason": None, "promise_until": None,
               "hold_note": None, "x_payment_url": None,
-              "x_pdf_path": None}
+              "x_pdf_path": None, "x_country": None, "x_tags": None}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -254,7 +254,8 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
         for p in duplicate_problems(_shared_numbers(staging), source):
             staging.problem(p, mark=True)
         customer_rows = (CustomerRow(email=r["email"], line=r["line"], name=r["name"], x_locale=r["x_locale"],
-                                     x_tz=r["x_tz"], bad=bool(r["bad"]))
+                                     x_tz=r["x_tz"], x_country=r["x_country"], x_tags=r["x_tags"],
+                                     bad=bool(r["bad"]))
                          for r in staging.pages(lambda **k: tx.run("bulk_customer_rows", **k), ("email", "line"),
                                                 ("", 0)))
         customers: list[Customer] = []

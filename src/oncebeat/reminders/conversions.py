@@ -277,6 +277,7 @@ MAX_LENGTHS: dict[str, int] = {
     "currency": 16,  # ISO 4217 codes have 3 letters; a longer value gets the currency rule's own message below this
     "customer_locale": 32,
     "customer_tz": 64,
+    "customer_tags": 1000,  # at most 20 tags of at most 40 characters, with separators
     "payment_url": 2048,  # what browsers and mail clients keep whole
     "pdf_path": 1024,  # a path inside [attachments] pdf_dir
 }

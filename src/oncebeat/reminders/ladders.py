@@ -16,10 +16,16 @@ default ladder's)::
     match = { column = { name = "customer_locale", equals = ["de_AT"] } }
     templates = "templates-at"
 
+    [[ladders]]
+    name = "north-america-vip"
+    match = { country = ["US", "CA"], tags_any = ["enterprise", "vip"] }
+
 Matching: the ladders are tried in file order, the first whose every ``match`` key holds wins; no match gives
 ``default``. ``currency``: the invoice's ISO 4217 code (one or a list). ``amount_min``/``amount_max``: the
 invoice's ``amount_due`` in MINOR units of its own currency (cents; yen for JPY), ``amount_min <= amount <
-amount_max`` (a band; give ``currency`` too when amounts of several currencies meet). ``column``: one field
+amount_max`` (a band; give ``currency`` too when amounts of several currencies meet). ``country``: the customer's
+ISO 3166-1 alpha-2 code (one or a list; a customer without a country matches none). ``tags_any``: the customer
+holds at least one of these tags (one or a list; :mod:`.segments`). ``column``: one field
 (or a list of ``{name, equals}`` tables, all must hold) of the invoice or its customer, by the import's column
 name (:data:`MATCH_COLUMNS`), equal to one of the values (text, compared exactly).
 
@@ -45,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from oncebeat.errors import ConfigError
+from oncebeat.reminders.ladder_lines import LadderLines
 from oncebeat.reminders.notices.escalation import (
     StageEscalation,
     escalation_config,
@@ -52,6 +59,7 @@ from oncebeat.reminders.notices.escalation import (
     escalation_to_json,
 )
 from oncebeat.reminders.policy import _CHECKS, Policy, _describe, _Invalid, _show, _type_name, _unknown_key
+from oncebeat.reminders.segments import check_country, check_tags, tag_set
 
 __all__ = ["DEFAULT_LADDER", "MATCH_COLUMNS", "SPACINGS", "LadderDef", "LadderMatch", "LadderSettings",
            "ladder_defs", "ladders_of", "match_ladder"]
@@ -62,13 +70,14 @@ DEFAULT_LADDER = "default"
 #: (``from_sent``, the default) or on its own nominal date, due date + stage days (``nominal``)?
 SPACINGS = ("from_sent", "nominal")
 #: Fields ``match.column`` may name: the import's column names of the invoice and its customer.
-MATCH_COLUMNS = ("invoice_number", "currency", "customer_email", "customer_name", "customer_locale", "customer_tz")
+MATCH_COLUMNS = ("invoice_number", "currency", "customer_email", "customer_name", "customer_locale", "customer_tz",
+                 "customer_country")
 #: Ladder settings a ``[[ladders]]`` table may override: TOML key -> Policy field.
 OVERRIDES = {"stages": "stages", "collapse": "collapse", "spacing": "spacing", "send_at": "send_at",
              "from": "sender", "reply_to": "reply_to", "company": "company", "templates": "templates",
              "group": "group", "stage": "escalation"}
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
-_MATCH_KEYS = ("currency", "amount_min", "amount_max", "column")
+_MATCH_KEYS = ("currency", "amount_min", "amount_max", "country", "tags_any", "column")
 _MAX_AMOUNT = 10**15
 
 
@@ -80,10 +89,17 @@ class LadderMatch:
     amount_min: int | None = None  # inclusive
     amount_max: int | None = None  # exclusive
     columns: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (MATCH_COLUMNS name, accepted values)
+    country: tuple[str, ...] = ()  # ISO 3166-1 alpha-2 codes
+    tags_any: tuple[str, ...] = ()  # lower-case tags: one is enough
 
     def matches(self, fields: Mapping[str, Any]) -> bool:
-        """Whether invoice ``fields`` (``currency``, ``amount_due`` and the :data:`MATCH_COLUMNS`) match."""
+        """Whether invoice ``fields`` (``currency``, ``amount_due``, the :data:`MATCH_COLUMNS` and
+        ``customer_tags``, the stored ``"a;b"`` text) match."""
         if self.currency and fields.get("currency") not in self.currency:
+            return False
+        if self.country and (fields.get("customer_country") or "") not in self.country:
+            return False
+        if self.tags_any and not tag_set(fields.get("customer_tags")) & set(self.tags_any):
             return False
         amount = int(fields.get("amount_due") or 0)
         if self.amount_min is not None and amount < self.amount_min:
@@ -102,6 +118,10 @@ class LadderMatch:
             parts.append(f"amount >= {self.amount_min}")
         if self.amount_max is not None:
             parts.append(f"amount < {self.amount_max}")
+        if self.country:
+            parts.append("country " + "/".join(self.country))
+        if self.tags_any:
+            parts.append("tagged " + " or ".join(self.tags_any))
         parts += [f"{name} = {'/'.join(values)}" for name, values in self.columns]
         return ", ".join(parts) or "everything"
 
@@ -248,7 +268,7 @@ def _match(value: Any) -> LadderMatch:
                        fix, value=value)
     for key in value:
         if key not in _MATCH_KEYS:
-            close = difflib.get_close_matches(key, _MATCH_KEYS, n=1)
+            close = ["tags_any"] if key in ("tag", "tags") else difflib.get_close_matches(key, _MATCH_KEYS, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise _MatchInvalid(key, _Invalid(f"is not a known key.{hint}", fix, show_value=False))
     currency: tuple[str, ...] = ()
@@ -275,17 +295,55 @@ def _match(value: Any) -> LadderMatch:
         columns = _columns(value["column"]) if "column" in value else ()
     except _Invalid as inv:
         raise _MatchInvalid("column", inv) from None
-    return LadderMatch(currency=currency, amount_min=lo, amount_max=hi, columns=columns)
+    try:
+        country = _countries(value["country"]) if "country" in value else ()
+    except _Invalid as inv:
+        raise _MatchInvalid("country", inv) from None
+    try:
+        tags_any = _tags(value["tags_any"]) if "tags_any" in value else ()
+    except _Invalid as inv:
+        raise _MatchInvalid("tags_any", inv) from None
+    return LadderMatch(currency=currency, amount_min=lo, amount_max=hi, columns=columns, country=country,
+                       tags_any=tags_any)
 
 
-def ladder_defs(value: Any, *, source: str = "<dict>", base_dir: Path | None = None) -> tuple[LadderDef, ...]:
+def _countries(value: Any) -> tuple[str, ...]:
+    fix = 'Write country = "US" or ["US", "CA"] (ISO 3166-1 alpha-2 codes).'
+    out = []
+    for code in _strings(value, fix):
+        checked, reason = check_country(code)
+        if checked is None:
+            raise _Invalid(f"holds {code!r}, which {reason}", fix, value=value)
+        out.append(checked)
+    return tuple(out)
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    fix = 'Write tags_any = "enterprise" or ["enterprise", "vip"] (lower-case letters, digits, -, _ or .).'
+    items = _strings(value, fix)
+    text, reason = check_tags(items)
+    if text is None:
+        raise _Invalid(reason or "is not a list of tags", fix, value=value)
+    return tuple(sorted(tag_set(text)))
+
+
+def ladder_defs(value: Any, *, source: str = "<dict>", base_dir: Path | None = None,
+                text: str | None = None) -> tuple[LadderDef, ...]:
     """Validate the ``[[ladders]]`` array of tables into :class:`LadderDef` values, in file order.
 
-    A relative ``templates`` folder is resolved against ``base_dir`` when given and must exist.
+    A relative ``templates`` folder is resolved against ``base_dir`` when given and must exist. ``text``: the
+    file's text, to name the line of each problem (:class:`.ladder_lines.LadderLines`).
 
     Raises:
-        ConfigError: every problem at once, each naming ``[[ladders]][N]`` (1-based), its name and the fix.
+        ConfigError: every problem at once, each naming its line (``line 12: ``, with ``text``), ``[[ladders]][N]``
+            (1-based), its name and the fix.
     """
+    lines = LadderLines(text)
+
+    def at(n: int, problem: str, key: str | None = None, sub: str | None = None) -> str:
+        line = lines.line(n, key, sub)
+        return problem if line is None else f"line {line}: {problem}"
+
     if isinstance(value, tuple) and all(isinstance(d, LadderDef) for d in value):
         return value  # already validated (Policy(ladders=...) built from ladder_defs' result)
     if not isinstance(value, list):
@@ -297,20 +355,20 @@ def ladder_defs(value: Any, *, source: str = "<dict>", base_dir: Path | None = N
     for n, table in enumerate(value, start=1):
         where = f"[[ladders]][{n}]"
         if not isinstance(table, dict):
-            problems.append(f"{where} must be a table. Write a [[ladders]] header followed by its keys.")
+            problems.append(at(n, f"{where} must be a table. Write a [[ladders]] header followed by its keys."))
             continue
         name = table.get("name")
         if not isinstance(name, str) or not _NAME.fullmatch(name) or name == DEFAULT_LADDER or name in seen:
             why = ("is missing" if name is None else "is taken by an earlier ladder" if name in seen
                    else "is the name of the top-level settings" if name == DEFAULT_LADDER
                    else "must be 1-40 lower-case letters, digits, - or _")
-            problems.append(f"{where} name{'' if name is None else ' = ' + _show(name)} {why}. Write e.g. "
-                            'name = "enterprise", unique in the file and not "default".')
+            problems.append(at(n, f"{where} name{'' if name is None else ' = ' + _show(name)} {why}. Write e.g. "
+                               'name = "enterprise", unique in the file and not "default".', "name"))
             continue
         seen.add(name)
         where = f"{where} ({name})"
         if "match" not in table:
-            problems.append(f"{where} has no match table. Write e.g. match = {{ currency = \"EUR\" }}.")
+            problems.append(at(n, f"{where} has no match table. Write e.g. match = {{ currency = \"EUR\" }}."))
         overrides: list[tuple[str, Any]] = []
         rule = LadderMatch()
         for key, raw in table.items():
@@ -326,22 +384,23 @@ def ladder_defs(value: Any, *, source: str = "<dict>", base_dir: Path | None = N
                     overrides.append(("escalation", found))
                     continue
                 if key not in OVERRIDES:
-                    problems.append(_unknown_key(f"{where} {key}", key, ["name", "match", *OVERRIDES]))
+                    problems.append(at(n, _unknown_key(f"{where} {key}", key, ["name", "match", *OVERRIDES]), key))
                     continue
                 value_ = _CHECKS[OVERRIDES[key]](raw)
             except _MatchInvalid as bad:
-                problems.append(_describe(f"{where} match.{bad.key}", bad.inv))
+                problems.append(at(n, _describe(f"{where} match.{bad.key}", bad.inv), "match", bad.key))
                 continue
             except _Invalid as inv:
-                problems.append(_describe(f"{where} {key}", inv))
+                problems.append(at(n, _describe(f"{where} {key}", inv), key))
                 continue
             if key == "templates" and isinstance(value_, Path):
                 value_ = value_.expanduser()
                 if base_dir is not None:
                     value_ = value_ if value_.is_absolute() else Path(base_dir).absolute() / value_
                     if not value_.is_dir():
-                        problems.append(f"{where} templates = {_show(raw)}: folder {str(value_)!r} does not exist. "
-                                        "Create it or remove the key to use the default ladder's templates.")
+                        problems.append(at(n, f"{where} templates = {_show(raw)}: folder {str(value_)!r} does not "
+                                           "exist. Create it or remove the key to use the default ladder's "
+                                           "templates.", "templates"))
                         continue
             overrides.append((OVERRIDES[key], value_))
         out.append(LadderDef(name=name, match=rule, overrides=tuple(overrides)))

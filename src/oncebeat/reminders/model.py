@@ -93,6 +93,10 @@ class Customer:
     # IANA zone of the customer; "" = none of its own. Used for business dates with send_zone = "customer"
     # (the schedule's zone when "").
     tz: str | None = None
+    # ISO 3166-1 alpha-2 code, upper case; "" = unknown (oncebeat.reminders.segments).
+    country: str | None = None
+    # Canonical tags text: lower-case words sorted and joined by ";" ("enterprise;vip"); "" = none.
+    tags: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -29,8 +29,8 @@ from .calendar import BusinessCalendar, stage_cutoffs
 from .ladders import DEFAULT_LADDER, LadderSettings, ladders_of, match_ladder
 from .policy import Policy
 
-__all__ = ["Holding", "LadderVersion", "all_versions", "apply_to_open", "holdings", "ladder_invoices", "pin_due",
-           "pin_moves", "stage_rows", "sync_versions", "versions_by_id"]
+__all__ = ["ApplyCountChanged", "Holding", "LadderVersion", "all_versions", "apply_plan", "apply_to_open",
+           "holdings", "ladder_invoices", "pin_due", "pin_moves", "stage_rows", "sync_versions", "versions_by_id"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,34 +182,84 @@ def ladder_invoices(store: Store, name: str, *, limit: int = 1000) -> list[dict[
     return store.read("ladder_invoices", name=name, limit=limit)
 
 
-def apply_to_open(store: Store, policy: Policy, name: str, *, now: datetime, source: Source) -> dict[str, Any]:
-    """Move the open invoices of ladder ``name`` to its current version (the file's settings), in one transaction.
+class ApplyCountChanged(OncebeatError):
+    """An apply confirmed for ``expected`` moving invoices found ``actual``: nothing was moved (look again)."""
+
+    def __init__(self, name: str, expected: int, actual: int) -> None:
+        super().__init__(f"ladder {name}: {actual} open invoice(s) would move now, not the {expected} confirmed "
+                         "(invoices were paid, pinned or moved meanwhile); nothing was moved. Look at the count "
+                         "again and confirm it.")
+        self.expected = expected
+        self.actual = actual
+
+
+def _known(policy: Policy, name: str) -> None:
+    names = [s.name for s, _ in ladders_of(policy)]
+    if name not in names:
+        raise OncebeatError(f"no ladder named {name!r} in the policy file; ladders: {', '.join(names)}. "
+                            "`oncebeat policies` lists them.")
+
+
+def apply_plan(store: Store | Tx, policy: Policy, name: str) -> dict[str, Any]:
+    """What :func:`apply_to_open` of ladder ``name`` would do now, writing nothing.
+
+    Returns:
+        ``{"ladder", "to_version", "recorded", "moves": {version: open invoices}, "total"}``: ``to_version`` is
+        the newest recorded version when it holds the file's settings (``recorded`` True), else the number the
+        apply records; ``moves`` counts the open invoices on every other version.
+    Raises:
+        OncebeatError: ``name`` is no ladder of the policy file.
+    """
+    _known(policy, name)
+    digest = next(s.content_hash() for s, _ in ladders_of(policy) if s.name == name)
+    rows = [r for r in (store.run if isinstance(store, Tx) else store.read)("ladder_holdings") if r["name"] == name]
+    latest = max(rows, key=lambda r: int(r["version"]), default=None)
+    recorded = latest is not None and latest["content_hash"] == digest
+    to_version = int(latest["version"]) + (0 if recorded else 1) if latest is not None else 1
+    moves = {int(r["version"]): int(r["open_invoices"]) for r in rows
+             if int(r["open_invoices"]) and not (recorded and int(r["version"]) == to_version)}
+    return {"ladder": name, "to_version": to_version, "recorded": recorded, "moves": moves,
+            "total": sum(moves.values())}
+
+
+def apply_to_open(store: Store, policy: Policy, name: str, *, now: datetime, source: Source,
+                  expected: int | None = None, tx: Tx | None = None) -> dict[str, Any]:
+    """Move the open invoices of ladder ``name`` to its current version (the file's settings), in one transaction
+    (``tx`` when given: the API writes under its idempotency key).
 
     Records the version first if the file changed. Stages an invoice already has are kept; the scan continues
     above its highest one (never a stage twice). Audited ``ladders.applied`` (version, count, numbers).
+    ``expected``: the count the operator confirmed (:func:`apply_plan`'s ``total``); another count moves nothing.
 
     Returns:
         ``{"ladder", "version", "moved", "from_versions": {version: count}}``.
     Raises:
         OncebeatError: ``name`` is no ladder of the policy file.
+        ApplyCountChanged: ``expected`` is not the count of invoices that would move (nothing written).
     """
-    names = [s.name for s, _ in ladders_of(policy)]
-    if name not in names:
-        raise OncebeatError(f"no ladder named {name!r} in the policy file; ladders: {', '.join(names)}. "
-                            "`oncebeat policies` lists them.")
-    with store.transaction() as tx:
-        tx.run("scan_lock")  # no scan sees a half-moved ladder; versions are numbered one at a time
-        target = sync_versions(tx, policy, now=now, source=source)[name]
-        rows = tx.run("open_invoices_on_old_versions", name=name, version_id=target.id)
-        if rows:
-            tx.many("repin_invoice", [{"id": r["id"], "from_id": r["ladder_version_id"], "version_id": target.id}
-                                      for r in rows])
-        moved_from: dict[int, int] = {}
-        for r in rows:
-            moved_from[int(r["version"])] = moved_from.get(int(r["version"]), 0) + 1
-        audit.record(tx, now=now, kind="ladders.applied", subject=f"ladder:{name}", source=source,
-                     detail={"name": name, "version": target.version, "id": target.id, "moved": len(rows),
-                             "from_versions": {str(k): v for k, v in sorted(moved_from.items())},
-                             "invoices": [r["number"] for r in rows][:1000],
-                             "moves": [[r["number"], int(r["ladder_version_id"])] for r in rows][:1000]})
+    _known(policy, name)
+    if tx is None:
+        with store.transaction() as own:
+            return _apply(own, policy, name, now=now, source=source, expected=expected)
+    return _apply(tx, policy, name, now=now, source=source, expected=expected)
+
+
+def _apply(tx: Tx, policy: Policy, name: str, *, now: datetime, source: Source,
+           expected: int | None) -> dict[str, Any]:
+    tx.run("scan_lock")  # no scan sees a half-moved ladder; versions are numbered one at a time
+    if expected is not None and (actual := apply_plan(tx, policy, name)["total"]) != expected:
+        raise ApplyCountChanged(name, expected, actual)
+    target = sync_versions(tx, policy, now=now, source=source)[name]
+    rows = tx.run("open_invoices_on_old_versions", name=name, version_id=target.id)
+    if rows:
+        tx.many("repin_invoice", [{"id": r["id"], "from_id": r["ladder_version_id"], "version_id": target.id}
+                                  for r in rows])
+    moved_from: dict[int, int] = {}
+    for r in rows:
+        moved_from[int(r["version"])] = moved_from.get(int(r["version"]), 0) + 1
+    audit.record(tx, now=now, kind="ladders.applied", subject=f"ladder:{name}", source=source,
+                 detail={"name": name, "version": target.version, "id": target.id, "moved": len(rows),
+                         "from_versions": {str(k): v for k, v in sorted(moved_from.items())},
+                         "invoices": [r["number"] for r in rows][:1000],
+                         "moves": [[r["number"], int(r["ladder_version_id"])] for r in rows][:1000]})
     return {"ladder": name, "version": target.version, "moved": len(rows), "from_versions": moved_from}

@@ -809,12 +809,14 @@ def _unknown_key(where: str, key: str, allowed: list[str]) -> str:
     return f"{where} is not a known key.{hint} Allowed keys: {', '.join(allowed)}."
 
 
-def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: Path | None = None) -> Policy:
+def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: Path | None = None,
+                     text: str | None = None) -> Policy:
     """Validate parsed TOML data (``{"schedule": {...}, ...}``) into a :class:`Policy`.
 
     ``source`` names the origin in error messages. A relative ``templates``
     folder is resolved against ``base_dir`` when given (``load_policy`` passes
-    the folder of the file) and must then exist.
+    the folder of the file) and must then exist. ``text``: the file's text, for the line numbers of
+    ``[[ladders]]`` problems.
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a table of sections, got {_type_name(data)}")
@@ -832,7 +834,7 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
             from oncebeat.reminders.ladders import ladder_defs  # builds on this module: imported when used
 
             try:
-                values["ladders"] = ladder_defs(content, source=source, base_dir=base_dir)
+                values["ladders"] = ladder_defs(content, source=source, base_dir=base_dir, text=text)
             except ConfigError as exc:
                 problems.append(str(exc).removeprefix(f"{source}: "))
             continue
@@ -948,7 +950,7 @@ def load_policy(path: Path | None) -> Policy:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _syntax_error(path, text, exc) from None
-    return policy_from_dict(data, str(path), base_dir=path.parent)
+    return policy_from_dict(data, str(path), base_dir=path.parent, text=text)
 
 
 # --------------------------------------------------------------------------- labels

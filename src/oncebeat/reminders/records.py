@@ -7,7 +7,8 @@ team's own database and the API are meant to call the same functions.
 Customers: an import never erases what it does not carry
 ---------------------------------------------------------
 A :class:`~.model.Customer` carries ``None`` for a field its source does not give: a CSV without a
-``customer_tz`` or ``customer_locale`` column, a Stripe invoice (which carries neither), a Stripe invoice
+``customer_tz``, ``customer_locale``, ``customer_country`` or ``customer_tags`` column, a Stripe invoice (which
+carries no zone or language), a Stripe invoice
 without ``customer_name``. Such a field **keeps the stored value** (a new customer gets the default: its email
 as name, ``en_US``, no zone of its own). An **explicit empty value clears** it: a ``customer_tz`` column that
 is present but empty on every row of that customer resets the zone to none (the schedule's) and an empty
@@ -50,13 +51,15 @@ __all__ = ["InvoiceWrites", "customer_params", "mark_paid", "move_status", "writ
 def customer_params(customer: Customer) -> dict[str, Any]:
     """The ``upsert_customer`` parameters of ``customer`` under the merge rule (module docstring).
 
-    ``name``/``locale``/``tz``: the value to store over a known customer, None to keep it (``""`` locale is
-    stored as ``en_US``, ``""`` zone as none); ``new_*``: the values of a customer not stored yet.
+    ``name``/``locale``/``tz``/``country``/``tags``: the value to store over a known customer, None to keep it
+    (``""`` locale is stored as ``en_US``, ``""`` zone, country or tags as none); ``new_*``: the values of a
+    customer not stored yet.
     """
     locale = None if customer.locale is None else customer.locale or DEFAULT_LOCALE
     return {"email": customer.email, "name": customer.name or None, "locale": locale, "tz": customer.tz,
+            "country": customer.country, "tags": customer.tags,
             "new_name": customer.name or customer.email, "new_locale": locale or DEFAULT_LOCALE,
-            "new_tz": customer.tz or DEFAULT_TZ}
+            "new_tz": customer.tz or DEFAULT_TZ, "new_country": customer.country or "", "new_tags": customer.tags or ""}
 
 
 def write_customers(tx: Tx, customers: Sequence[Customer]) -> None:

@@ -20,6 +20,9 @@ customer per email). Stripe's shapes are converted:
   not fit is refused.
 - ``created``, ``due_date``, ``status_transitions.*_at`` are Unix seconds,
   turned into dates in the business zone ``tz``.
+- ``customer_address.country`` is the customer's country (ISO 3166-1 alpha-2) and, when the export expands
+  ``customer``, its ``metadata.oncebeat_tags`` (``"enterprise;vip"``) its tags; an invoice without them keeps
+  the stored ones. ``[[ladders]]`` match both (``country``, ``tags_any``).
 - ``status``: ``draft`` invoices (nothing owed yet) and invoices with nothing
   due are left out and counted; ``open``, ``paid`` (``paid_on`` from
   ``status_transitions.paid_at``), ``void``, ``uncollectible`` map as they are.
@@ -74,10 +77,14 @@ from .holds import HoldError, place_hold, release_holds
 from .model import INVOICE_STATUSES, Customer, Invoice
 from .money import minor_digits
 from .records import move_status, write_customers
+from .segments import check_country, check_tags
 from .sources.invoices import InvoiceImport
 from .sources.problems import RowProblem
 from .sources.values import check_payment_url
 from .sources.values import email_reason as _check_email
+
+#: The key of a Stripe customer's metadata holding its oncebeat tags (``"enterprise;vip"``).
+STRIPE_TAGS_KEY = "oncebeat_tags"
 
 __all__ = [
     "HANDLED_EVENTS",
@@ -258,15 +265,39 @@ def invoice_from_stripe(obj: Mapping[str, Any], *, tz: str, due_days: int | None
         payment_url, url_reason = check_payment_url(hosted)
         if url_reason:
             problems.append(("hosted_invoice_url", hosted, url_reason))
+    country, tags = _country_and_tags(obj, problems)
     if problems:
         return None, None, problems
     assert issued is not None and due is not None and minor is not None
-    # A Stripe invoice carries no zone or language (and maybe no name): a known customer keeps its own (records).
-    customer = Customer(email=email.lower(), name=texts.get("customer_name"))
+    # A Stripe invoice carries no zone or language (and maybe no name, address or tags): a known customer keeps its
+    # own (records).
+    customer = Customer(email=email.lower(), name=texts.get("customer_name"), country=country, tags=tags)
     invoice = Invoice(number=texts["number"], customer_email=customer.email, currency=currency, amount_due=minor,
                       issued_on=issued, due_on=due, status=str(status), paid_on=paid_on,
                       status_on=status_on if status != "open" else None, payment_url=payment_url)
     return customer, invoice, []
+
+
+def _country_and_tags(obj: Mapping[str, Any], problems: list[tuple[str, Any, str]]) -> tuple[str | None, str | None]:
+    """The customer's country (``customer_address.country``, the address Stripe copied onto the invoice) and tags
+    (``customer.metadata.oncebeat_tags``, ``"a;b"``, when the export expands ``customer``); None for what the
+    invoice does not carry (the stored value is kept)."""
+    country: str | None = None
+    address = obj.get("customer_address")
+    raw_country = address.get("country") if isinstance(address, dict) else None
+    if isinstance(raw_country, str) and raw_country.strip():
+        country, reason = check_country(raw_country)
+        if reason:
+            problems.append(("customer_address.country", raw_country, reason))
+    tags: str | None = None
+    customer = obj.get("customer")
+    metadata = customer.get("metadata") if isinstance(customer, dict) else None
+    raw_tags = metadata.get(STRIPE_TAGS_KEY) if isinstance(metadata, dict) else None
+    if raw_tags is not None:
+        tags, reason = check_tags(raw_tags) if isinstance(raw_tags, str) else (None, "is not text")
+        if reason:
+            problems.append((f"customer.metadata.{STRIPE_TAGS_KEY}", raw_tags, reason))
+    return country, tags
 
 
 def read_stripe_invoices(path: Path, *, tz: str, due_days: int | None = None,

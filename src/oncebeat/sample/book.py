@@ -561,7 +561,11 @@ def write_invoices_csv(book: Book, path: Path) -> None:
         # payment_url only when an invoice has one: the column left empty would clear a stored link (README)
         links = any(inv.payment_url for inv in book.invoices)
         pdfs = any(inv.pdf_path for inv in book.invoices)  # likewise pdf_path (docs/attachments.md)
-        writer.writerow([c for c in STANDARD_COLUMNS if (links or c != "payment_url") and (pdfs or c != "pdf_path")])
+        # likewise a customer's country and tags (README "Several ladders")
+        segments = {c for c, on in (("customer_country", any(c.country for c in book.customers)),
+                                    ("customer_tags", any(c.tags for c in book.customers))) if not on}
+        left_out = segments | ({"payment_url"} if not links else set()) | ({"pdf_path"} if not pdfs else set())
+        writer.writerow([c for c in STANDARD_COLUMNS if c not in left_out])
         for inv in book.invoices:  # cells through safe_row: no spreadsheet formula (CSV injection)
             customer = by_email.get(inv.customer_email)
             if customer is None:
@@ -583,6 +587,8 @@ def write_invoices_csv(book: Book, path: Path) -> None:
                     inv.status_on.isoformat() if inv.status_on else "",
                     *([inv.payment_url or ""] if links else []),
                     *([inv.pdf_path or ""] if pdfs else []),
+                    *([customer.country or ""] if "customer_country" not in left_out else []),
+                    *([customer.tags or ""] if "customer_tags" not in left_out else []),
                 ]
             ))
 

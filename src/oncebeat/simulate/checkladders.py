@@ -56,7 +56,9 @@ class LadderTimeline:
         if not history:
             fields = invoice | {"invoice_number": invoice["number"], "customer_email": invoice["email"],
                                 "customer_name": invoice["name"], "customer_locale": invoice["locale"],
-                                "customer_tz": invoice.get("customer_tz")}
+                                "customer_tz": invoice.get("customer_tz"),
+                                "customer_country": invoice.get("customer_country"),
+                                "customer_tags": invoice.get("customer_tags")}
             variants = [fields] + [fields | f for f in self.former.get(invoice["email"], [])]
             found: list[LadderSettings] = []
             for config in self.configs:

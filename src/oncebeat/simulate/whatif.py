@@ -31,7 +31,9 @@ cap, a holiday postponement) shows up as its own row without a change here. It r
 - DST hits: notices sent on a day the customer's zone changes its UTC offset, or at a local wall time that
   differs from the one the same send instant had at the window's start (the schedule's zone and the customer's
   zone changing offset on different dates);
-- the invoices already in dunning (a reminder recorded before ``start``) whose reminders differ.
+- the invoices already in dunning (a reminder recorded before ``start``) whose reminders differ. They keep the
+  ladder version they are pinned to (copied with the book, never re-matched), so a ladder edit affects them only
+  with ``apply_to_open`` (``--apply-to-open``), as live.
 
 Example::
 
@@ -150,6 +152,7 @@ class WhatIfReport:
     dropped: Counter[int] = field(default_factory=Counter)  # current stage -> notices the proposal drops
     added: Counter[int] = field(default_factory=Counter)  # proposed stage -> notices it adds
     changed_invoices: int = 0
+    applied_to_open: dict[str, int] = field(default_factory=dict)  # ladder -> open invoices the proposal moved
     affected_count: int = 0
     affected: list[dict[str, Any]] = field(default_factory=list)
     wall_seconds: float = 0.0
@@ -163,7 +166,9 @@ class WhatIfReport:
                 "assumes": "no new invoices or payments beyond those the book already holds",
                 "book": {"customers": self.copied.customers, "invoices": self.copied.invoices,
                          "holds": self.copied.holds, "reminders": self.copied.reminders,
+                         "pinned_invoices": self.copied.pinned, "ladder_versions": self.copied.ladder_versions,
                          "payments_in_window": len(self.copied.payments)},
+                "apply_to_open": self.applied_to_open or None,
                 "runs": {k: v.as_dict() for k, v in self.runs.items()},
                 "stages_moved": moves,
                 "dropped": {str(k): v for k, v in sorted(self.dropped.items())},
@@ -181,7 +186,11 @@ class WhatIfReport:
                  f"  current:  {self.current_name}, stages {list(cur.stages)}",
                  f"  proposed: {self.proposed_name}, stages {list(new.stages)}",
                  f"  assumes no new invoices and no payments beyond the {len(c.payments)} the book already holds "
-                 "in the window (applied on their day); nothing was sent, the live database was only read", ""]
+                 "in the window (applied on their day); nothing was sent, the live database was only read",
+                 (f"  {c.pinned} invoices already in dunning keep the ladder version they are pinned to"
+                  if not self.applied_to_open else
+                  "  --apply-to-open: the proposal moves open invoices to its ladders' settings ("
+                  + ", ".join(f"{k}: {v}" for k, v in sorted(self.applied_to_open.items())) + ")"), ""]
         rows: list[tuple[str, int, int]] = [
             ("notices sent", cur.notices, new.notices),
             ("max notices per customer per week", max(cur.weekly.values(), default=0),
@@ -302,6 +311,22 @@ def _run(path: Path, policy: Policy, copied: BookCopy, zones: set[str], t0: date
                 pass
     finally:
         store.close()
+
+
+def _apply_all(path: Path, policy: Policy, t0: datetime) -> dict[str, int]:
+    """Move the open invoices of every ladder of ``policy`` to its settings on the copy at ``path`` (as of ``t0``);
+    the number moved per ladder (those that moved any)."""
+    from ..reminders.ladders import ladders_of
+    from ..reminders.pinning import apply_to_open
+
+    store = open_store(f"sqlite:///{path}?synchronous=normal")
+    try:
+        source = current_source("manual", name="what-if apply-to-open")
+        moved = {s.name: apply_to_open(store, policy, s.name, now=t0, source=source)["moved"]
+                 for s, _ in ladders_of(policy)}
+    finally:
+        store.close()
+    return {name: n for name, n in moved.items() if n}
 
 
 def _duplicate(src: Path, dst: Path) -> None:
@@ -476,8 +501,12 @@ def _compare(report: WhatIfReport, stores: dict[str, Store], t0: datetime, cal: 
 
 def run_whatif(live: Store, *, current: Policy, proposed: Policy, start: date, days: int,
                current_name: str = "current policy", proposed_name: str = "proposed policy",
-               workdir: Path | None = None, batch: int = 2000) -> WhatIfReport:
+               workdir: Path | None = None, batch: int = 2000, apply_to_open: bool = False) -> WhatIfReport:
     """Run the live book through ``current`` and ``proposed`` on simulated time and compare (see module doc).
+
+    Invoices already in dunning keep the ladder version they are pinned to in both runs, as they would live after
+    the file is edited; with ``apply_to_open`` the proposed run first moves the open invoices of every ladder to the
+    proposal's settings (what ``oncebeat policies apply --apply-to-open`` would do after the edit).
 
     Args:
         live: the live store; only read.
@@ -524,6 +553,8 @@ def run_whatif(live: Store, *, current: Policy, proposed: Policy, start: date, d
             for name, policy in (("current", current), ("proposed", proposed)):
                 path = folder / f"{name}.db"
                 _duplicate(base, path)
+                if apply_to_open and name == "proposed":
+                    report.applied_to_open = _apply_all(path, _for_whatif(policy), t0)
                 _run(path, _for_whatif(policy), copied, copied.zones, t0, t_end)
                 stores[name] = open_store(f"sqlite:///{path}", create=False)
             _compare(report, stores, t0, _Calendars(current.tz, t0))

@@ -94,7 +94,8 @@ async def get_invoice(request: Request) -> Response:
         return api_error(404, "not_found", f"no invoice {number[:64]!r}")
     invoice = dict(story["invoice"])
     customer = {"email": invoice.pop("email"), "name": invoice.pop("name"), "locale": invoice.pop("locale"),
-                "tz": invoice.pop("customer_tz")}
+                "tz": invoice.pop("customer_tz"), "country": invoice.pop("customer_country", ""),
+                "tags": invoice.pop("customer_tags", "")}  # as written: "enterprise;vip"
     return json_response({"invoice": invoice, "customer": customer, "reminders": story["reminders"]})
 
 

@@ -70,8 +70,8 @@ FLASH_COOKIE = "oncebeat_flash"
 #: The operator's choice of zone for instants on every page: "schedule" (the [schedule] zone), else UTC.
 ZONE_COOKIE = "oncebeat_zone"
 PAGE_MODULES = ("overview", "schedules", "jobs", "queues", "effects", "reminders", "policies", "reports", "doctor",
-                "auth", "metrics_route", "api", "api_reads", "api_holds", "api_reports", "api_queues", "tasks",
-                "evidence")
+                "auth", "metrics_route", "api", "api_reads", "api_holds", "api_reports", "api_queues", "api_ladders",
+                "tasks", "evidence")
 OPTIONAL_MODULES = ("webhooks",)
 
 

@@ -85,6 +85,21 @@ _INVOICE_EXAMPLE = {"invoices": [
      "status": "paid", "paid_on": "2026-02-01"}]}
 _SCHEDULE = _path_param("key", "reminders", "A schedule key (it may hold '/').")
 _QUEUE = _path_param("queue", "default", "A queue name (it may hold '/').")
+_LADDER = _path_param("name", "default", "A ladder's name ([[ladders]] name, or default).")
+_LADDER_SCHEMA = {"type": "object", "required": ["name", "in_file", "rule", "match", "settings", "versions",
+                                                 "open_invoices", "apply"],
+                  "properties": {
+                      "name": {"type": "string"}, "in_file": {"type": "boolean"}, "rule": {"type": "string"},
+                      "match": {"type": ["object", "null"], "description": "The file's match keys (currency, "
+                                "amount_min, amount_max in minor units, country, tags_any, column); null: default."},
+                      "settings": {"type": ["object", "null"]},
+                      "versions": {"type": "array", "items": {"type": "object", "required": [
+                          "version", "id", "created_at", "current", "open_invoices", "invoices"]}},
+                      "open_invoices": {"type": "integer"},
+                      "apply": {"type": ["object", "null"], "required": ["to_version", "recorded", "moves", "total"],
+                                "description": "What an apply would do now: the version open invoices move to and "
+                                               "how many move from each other version; null for a ladder no "
+                                               "longer in the file."}}}
 _PAGE = [_query("after", "The previous page's next value.", {"type": "string"}),
          _query("limit", "Rows per page (default 100).", {"type": "integer", "minimum": 1, "maximum": 500})]
 
@@ -101,16 +116,18 @@ _DOCUMENT: dict[str, Any] = {
                             "their UTC offset, amounts decimal strings in major units (\"1234.50\")."},
     "servers": [{"url": "/"}],
     "security": [{"bearer": []}],
-    "tags": [{"name": "billing data"}, {"name": "holds"}, {"name": "reminders"}, {"name": "reports"},
-             {"name": "schedules"}, {"name": "jobs"}, {"name": "queues"}, {"name": "meta"}],
+    "tags": [{"name": "billing data"}, {"name": "holds"}, {"name": "ladders"}, {"name": "reminders"},
+             {"name": "reports"}, {"name": "schedules"}, {"name": "jobs"}, {"name": "queues"}, {"name": "meta"}],
     "paths": {
         "/api/v1/openapi.json": {"get": _read("This document.", "Document", tag="meta")},
         "/api/v1/customers": {"post": _write(
             "Insert or update customers by email.", "CustomersRequest",
             {"customers": [{"email": "zoe@example.com", "name": "Zoë Martin", "locale": "fr_FR",
-                            "tz": "Europe/Paris"}]},
+                            "tz": "Europe/Paris", "country": "FR", "tags": "enterprise;vip"}]},
             "CustomersAnswer", tag="billing data",
-            description="Each email once per request; locale defaults to en_US, tz to none (the schedule's zone).")},
+            description="Each email once per request; locale defaults to en_US, tz to none (the schedule's zone). "
+            "country: ISO 3166-1 alpha-2; tags: words joined by ';' ([[ladders]] match both). A field left out "
+            "keeps the stored value; \"\" clears it.")},
         "/api/v1/invoices": {"post": _write(
             "Insert or update invoices by number (with their customers).", "InvoicesRequest", _INVOICE_EXAMPLE,
             "InvoicesAnswer", tag="billing data",
@@ -212,6 +229,21 @@ _DOCUMENT: dict[str, Any] = {
             {"limit": 3}, "QueueLimit", params=[_QUEUE], tag="queues",
             description="limit: a whole number from 1 to 100000, or null for no limit. Lowering it stops no running "
                         "job. changed is false when it already was so. Audited queue.limited / queue.unlimited.")},
+        "/api/v1/ladders": {"get": _read(
+            "The ladders of the policy file in matching order (then those only recorded), each with its match "
+            "rule, settings, recorded versions with the invoices each holds, and what an apply would move.",
+            "LadderList", tag="ladders")},
+        "/api/v1/ladders/{name}": {"get": _read(
+            "One ladder, with the invoices pinned to it (open first, at most 1000) and the version each is on.",
+            "LadderAnswer", params=[_LADDER], tag="ladders", not_found=True)},
+        "/api/v1/ladders/{name}/apply": {"post": _write(
+            "Move the open invoices of a ladder to its newest settings (oncebeat policies apply --apply-to-open).",
+            "ApplyRequest", {"expected": 0}, "Applied", params=[_LADDER], tag="ladders",
+            description="Records the file's settings as a new version if they changed; stages an invoice already "
+                        "has stay recorded and it continues above its highest one (never a stage twice). Audited "
+                        "ladders.applied. Optional expected: the count the caller saw (apply.total of the GET); "
+                        "409 count_changed when another count would move (nothing moved). 404: no such ladder in "
+                        "the policy file.")},
         "/api/v1/jobs/{id}": {"get": _read(
             "A job: state, attempts, errors, provenance.", "Job", tag="jobs", not_found=True,
             params=[{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"},
@@ -246,7 +278,8 @@ _DOCUMENT: dict[str, Any] = {
                         "properties": {
                             "invoice_number": {"type": "string", "maxLength": 64},
                             "customer_email": {"type": "string"}, "customer_name": {"type": "string"},
-                            "customer_locale": _STRING, "customer_tz": _STRING,
+                            "customer_locale": _STRING, "customer_tz": _STRING, "customer_country": _STRING,
+                            "customer_tags": _STRING,
                             "currency": {"type": "string", "examples": ["EUR"]},
                             "amount_due": {"type": "string", "examples": ["1234.50"],
                                            "description": "Major units, never more decimals than the currency has."},
@@ -312,6 +345,16 @@ _DOCUMENT: dict[str, Any] = {
                      "properties": {"schedule": {"type": "string"}, "occurrence_id": {"type": ["integer", "null"]},
                                     "job_id": {"type": ["integer", "null"]}, "outcome": {"type": "string"},
                                     "fire_at": {"type": "string"}, "description": {"type": "string"}}},
+            "Ladder": _LADDER_SCHEMA,
+            "LadderList": {"type": "object", "required": ["ladders"], "properties": {
+                "ladders": {"type": "array", "items": {"$ref": "#/components/schemas/Ladder"}}}},
+            "LadderAnswer": {"type": "object", "required": ["ladder"], "properties": {
+                "ladder": {"$ref": "#/components/schemas/Ladder"}}},
+            "ApplyRequest": {"type": "object", "additionalProperties": False, "properties": {
+                "expected": {"type": ["integer", "null"], "minimum": 0}}},
+            "Applied": {"type": "object", "required": ["ladder", "version", "moved", "from_versions"], "properties": {
+                "ladder": {"type": "string"}, "version": {"type": "integer"}, "moved": {"type": "integer"},
+                "from_versions": {"type": "object", "additionalProperties": {"type": "integer"}}}},
             "ScheduleState": {"type": "object", "required": ["schedule", "state", "changed"],
                               "properties": {"schedule": {"type": "string"}, "state": {"enum": ["paused", "active"]},
                                              "changed": {"type": "boolean"}}},

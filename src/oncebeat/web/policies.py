@@ -1,18 +1,25 @@
 """Policies: the ladders of the policy file in matching order (rule, stages, collapse, spacing, sender) and, per
 recorded version, how many invoices it holds (open ones are still in dunning on it), read through
 :func:`oncebeat.reminders.pinning.holdings`, the same verb as ``oncebeat policies``. ``?ladder=NAME`` lists the
-invoices pinned to one ladder. Read-only: moving open invoices to a new version is ``oncebeat policies apply
---ladder NAME --apply-to-open`` (audited)."""
+invoices pinned to one ladder.
+
+The one action: ``POST /policies/{name}/apply`` (an admin session and the CSRF field; a viewer is refused) moves
+the open invoices of a ladder to its newest settings, as ``oncebeat policies apply --ladder NAME --apply-to-open``
+does (:func:`oncebeat.reminders.pinning.apply_to_open`, audited ``ladders.applied`` with the operator). The button
+says what it moves ("2 open invoices move from v1 to v2") and posts that count: if it changed meanwhile nothing
+moves and the page says so."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .app import dashboard, render, route
+from .app import action_form, dashboard, redirect_with, render, route
+from .schedules import operator_source
 
 __all__ = ["routes"]
 
@@ -21,14 +28,17 @@ INVOICE_LIMIT = 500
 
 def policies_page(request: Request) -> Response:
     from ..reminders.ladders import ladders_of  # here: a library app's dashboard never loads the reminder app
-    from ..reminders.pinning import holdings, ladder_invoices
+    from ..reminders.pinning import apply_plan, holdings, ladder_invoices
 
     rt = dashboard(request).runtime
     held = holdings(rt.store, rt.policy)
     ladders = ladders_of(rt.policy)
     names = [s.name for s, _ in ladders]
     rows: list[dict[str, Any]] = [{"settings": s, "rule": rule.describe() if rule else "everything else",
-                                   "versions": [x for x in held if x.name == s.name]} for s, rule in ladders]
+                                   "versions": [x for x in held if x.name == s.name],
+                                   "apply": apply_plan(rt.store, rt.policy, s.name)} for s, rule in ladders]
+    for row in rows:
+        row["apply_text"] = _moves_text(row["apply"]) if row["apply"]["total"] else None
     chosen = request.query_params.get("ladder") or None
     if chosen is not None and chosen not in names and not any(x.name == chosen for x in held):
         raise HTTPException(404, f"no ladder {chosen[:60]!r}")
@@ -38,4 +48,29 @@ def policies_page(request: Request) -> Response:
         "chosen": chosen, "pinned": pinned[:INVOICE_LIMIT], "more": len(pinned) > INVOICE_LIMIT})
 
 
-routes = [route("/policies", policies_page)]
+def _moves_text(plan: dict[str, Any]) -> str:
+    """``2 open invoices move from v1 to v2`` (versions joined when several)."""
+    froms = ", ".join(f"v{v}" for v in sorted(plan["moves"]))
+    count = plan["total"]
+    return f"{count} open invoice{'' if count == 1 else 's'} move from {froms} to v{plan['to_version']}"
+
+
+async def apply_action(request: Request) -> Response:
+    """An admin moves the open invoices of ladder ``name`` to its newest settings; ``expected`` is the count the
+    button showed (another count moves nothing). CSRF and operator session checked; audited."""
+    from ..reminders.pinning import apply_to_open
+
+    form = await action_form(request)
+    rt = dashboard(request).runtime
+    name = request.path_params["name"]
+    text = form.get("expected", "")
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
+        raise HTTPException(400, "expected: the count of open invoices the button showed is missing")
+    done = await run_in_threadpool(lambda: apply_to_open(rt.store, rt.policy, name, now=rt.clock.now(),
+                                                         source=operator_source(), expected=int(text)))
+    return redirect_with(request, f"ladder {name}: {done['moved']} open invoice(s) moved to version "
+                                  f"{done['version']}; stages they already have stay", "/policies")
+
+
+routes = [route("/policies", policies_page),
+          route("/policies/{name}/apply", apply_action, methods=["POST"])]

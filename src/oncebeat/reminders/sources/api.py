@@ -32,6 +32,7 @@ from typing import Any
 from ...errors import OncebeatError
 from ..conversions import length_reason, text_reason
 from ..model import Customer, Invoice, Payment
+from ..segments import check_country, check_tags
 from .invoices import (
     STANDARD_COLUMNS,
     CustomerRow,
@@ -52,7 +53,7 @@ MAX_ITEMS = 1000
 MAX_PROBLEMS = 100
 INVOICE_FIELDS: tuple[str, ...] = STANDARD_COLUMNS
 PAYMENT_FIELDS: tuple[str, ...] = PAYMENT_COLUMNS + PAYMENT_OPTIONAL_COLUMNS
-CUSTOMER_FIELDS: tuple[str, ...] = ("email", "name", "locale", "tz")
+CUSTOMER_FIELDS: tuple[str, ...] = ("email", "name", "locale", "tz", "country", "tags")
 _LINE = re.compile(r"\bline (\d+)\b")
 
 
@@ -190,12 +191,15 @@ def read_invoices(body: Any, *, today: date | None) -> tuple[list[Invoice], list
     # given as "" clears it.
     staged = [dataclasses.replace(row, x_locale=row.x_locale if "customer_locale" in values else None,
                                   x_tz=row.x_tz if "customer_tz" in values else None,
+                                  x_country=row.x_country if "customer_country" in values else None,
+                                  x_tags=row.x_tags if "customer_tags" in values else None,
                                   x_payment_url=row.x_payment_url if "payment_url" in values else None,
                                               x_pdf_path=row.x_pdf_path if "pdf_path" in values else None)
               for values, row in _checked(items, INVOICE_FIELDS, InvoiceRowChecker, today, found)]
     bad = {p.line for p in found}
     by_email = sorted((CustomerRow(email=s.email, line=s.line, name=s.name, x_locale=s.x_locale, x_tz=s.x_tz,
-                                   bad=s.line in bad) for s in staged if s.email and s.name),
+                                   x_country=s.x_country, x_tags=s.x_tags, bad=s.line in bad)
+                       for s in staged if s.email and s.name),
                       key=lambda r: (r.email, r.line))
     customers = []
     for item in customer_rule(by_email, ""):
@@ -224,16 +228,18 @@ def read_payments(body: Any, *, today: date | None) -> list[Payment]:
 
 
 def read_customers(body: Any) -> list[Customer]:
-    """The customers of ``{"customers": [...]}``: ``email`` and ``name`` required, ``locale`` and ``tz`` (an IANA
-    zone) optional: left out, a known customer keeps its stored value (a new one gets en_US and the schedule's
-    zone); ``""`` clears it. Each email once per request.
+    """The customers of ``{"customers": [...]}``: ``email`` and ``name`` required, ``locale``, ``tz`` (an IANA
+    zone), ``country`` (ISO 3166-1 alpha-2) and ``tags`` (``"enterprise;vip"``) optional: left out, a known
+    customer keeps its stored value (a new one gets en_US, the schedule's zone, no country, no tags); ``""``
+    clears it. Each email once per request.
 
     Raises:
         RequestRejected: every problem found (nothing to apply).
     """
     problems: list[FieldProblem] = []
     items = _items(body, "customers", CUSTOMER_FIELDS, problems)
-    columns = {"email": "customer_email", "name": "customer_name", "locale": "customer_locale", "tz": "customer_tz"}
+    columns = {"email": "customer_email", "name": "customer_name", "locale": "customer_locale", "tz": "customer_tz",
+               "country": "customer_country", "tags": "customer_tags"}
     seen: dict[str, int] = {}
     customers = []
     for n, values in items:
@@ -264,7 +270,8 @@ def read_customers(body: Any) -> list[Customer]:
         # A key left out keeps the stored value (None), "" clears it (records.py: the rule of every source).
         given: dict[str, str | None] = {}
         valid = True
-        for key, check in (("locale", check_locale), ("tz", check_zone)):
+        for key, check in (("locale", check_locale), ("tz", check_zone), ("country", check_country),
+                           ("tags", check_tags)):
             if key not in values:
                 given[key] = None
             elif key not in clean:
@@ -275,7 +282,8 @@ def read_customers(body: Any) -> list[Customer]:
                     problem(key, f"{clean[key]!r} {reason}")
                     valid = False
         if email and "name" in clean and valid:
-            customers.append(Customer(email=email, name=clean["name"], locale=given["locale"], tz=given["tz"]))
+            customers.append(Customer(email=email, name=clean["name"], locale=given["locale"], tz=given["tz"],
+                                      country=given["country"], tags=given["tags"]))
     _raise_if(problems)
     return customers
 

@@ -20,7 +20,9 @@ Each query (or a view's name) names its columns as the invoice and payments CSV 
 ``AS due_on``, …: the mapping the CSV import's ``--map`` does, written in SQL); extra columns are ignored. An
 amount is given either as ``amount_due`` in major units or as ``amount_due_minor``, an integer of ISO 4217 minor
 units (Rails' ``amount_cents``). A NULL is an empty value: a ``customer_tz`` column that is NULL clears the
-customer's zone, as an empty CSV cell does; a column the query does not have keeps the stored value.
+customer's zone, as an empty CSV cell does; a column the query does not have keeps the stored value. A customer's
+country and tags are the CSV's ``customer_country`` and ``customer_tags`` (``"a;b"`` text, or a PostgreSQL
+``text[]`` array), e.g. ``c.country_code AS customer_country, c.segments AS customer_tags``.
 
 Rules:
 
@@ -245,6 +247,8 @@ def _text(value: Any) -> str:
         return format(value.normalize(), "f")
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if isinstance(value, list | tuple):  # a PostgreSQL array (text[] of tags): the CSV's "a;b"
+        return ";".join(_text(v) for v in value)
     return str(value)
 
 
@@ -416,7 +420,8 @@ def read_source(config: SourceConfig, *, today: date | None) -> SourceRead:
         found += duplicate_problems(sorted((s.number, s.line) for s in staged if s.number), "")
         bad = {p.line for p in found}
         by_email = sorted((CustomerRow(email=s.email, line=s.line, name=s.name, x_locale=s.x_locale, x_tz=s.x_tz,
-                                       bad=s.line in bad) for s in staged if s.email and s.name),
+                                       x_country=s.x_country, x_tags=s.x_tags, bad=s.line in bad)
+                           for s in staged if s.email and s.name),
                           key=lambda r: (r.email, r.line))
         for item in customer_rule(by_email, ""):
             if isinstance(item, RowProblem):

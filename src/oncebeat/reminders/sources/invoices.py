@@ -25,6 +25,7 @@ from ...errors import ConfigError
 from ..conversions import DATE_RANGE_TEXT, Computed, DateFormat, currency_reason, date_range_reason
 from ..model import DEFAULT_LOCALE, DEFAULT_TZ, HOLD_REASONS, INVOICE_STATUSES, Customer, Invoice
 from ..notices.attachments import pdf_path_reason
+from ..segments import check_country, check_tags
 from .problems import RowProblem
 from .table import CsvTable, Progress, computed_columns, fit_fields, resolve_columns, row_dict, row_values
 from .values import (
@@ -52,7 +53,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "due_on",
 )
 OPTIONAL_COLUMNS: tuple[str, ...] = ("customer_locale", "customer_tz", "status", "paid_on", "status_on", "payment_url",
-                                   "pdf_path")
+                                   "pdf_path", "customer_country", "customer_tags")
 #: Optional columns that place a hold on the invoice (``oncebeat import``'s streamed CSV import applies them).
 HOLD_COLUMNS: tuple[str, ...] = ("hold_reason", "promise_until", "hold_note")
 #: Every column of the invoice CSV, in the order :func:`write_invoices_csv` writes them.
@@ -81,6 +82,11 @@ Optional columns:
                    the schedule's zone)
                    Without the column a known customer keeps its own; the
                    column left empty (on every row of that customer) clears it.
+  customer_country ISO 3166-1 alpha-2 code, e.g. US, DE (kept and cleared
+                   as customer_tz); [[ladders]] match it (country)
+  customer_tags    words separated by ; e.g. enterprise;vip (lower-cased;
+                   letters, digits, - _ .; at most 20); kept and cleared as
+                   customer_tz; [[ladders]] match them (tags_any)
   status           open, paid, void or uncollectible (default open;
                    paid when paid_on is given). Statuses move forward only
                    (open -> paid, void, uncollectible; uncollectible -> paid,
@@ -113,6 +119,10 @@ Payments CSV: columns invoice_number and paid_on (YYYY-MM-DD).
 """
 
 _ISO_DATES = DateFormat("iso")
+#: The optional customer columns a row may give (column, Customer field): a column the file lacks keeps the stored
+#: value, an empty cell clears it (:func:`customer_rule`).
+_CUSTOMER_FIELDS = (("customer_locale", "locale"), ("customer_tz", "tz"), ("customer_country", "country"),
+                    ("customer_tags", "tags"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -160,6 +170,8 @@ class StagedInvoice:
     name: str | None = None
     x_locale: str | None = None
     x_tz: str | None = None
+    x_country: str | None = None  # as x_locale: an ISO 3166-1 alpha-2 code, "" or None
+    x_tags: str | None = None  # as x_locale: canonical tags text ("a;b"), "" or None
     currency: str | None = None
     amount_due: int | None = None
     issued_on: date | None = None
@@ -247,7 +259,8 @@ class InvoiceRowChecker:
         out = row.out
         staged = StagedInvoice(
             line=line, bad=bool(row.problems), number=out.get("number"), email=out.get("email") if email_ok else None,
-            name=name or None, x_locale=explicit.get("locale"), x_tz=explicit.get("tz"), currency=out.get("currency"),
+            name=name or None, x_locale=explicit.get("locale"), x_tz=explicit.get("tz"),
+            x_country=explicit.get("country"), x_tags=explicit.get("tags"), currency=out.get("currency"),
             amount_due=out.get("amount"), issued_on=out.get("issued_on"), due_on=out.get("due_on"),
             status=out.get("status"), paid_on=out.get("paid_on"), status_on=out.get("status_on"),
             hold_reason=out.get("hold_reason"), promise_until=out.get("promise_until"), hold_note=out.get("hold_note"),
@@ -359,12 +372,12 @@ class InvoiceRowChecker:
 
     @staticmethod
     def _locale_and_zone(row: _Row) -> dict[str, str]:
-        """customer_locale and customer_tz (optional); returns those the row gives explicitly and validly: a
-        value, or ``""`` when the column is in the file (or computed) but empty on this row (an explicit empty
-        value, which clears the stored one). A column the file does not have is left out (the stored value is
-        kept)."""
+        """customer_locale, customer_tz, customer_country and customer_tags (optional); returns those the row gives
+        explicitly and validly: a value, or ``""`` when the column is in the file (or computed) but empty on this
+        row (an explicit empty value, which clears the stored one). A column the file does not have is left out
+        (the stored value is kept)."""
         explicit: dict[str, str] = {}
-        for column, key in (("customer_locale", "locale"), ("customer_tz", "tz")):
+        for column, key in _CUSTOMER_FIELDS:
             if row.values.get(column) == "" and column not in row.columns_with_problems():
                 explicit[key] = ""
         locale_text = row.values.get("customer_locale", "")
@@ -383,6 +396,15 @@ class InvoiceRowChecker:
                 row.problem("customer_tz", zone_text, reason)
             else:
                 row.out["tz"] = explicit["tz"] = zone  # type: ignore[assignment]
+        for column, key, check in (("customer_country", "country", check_country),
+                                   ("customer_tags", "tags", check_tags)):
+            text = row.values.get(column, "")
+            if text and column not in row.failed:
+                value, reason = check(text)
+                if reason or value is None:
+                    row.problem(column, text, reason or "is not valid")
+                else:
+                    explicit[key] = value
         return explicit
 
     @staticmethod
@@ -469,23 +491,25 @@ class CustomerRow:
     x_locale: str | None
     x_tz: str | None
     bad: bool
+    x_country: str | None = None
+    x_tags: str | None = None
 
 
 def customer_rule(rows: Iterable[CustomerRow], source: str) -> Iterator[RowProblem | Customer]:
     """Rows sorted by email, then line: a problem for each row that disagrees with its email's first row, and
     the :class:`Customer` of each email with a row left without problems.
 
-    The first row of an email gives the name; the first row that gives a locale or zone gives it. A row whose
-    name differs (case-insensitively), or whose locale or zone differs from one given before, is reported.
-    Empty cells (``""``: the column is there, the row gives no value) never conflict: the customer's locale or
-    zone is ``""`` (clear it) only when every row of the email leaves it empty, and None (keep the stored one)
-    when the file has no such column (:mod:`oncebeat.reminders.records`).
+    The first row of an email gives the name; the first row that gives a locale, zone, country or tags gives it.
+    A row whose name differs (case-insensitively), or whose locale, zone, country or tags differ from those given
+    before, is reported. Empty cells (``""``: the column is there, the row gives no value) never conflict: the
+    customer's field is ``""`` (clear it) only when every row of the email leaves it empty, and None (keep the
+    stored one) when the file has no such column (:mod:`oncebeat.reminders.records`).
     """
     for email, group in itertools.groupby(rows, key=lambda r: r.email):
         members = iter(group)
         first = next(members)
-        explicit = {"locale": first.x_locale, "tz": first.x_tz}
-        given_on = {"locale": first.line, "tz": first.line}
+        explicit = {key: getattr(first, f"x_{key}") for _, key in _CUSTOMER_FIELDS}
+        given_on = dict.fromkeys(explicit, first.line)
         accepted = not first.bad
         for row in members:
             bad = row.bad
@@ -494,7 +518,8 @@ def customer_rule(rows: Iterable[CustomerRow], source: str) -> Iterator[RowProbl
                 yield RowProblem(line=row.line, column="customer_name", value=row.name, source=source,
                                  reason=f"conflicts with {first.name!r} on line {first.line} for the same "
                                         f"customer_email {email}")
-            for key, column, value in (("locale", "customer_locale", row.x_locale), ("tz", "customer_tz", row.x_tz)):
+            for column, key in _CUSTOMER_FIELDS:
+                value = getattr(row, f"x_{key}")
                 if value is None or (value == "" and explicit[key] is not None):
                     continue
                 if not explicit[key]:
@@ -506,7 +531,7 @@ def customer_rule(rows: Iterable[CustomerRow], source: str) -> Iterator[RowProbl
                                             f"customer_email {email}")
             accepted = accepted or not bad
         if accepted:
-            yield Customer(email=email, name=first.name, locale=explicit["locale"], tz=explicit["tz"])
+            yield Customer(email=email, name=first.name, **explicit)
 
 
 # --------------------------------------------------------------------------- the in-memory reader
@@ -596,7 +621,8 @@ def read_invoices_csv(
     problems.extend(duplicate_problems(sorted((s.number, s.line) for s in staged if s.number), source))
     bad = {p.line for p in problems}
     by_email = sorted((CustomerRow(email=s.email, line=s.line, name=s.name, x_locale=s.x_locale, x_tz=s.x_tz,
-                                   bad=s.line in bad) for s in staged if s.email and s.name),
+                                   x_country=s.x_country, x_tags=s.x_tags, bad=s.line in bad)
+                       for s in staged if s.email and s.name),
                       key=lambda r: (r.email, r.line))
     customers: dict[str, Customer] = {}
     for found_item in customer_rule(by_email, source):

@@ -5,9 +5,10 @@
 -- name: bulk_stage_row
 INSERT INTO oncebeat_import_rows (line, bad, number, email, name, x_locale, x_tz, currency, amount_due, issued_on,
                                   due_on, status, paid_on, status_on, paid_at, hold_reason, promise_until, hold_note,
-                                  x_payment_url, x_pdf_path)
+                                  x_payment_url, x_pdf_path, x_country, x_tags)
 VALUES (:line, :bad, :number, :email, :name, :x_locale, :x_tz, :currency, :amount_due, :issued_on, :due_on, :status,
-        :paid_on, :status_on, :paid_at, :hold_reason, :promise_until, :hold_note, :x_payment_url, :x_pdf_path);
+        :paid_on, :status_on, :paid_at, :hold_reason, :promise_until, :hold_note, :x_payment_url, :x_pdf_path,
+        :x_country, :x_tags);
 
 -- name: bulk_stage_problem
 INSERT INTO oncebeat_import_problems (seq, line, text) VALUES (:seq, :line, :text);
@@ -31,7 +32,7 @@ ORDER BY number, line LIMIT :page;
 
 -- name: bulk_customer_rows
 -- Rows with a valid email and a name, by email then line, the page after (:after_email, :after_line).
-SELECT email, line, name, x_locale, x_tz, bad FROM oncebeat_import_rows
+SELECT email, line, name, x_locale, x_tz, x_country, x_tags, bad FROM oncebeat_import_rows
 WHERE email IS NOT NULL AND name IS NOT NULL
   AND (email > :after_email OR (email = :after_email AND line > :after_line))
 ORDER BY email, line LIMIT :page;

@@ -22,7 +22,8 @@ WHERE id IN (SELECT CAST(value AS INTEGER) FROM json_each(:ids));
 -- Open invoices not in dunning yet whose due date is on or before :max_cutoff (the latest due date any ladder's
 -- first stage can have reached), with the fields a ladder's rule can match (MATCH_COLUMNS).
 SELECT i.id, i.number AS invoice_number, i.currency, i.amount_due, i.due_on, c.email AS customer_email,
-       c.name AS customer_name, c.locale AS customer_locale, c.tz AS customer_tz
+       c.name AS customer_name, c.locale AS customer_locale, c.tz AS customer_tz, c.country AS customer_country,
+       c.tags AS customer_tags
 FROM invoices i JOIN customers c ON c.id = i.customer_id
 WHERE i.status = 'open' AND i.ladder_version_id IS NULL AND i.due_on <= :max_cutoff;
 

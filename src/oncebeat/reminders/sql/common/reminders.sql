@@ -4,10 +4,12 @@
 
 -- name: upsert_customer
 -- The merge rule of every source (oncebeat.reminders.records.customer_params): a field the source does not carry
--- (:name, :locale, :tz NULL) keeps the stored value; a new customer gets :new_name, :new_locale, :new_tz.
-INSERT INTO customers (email, name, locale, tz) VALUES (:email, :new_name, :new_locale, :new_tz)
+-- (:name, :locale, :tz, :country, :tags NULL) keeps the stored value; a new customer gets the new_ values.
+INSERT INTO customers (email, name, locale, tz, country, tags)
+VALUES (:email, :new_name, :new_locale, :new_tz, :new_country, :new_tags)
 ON CONFLICT (email) DO UPDATE SET name = COALESCE(:name, customers.name), locale = COALESCE(:locale, customers.locale),
-    tz = COALESCE(:tz, customers.tz);
+    tz = COALESCE(:tz, customers.tz), country = COALESCE(:country, customers.country),
+    tags = COALESCE(:tags, customers.tags);
 
 -- name: upsert_invoice
 -- An invoice's fields from an import: a new invoice is inserted with its status; a known one gets the row's
@@ -90,7 +92,7 @@ FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 ORDER BY r.id;
 
 -- name: list_invoices
-SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz
+SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
 FROM invoices i JOIN customers c ON c.id = i.customer_id ORDER BY i.id;
 
 -- name: count_invoices
@@ -103,11 +105,11 @@ WHERE r.state = 'pending' ORDER BY r.id;
 -- Read verbs of the reminder app for operators (dashboard). Each reads a unique or foreign-key index.
 
 -- name: invoice_by_number
-SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz
+SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
 FROM invoices i JOIN customers c ON c.id = i.customer_id WHERE i.number = :number;
 
 -- name: invoices_of_email
-SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz
+SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
 FROM customers c JOIN invoices i ON i.customer_id = c.id
 WHERE c.email = :email ORDER BY i.id DESC LIMIT :limit;
 

@@ -4,11 +4,17 @@
 -- out of the copy, invoice by invoice. The copy* queries run on the copy only.
 
 -- name: whatif_customers_page
-SELECT id, email, name, locale, tz FROM customers WHERE id > :after_id ORDER BY id LIMIT :limit;
+SELECT id, email, name, locale, tz, country, tags FROM customers WHERE id > :after_id ORDER BY id LIMIT :limit;
+
+-- name: whatif_ladder_versions_page
+-- The recorded ladder versions (copied first: the invoices and reminders pinned to them refer to them).
+SELECT id, name, version, content_hash, settings, created_at FROM ladder_versions WHERE id > :after_id
+ORDER BY id LIMIT :limit;
 
 -- name: whatif_invoices_page
+-- ladder_version_id: the pin of an invoice already in dunning (copied, not re-matched).
 SELECT id, number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at, paid_at,
-       entered_at, payment_url
+       entered_at, payment_url, ladder_version_id
 FROM invoices WHERE id > :after_id ORDER BY id LIMIT :limit;
 
 -- name: whatif_holds_page
@@ -18,17 +24,22 @@ FROM reminder_holds WHERE id > :after_id ORDER BY id LIMIT :limit;
 
 -- name: whatif_reminders_page
 SELECT id, invoice_id, stage, state, reason, business_date, message_id, created_at, updated_at, sent_at,
-       deferred_since, superseded_stages, hold_id, resumes_hold_id
+       deferred_since, superseded_stages, hold_id, resumes_hold_id, ladder_version_id
 FROM reminders WHERE id > :after_id ORDER BY id LIMIT :limit;
 
 -- name: whatif_copy_customer
-INSERT INTO customers (id, email, name, locale, tz) VALUES (:id, :email, :name, :locale, :tz);
+INSERT INTO customers (id, email, name, locale, tz, country, tags)
+VALUES (:id, :email, :name, :locale, :tz, :country, :tags);
+
+-- name: whatif_copy_ladder_version
+INSERT INTO ladder_versions (id, name, version, content_hash, settings, created_at)
+VALUES (:id, :name, :version, :content_hash, :settings, :created_at);
 
 -- name: whatif_copy_invoice
 INSERT INTO invoices (id, number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at,
-                      paid_at, entered_at, payment_url)
+                      paid_at, entered_at, payment_url, ladder_version_id)
 VALUES (:id, :number, :customer_id, :currency, :amount_due, :issued_on, :due_on, :status, :paid_on, :updated_at,
-        :paid_at, :entered_at, :payment_url);
+        :paid_at, :entered_at, :payment_url, :ladder_version_id);
 
 -- name: whatif_copy_hold
 INSERT INTO reminder_holds (id, invoice_id, customer_id, reason, promise_until, resumes_on, note, external_ref,
@@ -39,9 +50,10 @@ VALUES (:id, :invoice_id, :customer_id, :reason, :promise_until, :resumes_on, :n
 -- name: whatif_copy_reminder
 -- occurrence_id is left NULL: the live database's occurrences are not copied (the copy's clock makes its own).
 INSERT INTO reminders (id, invoice_id, stage, state, reason, occurrence_id, business_date, message_id, created_at,
-                       updated_at, sent_at, deferred_since, superseded_stages, hold_id, resumes_hold_id)
+                       updated_at, sent_at, deferred_since, superseded_stages, hold_id, resumes_hold_id,
+                       ladder_version_id)
 VALUES (:id, :invoice_id, :stage, :state, :reason, NULL, :business_date, :message_id, :created_at, :updated_at,
-        :sent_at, :deferred_since, :superseded_stages, :hold_id, :resumes_hold_id);
+        :sent_at, :deferred_since, :superseded_stages, :hold_id, :resumes_hold_id, :ladder_version_id);
 
 -- name: whatif_outcomes_page
 -- The reminders a simulated run decided (touched at or after :t0), in (invoice_id, stage) order after the keyset

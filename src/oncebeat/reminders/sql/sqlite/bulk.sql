@@ -12,7 +12,7 @@ CREATE TEMP TABLE oncebeat_import_rows (
     line INTEGER PRIMARY KEY, bad INTEGER NOT NULL, number TEXT, email TEXT, name TEXT, x_locale TEXT, x_tz TEXT,
     currency TEXT, amount_due INTEGER, issued_on DATE, due_on DATE, status TEXT, paid_on DATE, status_on DATE,
     paid_at TIMESTAMPTZ, hold_reason TEXT, promise_until DATE, hold_note TEXT,
-    x_payment_url TEXT, x_pdf_path TEXT
+    x_payment_url TEXT, x_pdf_path TEXT, x_country TEXT, x_tags TEXT
 );
 
 -- name: bulk_create_problems

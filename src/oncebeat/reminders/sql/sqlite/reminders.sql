@@ -193,7 +193,7 @@ ORDER BY currency, bucket;
 
 -- name: invoices_of_customers
 -- The newest invoices of the customers :ids (a JSON array of ids), at most :limit.
-SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz
+SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
 FROM customers c JOIN invoices i ON i.customer_id = c.id
 WHERE c.id IN (SELECT value FROM json_each(:ids))
 ORDER BY i.id DESC LIMIT :limit;
