@@ -88,15 +88,12 @@ SELECT count(*) AS pending, COALESCE(sum(cardinality(superseded_stages)), 0) AS 
 -- later business date than the previous stage, so a second scan of one day never sends a second stage).
 -- Nothing is recorded superseded.
 -- Returns one row: reminders created (all pending) and superseded stages (0).
--- open_due is MATERIALIZED: inlined, its last_stage subquery was planned once per reference (five index probes
--- per open invoice) and the invoices were walked in primary-key order over the whole table (10M invoices: the
--- partial index of open invoices read once instead; docs/benchmarks.md "Round 3").
 WITH stages AS MATERIALIZED (
     SELECT CAST(e ->> 'stage' AS integer) AS stage, CAST(e ->> 'cutoff' AS date) AS cutoff,
            e ->> 'tz' AS tz, CAST(e ->> 'business_date' AS date) AS business_date,
            CAST(e ->> 'lv' AS bigint) AS lv, CAST(e ->> 'nominal' AS integer) AS nominal
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
-), open_due AS MATERIALIZED (
+), open_due AS (
     SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM invoices i
