@@ -76,15 +76,32 @@ def retail_rows() -> tuple[tuple[str, date, str, str, int], ...]:
     return tuple(out)
 
 
-def customers() -> list[tuple[str, str, str, str]]:
-    """(email, name, locale, tz) of every customer in the data."""
+@cache
+def _real_customers() -> tuple[tuple[str, str], ...]:
+    """(customer key, country) of every customer in the data, sorted by key."""
     found: dict[str, str] = {}
     for _, _, cust, country, _ in retail_rows():
         found.setdefault(cust, country)
+    return tuple(sorted(found.items()))
+
+
+def copies(n_customers: int | None) -> int:
+    """How many copies of each real customer a book of ``n_customers`` needs (1: the real ones only)."""
+    real = len(_real_customers())
+    return 1 if not n_customers or n_customers <= real else -(-n_customers // real)
+
+
+def _email(cust: str, k: int) -> str:
+    return f"c{cust}@example.com" if k == 0 else f"c{cust}+{k}@example.com"
+
+
+def customers(n_customers: int | None = None) -> list[tuple[str, str, str, str]]:
+    """(email, name, locale, tz) of every customer in the data, × :func:`copies` (see the module docstring)."""
     out = []
-    for cust, country in sorted(found.items()):
-        locale, tz = LOCALES.get(country, ("en_GB", "Europe/London"))
-        out.append((f"c{cust}@example.com", f"Customer {cust}", locale, tz))
+    for k in range(copies(n_customers)):
+        for cust, country in _real_customers():
+            locale, tz = LOCALES.get(country, ("en_GB", "Europe/London"))
+            out.append((_email(cust, k), f"Customer {cust}" if k == 0 else f"Customer {cust} #{k}", locale, tz))
     return out
 
 
@@ -96,13 +113,15 @@ def _status(i: int, age: int) -> str:
     return "open" if h < p_open else "paid"
 
 
-def invoices(n: int, business_date: date) -> Iterator[tuple[str, str, str, int, date, date, str, date | None]]:
+def invoices(n: int, business_date: date,
+             n_customers: int | None = None) -> Iterator[tuple[str, str, str, int, date, date, str, date | None]]:
     """(number, customer email, currency, amount, issued_on, due_on, status, paid_on) × n."""
     rows = retail_rows()
     d0, d1 = rows[0][1], rows[-1][1]
     span = max(1, (d1 - d0).days)
-    base = [(number, f"c{cust}@example.com", amount, (day - d0).days * 364 // span)
-            for number, day, cust, _country, amount in rows]
+    k_copies = copies(n_customers)
+    base = [(number, cust, amount, (day - d0).days * 364 // span) for number, day, cust, _country, amount in rows]
+    emails: dict[tuple[str, int], str] = {}
     b_ord = business_date.toordinal()
     days: dict[int, date] = {}
 
@@ -115,7 +134,11 @@ def invoices(n: int, business_date: date) -> Iterator[tuple[str, str, str, int, 
     size = len(base)
     stride = 7919  # a prime not dividing len(base): any n < len(base) still spans every date
     for i in range(n):
-        number, email, amount, off = base[(i * stride) % size]
+        number, cust, amount, off = base[(i * stride) % size]
+        k = i % k_copies
+        email = emails.get((cust, k))
+        if email is None:
+            email = emails[(cust, k)] = _email(cust, k)
         rep = i // size
         issued = b_ord - 365 + off - rep % 7
         status = _status(i, b_ord - issued)
@@ -124,42 +147,42 @@ def invoices(n: int, business_date: date) -> Iterator[tuple[str, str, str, int, 
                status, paid_on)
 
 
-def load_postgres(schema: str, n: int, business_date: date) -> None:
+def load_postgres(schema: str, n: int, business_date: date, n_customers: int | None = None) -> None:
     now = datetime.now(UTC)
     with pg_connect(schema) as c:
         with c.cursor().copy("COPY customers (email, name, locale, tz) FROM STDIN") as cp:
-            for row in customers():
+            for row in customers(n_customers):
                 cp.write_row(row)
         ids = dict(c.execute("SELECT email, id FROM customers").fetchall())
         with c.cursor().copy("COPY invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, "
                              "paid_on, updated_at) FROM STDIN") as cp:
-            for num, email, cur, amt, iss, due, st, paid in invoices(n, business_date):
+            for num, email, cur, amt, iss, due, st, paid in invoices(n, business_date, n_customers):
                 cp.write_row((num, ids[email], cur, amt, iss, due, st, paid, now))
         c.execute("ANALYZE customers")
         c.execute("ANALYZE invoices")
 
 
-def load_sqlite(path: Path, n: int, business_date: date) -> None:
+def load_sqlite(path: Path, n: int, business_date: date, n_customers: int | None = None) -> None:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     c = sqlite3.connect(path, isolation_level=None)
     c.execute("BEGIN IMMEDIATE")
-    c.executemany("INSERT INTO customers (email, name, locale, tz) VALUES (?, ?, ?, ?)", customers())
+    c.executemany("INSERT INTO customers (email, name, locale, tz) VALUES (?, ?, ?, ?)", customers(n_customers))
     ids = dict(c.execute("SELECT email, id FROM customers").fetchall())
     c.executemany(
         "INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, "
         "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         ((num, ids[email], cur, amt, iss.isoformat(), due.isoformat(), st, paid.isoformat() if paid else None, now)
-         for num, email, cur, amt, iss, due, st, paid in invoices(n, business_date)))
+         for num, email, cur, amt, iss, due, st, paid in invoices(n, business_date, n_customers)))
     c.execute("COMMIT")
     c.close()
 
 
-def load(db: object, n: int, business_date: date) -> None:
-    """Load a book of ``n`` invoices into a :class:`bench.common.FreshDb`."""
+def load(db: object, n: int, business_date: date, n_customers: int | None = None) -> None:
+    """Load a book of ``n`` invoices (over at least ``n_customers`` customers) into a :class:`bench.common.FreshDb`."""
     if getattr(db, "backend") == "postgres":
-        load_postgres(getattr(db, "schema"), n, business_date)
+        load_postgres(getattr(db, "schema"), n, business_date, n_customers)
     else:
-        load_sqlite(getattr(db, "path"), n, business_date)
+        load_sqlite(getattr(db, "path"), n, business_date, n_customers)
 
 
 def load_overdue(db: object, n: int, business_date: date) -> None:

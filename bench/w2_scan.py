@@ -83,7 +83,7 @@ def _reset(db: FreshDb) -> None:
     """Forget every reminder and job (between repetitions on the same book)."""
     if db.backend == "postgres":
         with pg_connect(db.schema) as c:
-            c.execute("TRUNCATE reminders, jobs RESTART IDENTITY")
+            c.execute("TRUNCATE reminders, jobs RESTART IDENTITY CASCADE")
     else:
         import sqlite3
 
