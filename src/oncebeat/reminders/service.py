@@ -347,6 +347,7 @@ class ReminderService:
         tx.run("scan_lock")  # one scan at a time: each sees what the one before it recorded
         versions = self._pin_and_ladders(tx, business_date, fire_at, source)
         pending = superseded = 0
+        tx.run("scan_probe_plan", on=False)  # the inserts probe reminders by index, never quadratic (the SQL says why)
         for collapse in ("next", "highest"):  # each invoice's stages from its pinned ladder version only
             stages = self._stage_rows(tx, business_date, fire_at,
                                       [v for v in versions if v.settings.collapse == collapse])
@@ -359,6 +360,7 @@ class ReminderService:
                           occurrence_id=occurrence_id, now=now)
             pending += sum(int(r["pending"]) for r in rows)
             superseded += sum(int(r["superseded"] or 0) for r in rows)
+        tx.run("scan_probe_plan", on=True)
         # A stage a hold covers is recorded held now, before any send job exists for it (G9).
         held, _ = hold_scan_rows(tx, now)
         # Also re-enqueues pending reminders whose send job was discarded (G6: nothing left pending).

@@ -49,6 +49,11 @@ WHERE number = :number AND status <> :status
        OR (status = 'paid' AND :status = 'open' AND :status_on > paid_on)
        OR :reopen);
 
+-- name: scan_probe_plan
+-- PostgreSQL turns sequential scans off around the scan's inserts (postgres/reminders.sql says why); SQLite's
+-- planner probes reminders by its (invoice_id, stage) index whatever ANALYZE recorded: nothing to set.
+SELECT CAST(:on AS INTEGER) AS enable_seqscan;
+
 -- name: scan_lock
 -- Scans run one at a time. Nothing to take here: on SQLite every write transaction already runs alone (BEGIN
 -- IMMEDIATE); postgres/reminders.sql takes an advisory lock instead.

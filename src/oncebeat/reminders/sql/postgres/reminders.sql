@@ -29,6 +29,16 @@ SELECT number, status, paid_on, issued_on FROM invoices WHERE number = ANY(CAST(
 -- has reminders, so no scan in flight can insert a reminder for an invoice being deleted.
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.oncebeat.reminders.scan')) IS NULL AS locked;
 
+-- name: scan_probe_plan
+-- Before the scan's inserts (and :on after them): no sequential scan in this transaction's plans while
+-- they run. Each insert probes reminders per invoice (its highest stage, a deferred stage) while it fills that
+-- table; where the planner trusts statistics of an empty reminders table (a VACUUM ANALYZE before the first scan,
+-- often advised after a bulk load) it probes by sequential scan, and every probe then walks every row the
+-- statement inserted so far: quadratic in the book (300,000 invoices took 50 s instead of 2; docs/scaling.md).
+-- The index on (invoice_id, stage) serves every probe whatever the statistics say; the probes group by invoice so
+-- the MAX is not the planner's min/max shortcut, which walked the (stage, state) index instead, filtering by invoice.
+SELECT set_config('enable_seqscan', CASE WHEN CAST(:on AS boolean) THEN 'on' ELSE 'off' END, true) AS enable_seqscan;
+
 -- name: scan_insert_reminders
 -- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD", "business_date": "YYYY-MM-DD", "tz": Z|null}:
 -- a stage is due for an invoice when due_on <= cutoff (= business date - N days). tz null: every customer
@@ -54,7 +64,7 @@ WITH stages AS (
     FROM stages s
 ), due AS (
     SELECT i.id AS invoice_id, s.stage, s.business_date, s.lower, s.lv,
-           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id GROUP BY r.invoice_id) AS last_stage
     FROM ladder s
     JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
       AND i.ladder_version_id = s.lv
@@ -95,7 +105,7 @@ WITH stages AS MATERIALIZED (
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), open_due AS (
     SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
-           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id GROUP BY r.invoice_id) AS last_stage
     FROM invoices i
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
@@ -151,7 +161,7 @@ WITH stages AS (
     FROM stages s
 ), due AS (
     SELECT i.id AS invoice_id, s.stage, s.lower,
-           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id GROUP BY r.invoice_id) AS last_stage
     FROM ladder s
     JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
       AND i.ladder_version_id = s.lv
@@ -176,7 +186,7 @@ WITH stages AS (
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), open_due AS (
     SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
-           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
+           (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id GROUP BY r.invoice_id) AS last_stage
     FROM invoices i
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
