@@ -48,8 +48,8 @@ from ..holds import holds_of_invoice
 from ..model import reminder_key
 from ..render import format_money
 from .digest import message_facts
-from .grouping import notice_key
 from .fees import fees_of_invoice
+from .grouping import notice_key
 
 if TYPE_CHECKING:
     from ..service import ReminderService
