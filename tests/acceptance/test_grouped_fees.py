@@ -184,3 +184,21 @@ def test_the_fees_of_a_notice_are_shown_in_every_shipped_language(locale: str, l
     plain = render_notice(Renderer(None, company="Acme"), customer_name="Ana", customer_locale=locale,
                           business_date=date(2026, 2, 1), rows=rows)
     assert late_fee not in plain.text and totals not in plain.text and late_fee not in plain.html
+
+
+def test_attachments_with_a_grouping_ladder_are_refused_at_start_naming_the_fix(tmp_path: Path) -> None:
+    from oncebeat.errors import ConfigError  # noqa: PLC0415
+
+    pdfs = tmp_path / "pdfs"
+    pdfs.mkdir()
+    attachments = {"invoice_pdf": True, "pdf_dir": str(pdfs)}
+    with pytest.raises(ConfigError) as err:
+        policy_from_dict({"reminders": {"stages": [1, 7], "group": "customer"}, "attachments": attachments},
+                         "oncebeat.toml")
+    assert 'oncebeat.toml: [attachments] is set, but [reminders] group = "customer"' in str(err.value)
+    assert "Remove [attachments], or set group = \"none\"" in str(err.value)
+    with pytest.raises(ConfigError, match=r"\[\[ladders\]\]\[1\] \(big\) group = \"customer\""):
+        policy_from_dict({"reminders": {"stages": [1, 7]}, "attachments": attachments,
+                          "ladders": [{"name": "big", "match": {"amount_min": 100}, "group": "customer"}]},
+                         "oncebeat.toml")
+    assert policy_from_dict({"reminders": {"stages": [1, 7]}, "attachments": attachments}, "x.toml").group == "none"
