@@ -6,6 +6,8 @@ and aiosmtpd sink; every email is parsed back with the ``email`` package."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -186,19 +188,58 @@ def test_the_fees_of_a_notice_are_shown_in_every_shipped_language(locale: str, l
     assert late_fee not in plain.text and totals not in plain.text and late_fee not in plain.html
 
 
-def test_attachments_with_a_grouping_ladder_are_refused_at_start_naming_the_fix(tmp_path: Path) -> None:
-    from oncebeat.errors import ConfigError  # noqa: PLC0415
 
+def _with_files(tmp_path: Path, **attachments: Any) -> tuple[Policy, Path]:
     pdfs = tmp_path / "pdfs"
-    pdfs.mkdir()
-    attachments = {"invoice_pdf": True, "pdf_dir": str(pdfs)}
-    with pytest.raises(ConfigError) as err:
-        policy_from_dict({"reminders": {"stages": [1, 7], "group": "customer"}, "attachments": attachments},
-                         "oncebeat.toml")
-    assert 'oncebeat.toml: [attachments] is set, but [reminders] group = "customer"' in str(err.value)
-    assert "Remove [attachments], or set group = \"none\"" in str(err.value)
-    with pytest.raises(ConfigError, match=r"\[\[ladders\]\]\[1\] \(big\) group = \"customer\""):
-        policy_from_dict({"reminders": {"stages": [1, 7]}, "attachments": attachments,
-                          "ladders": [{"name": "big", "match": {"amount_min": 100}, "group": "customer"}]},
-                         "oncebeat.toml")
-    assert policy_from_dict({"reminders": {"stages": [1, 7]}, "attachments": attachments}, "x.toml").group == "none"
+    pdfs.mkdir(exist_ok=True)
+    for number in ("INV-1", "INV-2", "INV-3"):
+        (pdfs / f"{number}.pdf").write_bytes(b"%PDF-1.4\n% " + number.encode() + b"\n" + os.urandom(2000)
+                                             + b"\n%%EOF\n")
+    data = {"reminders": {"stages": [1, 7, 30], "collapse": "highest", "group": "customer"},
+            "stage": {"30": {"fee": {"percent": 1.5}}},
+            "attachments": {"invoice_pdf": True, "pdf_dir": str(pdfs), "statement": "final", **attachments}}
+    return policy_from_dict(data, "oncebeat.toml"), pdfs
+
+
+def test_a_notice_carries_each_listed_invoice_pdf_and_one_statement_frozen_once(
+        store: Store, sim_clock: SimulatedClock, sink: MailSink, tmp_path: Path) -> None:
+    policy, pdfs = _with_files(tmp_path)
+    book = GroupedBook(store, sim_clock, policy, sink)
+    book.three()
+    sink.faults.fail_next(1, 451, "4.3.0 try later")  # frozen with its files, then refused
+    try:
+        book.next_scan()
+        (pdfs / "INV-2.pdf").write_bytes(b"%PDF-1.4 replaced after the first attempt\n%%EOF\n")  # never re-read
+        sim_clock.advance(600)
+        book.drain()
+    finally:
+        book.close()
+    [msg] = _customer_mails(tmp_path)
+    files = [(p.get_filename(), p.get_content()) for p in msg.iter_attachments()]
+    assert [name for name, _ in files][:3] == ["INV-1.pdf", "INV-2.pdf", "INV-3.pdf"]
+    assert len(files) == 4 and files[3][0].startswith("statement-")  # ONE statement for the notice (INV-1 is final)
+    assert b"replaced" not in files[1][1] and all(data.startswith(b"%PDF-") for _, data in files)
+    from oncebeat.reminders.notices.sending import attachment_digests  # noqa: PLC0415
+
+    digests = attachment_digests(store)
+    rows = store.read("list_reminders")
+    assert {r["state"] for r in rows} == {"sent"}
+    sent = [hashlib.sha256(data).hexdigest() for _, data in files]
+    assert all(digests[int(r["id"])] == sent for r in rows)  # each row keeps the files its notice carried
+    assert [f[0] for f in book.fees()] == ["INV-1"]  # fees and files together
+
+
+def test_a_notice_whose_files_pass_the_size_limit_fails_naming_the_invoice_and_sends_nothing(
+        store: Store, sim_clock: SimulatedClock, sink: MailSink, tmp_path: Path) -> None:
+    policy, _ = _with_files(tmp_path, max_attachment_bytes=5000)  # two PDFs of ~2 kB fit, the third does not
+    book = GroupedBook(store, sim_clock, policy, sink)
+    book.three()
+    try:
+        book.next_scan()
+    finally:
+        book.close()
+    assert _customer_mails(tmp_path) == []
+    rows = store.read("list_reminders")
+    assert {r["state"] for r in rows} == {"failed"} and book.fees() == []
+    reason = rows[0]["reason"]
+    assert "INV-3" in reason and "max_attachment_bytes" in reason, reason

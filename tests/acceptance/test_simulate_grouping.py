@@ -67,6 +67,7 @@ GROUPED_FEES = policy_from_dict({
               "14": {"cc": ["owner@example.com"], "fee": {"fixed": 2500}},
               "30": {"cc": ["owner@example.com"], "bcc": ["archive@example.com"],
                      "fee": {"percent": 1.5, "cap": 5000}}},
+    "attachments": {"statement": "always"},
 }, "grouped-fees.toml")
 
 
@@ -79,7 +80,8 @@ def test_grouped_notices_with_cc_bcc_fees_and_the_final_notice_lose_nothing_and_
     s = report.check.summary
     assert (s["duplicates"], s["lost"]) == (0, 0)
     inv = report.check.invariants
-    for name in ("notice-delivered-once", "fee-once-per-stage", "fee-not-lost", "final-notice-once"):
+    for name in ("notice-delivered-once", "fee-once-per-stage", "fee-not-lost", "final-notice-once",
+                 "attachments-as-frozen"):
         assert inv[name].checked > 0 and inv[name].violations == 0, (name, report.to_text())
     assert s["grouped_notices"] > 0 and s["fees"] > 0
     assert s["messages_delivered"] < s["reminders"].get("sent", 0), s  # grouped: fewer emails than rows
@@ -87,7 +89,7 @@ def test_grouped_notices_with_cc_bcc_fees_and_the_final_notice_lose_nothing_and_
           f"internal notices {inv['final-notice-once'].checked}")
 
 
-def test_the_fee_rules_read_a_grouped_notice_and_fail_on_a_lost_or_changed_fee(tmp_path: Path) -> None:
+def test_the_fee_and_file_rules_read_a_grouped_notice_and_fail_on_a_lost_fee_or_a_regenerated_file(tmp_path: Path) -> None:
     from oncebeat.simulate import check  # noqa: PLC0415
     from oncebeat.simulate.checkladders import ladder_timeline  # noqa: PLC0415
     from oncebeat.store import open_store  # noqa: PLC0415
@@ -103,9 +105,14 @@ def test_the_fee_rules_read_a_grouped_notice_and_fail_on_a_lost_or_changed_fee(t
                        (first["invoice_id"], first["stage"]))
             tx.execute("DELETE FROM reminder_fees WHERE invoice_id = ? AND stage = ?",
                        (second["invoice_id"], second["stage"]))
+            # a statement regenerated on a retry instead of the frozen one: the recorded digests differ
+            tx.execute("UPDATE reminder_attachments SET sha256 = 'regenerated'")
         again = check(store, maildir=Path(report.maildir), stages=GROUPED_FEES.stages,
                       collapse=GROUPED_FEES.collapse, definitions={}, payments={},
-                      ladders=ladder_timeline(store, GROUPED_FEES))
+                      ladders=ladder_timeline(store, GROUPED_FEES), attachments=GROUPED_FEES.attachments)
     lost = again.invariants["fee-not-lost"]
     text = " | ".join(lost.examples)
     assert "none is recorded" in text and "the record says" in text and "notice:" in text, text
+    files = again.invariants["attachments-as-frozen"]
+    assert files.checked > 0 and any(e.startswith("notice ") and "differ from those frozen" in e
+                                     for e in files.examples), files.examples

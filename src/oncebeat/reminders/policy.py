@@ -219,8 +219,6 @@ class Policy:
                 value=list(self.attachments.statement))))
         if not problems:
             problems += _escalation_stage_problems(self)
-        if not problems and self.attachments is not None:
-            problems += _grouped_attachment_problems(self)
         if problems:
             raise _config_error("Policy", problems)
 
@@ -738,19 +736,6 @@ def _escalation_stage_problems(policy: Policy) -> list[str]:
             out += stage_problems(own["escalation"], own.get("stages", policy.stages), ladder="its ladder's",
                                   where=prefix.__add__)
     return out
-
-
-def _grouped_attachment_problems(policy: Policy) -> list[str]:
-    """[attachments] with a ladder that groups (``group = "customer"``): a grouped notice (oncebeat.reminders.notices.
-    grouping) attaches no invoice PDF and no statement, so the files the policy promises would silently be left out:
-    refused when the policy is read, naming the ladder."""
-    grouping = (["[reminders] group"] if policy.group == "customer" else []) + [
-        f"[[ladders]][{n}] ({d.name}) group" for n, d in enumerate(policy.ladders, start=1)
-        if dict(d.overrides).get("group") == "customer"]
-    return [f'[attachments] is set, but {where} = "customer": a notice per customer does not carry invoice PDFs or '
-            'statements (each invoice\'s file within the size limit, one statement per notice, is not built yet), so '
-            'the files promised would be left out. Remove [attachments], or set group = "none" on that ladder.'
-            for where in grouping]
 
 
 _CHECKS["escalation"] = _check_escalation

@@ -243,9 +243,13 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                        reminders=reminders)
     if ladders is not None:
         check_ladders(inv["reminder-on-pinned-ladder"], ladders, reminders)
-    check_attachments(inv["attachments-as-frozen"], maildir=maildir, policy=attachments, stages=stages,
-                      recorded=attachment_digests(store) if attachments is not None else {})
     notices = all_notices(store)
+    listing: dict[int, list[tuple[int, str, int]]] = defaultdict(list)  # a sent notice's rows, for its files
+    for n in notices:
+        if n["reminder_id"] is not None and n["state"] in ("sent", "in_doubt"):
+            listing[int(n["notice_id"])].append((int(n["reminder_id"]), str(n["number"]), int(n["stage"])))
+    check_attachments(inv["attachments-as-frozen"], maildir=maildir, policy=attachments, stages=stages,
+                      recorded=attachment_digests(store) if attachments is not None else {}, notice_rows=listing)
     fees = check_fees(inv, fees=all_fees(store), invoices=invoices, ladders=ladders, messages=messages,
                       effects=effects, internal=internal,
                       listed_by={int(n["reminder_id"]): notice_key(int(n["notice_id"])) for n in notices

@@ -60,9 +60,12 @@ from ...store import Tx
 from .. import capfence
 from ..pinning import versions_by_id
 from ..policy import format_duration
+from .attachments import AttachmentError
 from .digest import message_facts
 from .fees import FEES_HEADER, Fee, fees_header
 from .grouped import render_notice
+from .grouped_files import notice_wants, with_notice_attachments
+from .sending import record_attachments
 
 if TYPE_CHECKING:
     from ...worker import JobContext
@@ -198,6 +201,16 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
         html=rendered.html, message_id=message_id, reply_to=reply_to, date=service.clock.now(),
         headers={"X-Oncebeat-Notice": str(notice_id), "X-Oncebeat-Invoices": ", ".join(numbers)}
         | ({FEES_HEADER: fees_header(fees)} if fees else {}), cc=cc, bcc=bcc)
+    attachments, stages = service.policy.attachments, service._escalations_of(n["ladder_version_id"])[0]
+    if notice_wants(attachments, listed, stages):
+        try:  # each invoice's PDF and one statement, built once: a retry sends the frozen bytes (grouped_files)
+            data = with_notice_attachments(
+                service.store, service.clock, attachments, listed, key=key, data=data, message_id=message_id,
+                stages=stages, customer=n,
+                business_date=n["business_date"], company=service.policy.company,
+                fallback_locale=service.policy.fallback_locale)
+        except AttachmentError as exc:  # never send a notice without the files it promises: failed, visibly
+            return _finish(service, notice_id, "failed", str(exc))
     mailer = service.mailer
     if mailer is None:
         raise Discard("no SMTP_URL configured for this worker")
@@ -210,6 +223,9 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
             if stale:
                 raise _NoticeStale(stale)  # recorded failed: nothing was sent
         # Frozen by an earlier attempt (another Date): that message's own envelope, with the BCC added again.
+        for r in listed:  # each row keeps the files its notice carried (the invoice page, evidence)
+            record_attachments(service.store, reminder_id=int(r["id"]), frozen=attempt.frozen,
+                               now=service.clock.now())
         known = envelope if attempt.frozen == data else \
             with_recipients(envelope_of_bytes(attempt.frozen), bcc) if bcc else None
         with ExitStack() as permit:
