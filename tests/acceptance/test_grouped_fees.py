@@ -111,6 +111,13 @@ def test_one_notice_of_three_invoices_shows_two_fees_carries_cc_and_bcc_and_reco
     [note] = _internal_mails(tmp_path)
     assert note["X-Oncebeat-Invoice"] == "INV-1" and note["X-Oncebeat-Notice"].strip() == msg["Message-ID"]
     assert "€15.00 at stage 30" in note.get_content().replace("\u00a0", " ")
+    # The proof of notice of a grouped stage names its fee and the notice's headers (Cc, X-Oncebeat-Fees).
+    from oncebeat.reminders.notices.evidence import build_evidence  # noqa: PLC0415
+
+    [stage] = [x for x in build_evidence(book.service, "INV-1", database="test").data["stages"] if x["stage"] == 30]
+    assert stage["fee"]["amount_minor"] == 1500 and stage["fee"]["basis"] == "percent"
+    headers = dict((k, v) for k, v in stage["message"]["headers"])
+    assert headers["Cc"] == OWNER and "Bcc" not in headers and f"{ids['INV-1']} 1500 EUR" in headers[FEES_HEADER]
 
 
 def test_a_451_retry_sends_the_frozen_notice_with_its_bcc_and_records_no_second_fee(
