@@ -206,8 +206,7 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
         try:  # each invoice's PDF and one statement, built once: a retry sends the frozen bytes (grouped_files)
             data = with_notice_attachments(
                 service.store, service.clock, attachments, listed, key=key, data=data, message_id=message_id,
-                stages=stages, customer=n,
-                business_date=n["business_date"], company=service.policy.company,
+                stages=stages, customer=n, business_date=n["business_date"], company=service.policy.company,
                 fallback_locale=service.policy.fallback_locale)
         except AttachmentError as exc:  # never send a notice without the files it promises: failed, visibly
             return _finish(service, notice_id, "failed", str(exc))
@@ -222,10 +221,10 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
             stale = _stale_rows(service, notice_id)
             if stale:
                 raise _NoticeStale(stale)  # recorded failed: nothing was sent
-        # Frozen by an earlier attempt (another Date): that message's own envelope, with the BCC added again.
         for r in listed:  # each row keeps the files its notice carried (the invoice page, evidence)
             record_attachments(service.store, reminder_id=int(r["id"]), frozen=attempt.frozen,
                                now=service.clock.now())
+        # Frozen by an earlier attempt (another Date): that message's own envelope, with the BCC added again.
         known = envelope if attempt.frozen == data else \
             with_recipients(envelope_of_bytes(attempt.frozen), bcc) if bcc else None
         with ExitStack() as permit:
