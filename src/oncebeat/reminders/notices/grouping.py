@@ -18,7 +18,8 @@ enqueues that notice's job (``reminders.send_notice``, unique key ``notice:<id>`
    addresses, its envelope also carries the union of their BCC addresses (never a header; added again to the
    envelope of frozen bytes on a retry), and each row whose stage has a late fee shows it (with totals per
    currency) and carries it in the ``X-Oncebeat-Fees`` header (:func:`.fees.fees_header`), so the fee recorded
-   is the one the frozen message told the customer;
+   is the one the frozen message told the customer. Under ``[attachments]`` it carries each listed invoice's PDF
+   and ONE statement (:mod:`.grouped_files`), built before the freeze, recorded for every listed row;
 4. records the notice and every row it lists ``sent``, with the notice's Message-ID, in the transaction that
    records the effect done, and in it, per row, what a sent stage sets off (:func:`.notify.after_sent`, through
    ``ReminderService._after_sent`` as a single send does): its late fee (one per (invoice, stage)) and, at its
