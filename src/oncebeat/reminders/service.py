@@ -599,13 +599,21 @@ class ReminderService:
         moved = tx.run("finish_reminder", id=reminder_id, state=state, reason=reason, message_id=message_id,
                        sent_at=sent_at, now=self.clock.now(), from_state=from_state)
         if moved and state == "sent" and sent_row is not None:  # G9: the fee with the stage's final record
-            stages, _ = self._escalations_of(sent_row.get("ladder_version_id"))
-            notify = self.policy.notify_final
-            after_sent(tx, r=sent_row, escalation=self._escalation_and_fee(sent_row)[0], facts=facts,
-                       final_stage=stages[-1], notify_to=notify, now=self.clock.now(),
-                       queue=Queue(self.store, clock=self.clock, source=source or current_source("worker"))
-                       if notify else None)
+            self._after_sent(tx, sent_row, facts=facts, source=source)
         return state
+
+    def _after_sent(self, tx: Tx, row: dict[str, Any], *, facts: dict[str, Any] | None,
+                    source: Source | None) -> None:
+        """In ``tx``, which just moved reminder ``row`` to ``sent``: its late fee and, at its ladder's final stage,
+        the internal notice (:func:`.notices.notify.after_sent`). The single send and a grouped notice (for each
+        row it lists, :mod:`.notices.grouping`) both come here. ``row``: ``id``, ``stage``, ``amount_due``,
+        ``currency``, ``ladder_version_id``; ``facts``: the sent message's (None: no copy of it is left)."""
+        stages, _ = self._escalations_of(row.get("ladder_version_id"))
+        notify = self.policy.notify_final
+        after_sent(tx, r=row, escalation=self._escalation_and_fee(row)[0], facts=facts, final_stage=stages[-1],
+                   notify_to=notify, now=self.clock.now(),
+                   queue=Queue(self.store, clock=self.clock, source=source or current_source("worker"))
+                   if notify else None)
 
     def _escalations_of(self, version_id: int | None) -> tuple[tuple[int, ...], tuple[StageEscalation, ...]]:
         """(stages, escalation per stage) of ladder version ``version_id``; None: the policy file's."""

@@ -6,6 +6,8 @@ otherwise), each file a real PDF (``%PDF-``), and the files' bytes are those fro
 attempt: their SHA-256 equal the recorded ones (:func:`oncebeat.reminders.notices.sending.attachment_digests`,
 written from the effect's frozen message), and every copy of one Message-ID carries the same files. A retry
 or a take-over after a crash that regenerated the statement instead of sending the frozen bytes fails it.
+A grouped notice (``X-Oncebeat-Notice``, :mod:`oncebeat.reminders.notices.grouped_files`) carries the PDF of each
+invoice it lists and ONE statement when any listed stage wants one; its rows each recorded the notice's files.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import email
 import email.policy
 import hashlib
 import mailbox
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -32,25 +34,36 @@ class Invariant(Protocol):
 
 
 def check_attachments(inv: Invariant, *, maildir: Path | None, policy: AttachmentPolicy | None,
-                      stages: Sequence[int], recorded: dict[int, list[str]]) -> None:
-    """Judge ``attachments-as-frozen`` (see the module docstring) on every message in ``maildir``."""
+                      stages: Sequence[int], recorded: dict[int, list[str]],
+                      notice_rows: Mapping[int, Sequence[tuple[int, str, int]]] | None = None) -> None:
+    """Judge ``attachments-as-frozen`` (see the module docstring) on every message in ``maildir``;
+    ``notice_rows``: notice id -> the (reminder id, invoice number, stage) of each row it lists."""
     if maildir is None or policy is None or not maildir.exists():
         return
     by_message_id: dict[str, list[str]] = {}
     for raw in mailbox.Maildir(maildir, factory=None):
         msg = email.message_from_bytes(raw.as_bytes(), policy=email.policy.default)
         reminder, stage = msg.get("X-Oncebeat-Reminder"), msg.get("X-Oncebeat-Stage")
-        if reminder is None or stage is None:
+        notice = str(msg.get("X-Oncebeat-Notice") or "").strip()
+        if reminder is not None and stage is not None:
+            where = f"{msg.get('X-Oncebeat-Invoice')} stage {stage} ({msg.get('Message-ID')})"
+            invoices, statement = 1, policy.wants_statement(int(stage), stages)
+        elif notice.isdigit() and notice_rows is not None and notice_rows.get(int(notice)):
+            rows = notice_rows[int(notice)]
+            reminder = str(rows[0][0])
+            where = f"notice {notice} of {', '.join(n for _, n, _ in rows)} ({msg.get('Message-ID')})"
+            invoices = len({n for _, n, _ in rows})
+            statement = any(policy.wants_statement(s, stages) for _, _, s in rows)
+        else:
             continue
         inv.checked += 1
-        where = f"{msg.get('X-Oncebeat-Invoice')} stage {stage} ({msg.get('Message-ID')})"
         files = [(p.get_filename() or "", p.get_content()) for p in msg.iter_attachments()]
         digests = [hashlib.sha256(data).hexdigest() for _, data in files]
-        promised = int(policy.invoice_pdf) + int(policy.wants_statement(int(stage), stages))
+        promised = int(policy.invoice_pdf) * invoices + int(statement)
         if len(files) != promised:
             inv.fail(f"{where} carries {len(files)} file(s); the policy promises {promised}")
-        if policy.wants_statement(int(stage), stages) and not any(n.startswith("statement-") for n, _ in files):
-            inv.fail(f"{where} was delivered without the statement its stage promises")
+        if statement and sum(n.startswith("statement-") for n, _ in files) != 1:
+            inv.fail(f"{where} was delivered without the one statement its stage promises")
         if not all(data.startswith(b"%PDF-") for _, data in files):
             inv.fail(f"{where} carries a file that is not a PDF")
         if promised and digests != recorded.get(int(reminder), []):

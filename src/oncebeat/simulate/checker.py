@@ -74,14 +74,14 @@ from ..reminders.holds import list_holds
 from ..reminders.model import with_superseded
 from ..reminders.notices.attachments import AttachmentPolicy
 from ..reminders.notices.fees import all_fees
-from ..reminders.notices.grouping import email_key
+from ..reminders.notices.grouping import email_key, notice_key
 from ..reminders.notices.sending import attachment_digests
 from ..reminders.policy import stages_due
 from ..reminders.rows import all_invoices, all_notices, all_reminders
 from ..store import Store
 from .checkattach import ATTACHMENT_INVARIANTS, check_attachments
 from .checkcap import CAP_INVARIANTS, check_cap
-from .checkfees import FEE_INVARIANTS, INTERNAL_HEADER, check_fees
+from .checkfees import FEE_INVARIANTS, FINAL_STAGE_HEADER, check_fees
 from .checkholds import HOLD_INVARIANTS, check_holds
 from .checkladders import LADDER_INVARIANTS, LadderTimeline, check_ladders
 from .checknotices import NOTICE_INVARIANTS, check_notices
@@ -220,8 +220,9 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     effects = {e["key"]: e for e in list_effects(store)}
     messages = read_maildir(maildir) if maildir is not None else []
     # The internal notices of final stages ([reminders] notify_final) are no reminders: judged apart (checkfees).
-    internal = [m for m in messages if INTERNAL_HEADER in m.headers]
-    messages = [m for m in messages if INTERNAL_HEADER not in m.headers]
+    # (A grouped notice carries X-Oncebeat-Notice too, with its notice id: the final stage's header tells them apart.)
+    internal = [m for m in messages if FINAL_STAGE_HEADER in m.headers]
+    messages = [m for m in messages if FINAL_STAGE_HEADER not in m.headers]
     by_pair = _by_pair(inv["stage-recorded-once"], reminders)
     ev = _Evidence(invoices=invoices, reminders=reminders, by_pair=by_pair, occurrences=occurrences, jobs=jobs,
                    effects=effects, messages=messages, fates=pending_fates(store))
@@ -242,12 +243,19 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
                        reminders=reminders)
     if ladders is not None:
         check_ladders(inv["reminder-on-pinned-ladder"], ladders, reminders)
+    notices = all_notices(store)
+    listing: dict[int, list[tuple[int, str, int]]] = defaultdict(list)  # a sent notice's rows, for its files
+    for n in notices:
+        if n["reminder_id"] is not None and n["state"] in ("sent", "in_doubt"):
+            listing[int(n["notice_id"])].append((int(n["reminder_id"]), str(n["number"]), int(n["stage"])))
     check_attachments(inv["attachments-as-frozen"], maildir=maildir, policy=attachments, stages=stages,
-                      recorded=attachment_digests(store) if attachments is not None else {})
+                      recorded=attachment_digests(store) if attachments is not None else {}, notice_rows=listing)
     fees = check_fees(inv, fees=all_fees(store), invoices=invoices, ladders=ladders, messages=messages,
-                      effects=effects, internal=internal)
+                      effects=effects, internal=internal,
+                      listed_by={int(n["reminder_id"]): notice_key(int(n["notice_id"])) for n in notices
+                                 if n["reminder_id"] is not None})
 
-    grouped = check_notices(inv, notices=all_notices(store), messages=messages if maildir is not None else None,
+    grouped = check_notices(inv, notices=notices, messages=messages if maildir is not None else None,
                             payments=payments)
     states = Counter(r["state"] for r in reminders)
     summary = {"invoices": len(invoices), "reminders": dict(sorted(states.items())), "due": len(required),

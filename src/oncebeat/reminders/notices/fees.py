@@ -27,11 +27,15 @@ from typing import Any
 from ...store import Store, Tx
 from .escalation import FeeRule
 
-__all__ = ["FEE_HEADER", "Fee", "all_fees", "fee_for", "fee_of_facts", "fee_totals", "fees_between", "fees_of_invoice",
-           "record_fee"]
+__all__ = ["FEES_HEADER", "FEE_HEADER", "Fee", "all_fees", "fee_for", "fee_of_facts", "fee_totals", "fees_between",
+           "fees_header", "fees_of_header", "fees_of_invoice", "record_fee"]
 
 #: The header that carries a notice's fee: ``<amount minor units> <currency> <basis> <rule in words>``.
 FEE_HEADER = "X-Oncebeat-Fee"
+#: The header of a grouped notice (:mod:`.grouping`) that carries the fee of each row it lists with one:
+#: ``<reminder id> <Fee.header()>`` entries separated by ``"; "``, e.g. ``12 2500 EUR fixed fixed 2500; 13 1852 EUR
+#: percent 1.5 % (cap 5000)``. A rule in words never contains ``;``.
+FEES_HEADER = "X-Oncebeat-Fees"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,11 +71,33 @@ def fee_for(rule: FeeRule | None, *, amount_due: int, currency: str) -> Fee | No
     return Fee(amount=amount, currency=currency, basis=rule.basis, rule=rule.describe())
 
 
-def fee_of_facts(facts: Mapping[str, Any]) -> Fee | None:
-    """The fee a sent message carried, from its :func:`~.digest.message_facts` (None: it carried none)."""
+def fees_header(fees: Mapping[int, Fee]) -> str:
+    """The value of :data:`FEES_HEADER` for ``fees`` (reminder id -> its fee), in reminder id order."""
+    return "; ".join(f"{int(rid)} {fee.header()}" for rid, fee in sorted(fees.items()))
+
+
+def fees_of_header(value: str) -> dict[int, Fee]:
+    """Back from :func:`fees_header`: reminder id -> fee; an entry that is not one is left out."""
+    out: dict[int, Fee] = {}
+    for entry in value.split(";"):
+        rid, _, rest = " ".join(entry.split()).partition(" ")
+        fee = Fee.from_header(rest) if rid.isdigit() else None
+        if fee is not None:
+            out[int(rid)] = fee
+    return out
+
+
+def fee_of_facts(facts: Mapping[str, Any], reminder_id: int | None = None) -> Fee | None:
+    """The fee a sent message carried, from its :func:`~.digest.message_facts` (None: it carried none).
+
+    A single notice carries it in :data:`FEE_HEADER`; a grouped notice in :data:`FEES_HEADER`, one entry per
+    listed row with a fee: ``reminder_id`` names the row (a row without an entry carried no fee).
+    """
     for name, value in facts.get("headers") or ():
         if str(name).lower() == FEE_HEADER.lower():
             return Fee.from_header(str(value))
+        if str(name).lower() == FEES_HEADER.lower() and reminder_id is not None:
+            return fees_of_header(str(value)).get(int(reminder_id))
     return None
 
 

@@ -10,8 +10,12 @@ Templates (a user ``templates`` folder may override each, as for the stage email
 ``notice_customer.subject.j2``, ``notice_customer.txt.j2`` and ``notice_customer.html.j2``. Variables:
 ``company``, ``customer_name``, ``count`` (rows listed), ``items`` (each: ``invoice_number``, ``stage``,
 ``stage_label``, ``currency``, ``amount`` (formatted), ``amount_due`` (minor units), ``due_on``, ``due_date``
-(long, localised), ``days_past_due``, ``days_overdue``, ``payment_url`` ("" without one)), ``any_payment_url``,
-``locale``, ``language`` and, in the text and HTML parts, ``subject``. Words come from the same catalogs (en, de,
+(long, localised), ``days_past_due``, ``days_overdue``, ``payment_url`` ("" without one), ``late_fee`` (its
+stage's late fee formatted, "" without one; :mod:`.fees`), ``late_fee_minor`` (0 without one), ``total_with_fee``
+(amount due plus the fee, formatted; "" without one)), ``any_payment_url``, ``any_fee``, ``totals`` (one per
+currency listed, in order of first appearance: ``currency``, ``amount_due`` and ``fees`` in minor units,
+``total`` (amount due plus fees, formatted)), ``locale``, ``language`` and, in the text and HTML parts,
+``subject``. Words come from the same catalogs (en, de,
 fr, es) as the stage emails.
 """
 
@@ -27,6 +31,7 @@ from jinja2 import TemplateError
 from ...errors import ConfigError
 from ..render import RenderedEmail, Renderer, _format_money, _one_line, _stage_label, _tidy_body, _unbreakable
 from ..translations import email_locale, translations
+from .fees import Fee
 
 __all__ = ["NOTICE_TEMPLATE", "render_notice"]
 
@@ -35,10 +40,11 @@ NOTICE_TEMPLATE = "notice_customer"
 
 
 def render_notice(renderer: Renderer, *, customer_name: str, customer_locale: str | None, business_date: date,
-                  rows: Sequence[Mapping[str, Any]]) -> RenderedEmail:
-    """The grouped notice listing ``rows`` (reminder rows with the invoice's ``number``, ``stage``, ``currency``,
-    ``amount_due`` in minor units, ``due_on``, ``payment_url``), days overdue counted on ``business_date`` (the
-    customer's business date of the notice).
+                  rows: Sequence[Mapping[str, Any]], fees: Mapping[int, Fee] | None = None) -> RenderedEmail:
+    """The grouped notice listing ``rows`` (reminder rows with ``id``, the invoice's ``number``, ``stage``,
+    ``currency``, ``amount_due`` in minor units, ``due_on``, ``payment_url``), days overdue counted on
+    ``business_date`` (the customer's business date of the notice). ``fees``: reminder id -> the late fee its row
+    shows (same currency as its invoice; rows without one have none).
 
     Raises:
         ConfigError: a template is missing or broken (named), or it renders an empty subject.
@@ -50,8 +56,14 @@ def render_notice(renderer: Renderer, *, customer_name: str, customer_locale: st
     loc, language = chosen.locale, chosen.language
     t = translations(language)
     items = []
+    totals: dict[str, list[int]] = {}  # currency -> [amount due, fees], minor units
     for r in rows:
         days = (business_date - r["due_on"]).days
+        fee = (fees or {}).get(int(r["id"])) if r.get("id") is not None else None
+        late = fee.amount if fee is not None else 0
+        total = totals.setdefault(str(r["currency"]), [0, 0])
+        total[0] += int(r["amount_due"])
+        total[1] += late
         items.append({
             "invoice_number": _one_line(str(r["number"])), "stage": int(r["stage"]),
             "stage_label": _stage_label(t, int(r["stage"])), "currency": r["currency"],
@@ -59,10 +71,18 @@ def render_notice(renderer: Renderer, *, customer_name: str, customer_locale: st
             "amount_due": int(r["amount_due"]), "due_on": r["due_on"],
             "due_date": _unbreakable(format_date(r["due_on"], format="long", locale=loc)),
             "days_past_due": days, "days_overdue": max(0, days), "payment_url": r.get("payment_url") or "",
+            "late_fee_minor": late,
+            "late_fee": _unbreakable(_format_money(late, r["currency"], loc)) if late else "",
+            "total_with_fee": _unbreakable(_format_money(int(r["amount_due"]) + late, r["currency"], loc))
+            if late else "",
         })
     context: dict[str, Any] = {
         "company": renderer.company, "customer_name": _one_line(customer_name or ""), "count": len(items),
-        "items": items, "any_payment_url": any(i["payment_url"] for i in items), "locale": str(loc),
+        "items": items, "any_payment_url": any(i["payment_url"] for i in items),
+        "any_fee": any(i["late_fee_minor"] for i in items),
+        "totals": [{"currency": c, "amount_due": due, "fees": fee,
+                    "total": _unbreakable(_format_money(due + fee, c, loc))} for c, (due, fee) in totals.items()],
+        "locale": str(loc),
         "language": language,
     }
     subject = _one_line(_part(renderer, "subject", language, context))

@@ -13,11 +13,19 @@ enqueues that notice's job (``reminders.send_notice``, unique key ``notice:<id>`
 2. takes ONE place under the customer's cap for the notice (:func:`.capfence.claim_notice_place`: one grouped
    email counts as one notice), or defers every row it lists to the next allowed day;
 3. renders ONE email listing the rows (:mod:`.grouped`) and sends it as ONE effect, ``notice:<id>``, frozen at its
-   first attempt (the outbox): a retry sends the same bytes; once frozen the notice is never re-grouped;
+   first attempt (the outbox): a retry sends the same bytes; once frozen the notice is never re-grouped. The
+   escalation of every listed (invoice, stage) (:mod:`.escalation`) applies: its ``Cc`` is the union of their CC
+   addresses, its envelope also carries the union of their BCC addresses (never a header; added again to the
+   envelope of frozen bytes on a retry), and each row whose stage has a late fee shows it (with totals per
+   currency) and carries it in the ``X-Oncebeat-Fees`` header (:func:`.fees.fees_header`), so the fee recorded
+   is the one the frozen message told the customer. Under ``[attachments]`` it carries each listed invoice's PDF
+   and ONE statement (:mod:`.grouped_files`), built before the freeze, recorded for every listed row;
 4. records the notice and every row it lists ``sent``, with the notice's Message-ID, in the transaction that
-   records the effect done. A lost reply after the final dot (or a death after it) leaves the notice and ALL its
-   rows ``in_doubt``, never resent blindly; ``oncebeat effects resolve notice:<id> done|not_done`` settles the
-   notice and every row at once (:func:`resolve_notice`).
+   records the effect done, and in it, per row, what a sent stage sets off (:func:`.notify.after_sent`, through
+   ``ReminderService._after_sent`` as a single send does): its late fee (one per (invoice, stage)) and, at its
+   ladder's final stage, the internal notice. A lost reply after the final dot (or a death after it) leaves the
+   notice and ALL its rows ``in_doubt``, never resent blindly; ``oncebeat effects resolve notice:<id>
+   done|not_done`` settles the notice and every row at once (:func:`resolve_notice`), ``done`` with the fees.
 
 A mail outage, a relay limit or a refused connection waits (snoozed), as a send does; a permanent refusal fails
 the notice and its rows.
@@ -45,15 +53,20 @@ from ...errors import (
     Snooze,
     TransientMailError,
 )
-from ...mail import address_problem, build_message_envelope, make_message_id
+from ...mail import address_problem, build_message_envelope, make_message_id, parse_address, with_recipients
+from ...mail.smtp import envelope_of_bytes
 from ...provenance import Source, current_source
 from ...queue import Queue
 from ...store import Tx
 from .. import capfence
 from ..pinning import versions_by_id
 from ..policy import format_duration
+from .attachments import AttachmentError
 from .digest import message_facts
+from .fees import FEES_HEADER, Fee, fees_header
 from .grouped import render_notice
+from .grouped_files import notice_wants, with_notice_attachments
+from .sending import record_attachments
 
 if TYPE_CHECKING:
     from ...worker import JobContext
@@ -174,17 +187,30 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
         capfence.claim_notice_place(service.store, service.policy, clock=service.clock, notice_id=notice_id,
                                     customer_id=int(n["customer_id"]), customer_tz=n.get("tz"),
                                     row_ids=[int(r["id"]) for r in listed])
-    listed = [r for r in service.store.read("notice_rows", notice_id=notice_id) if r["state"] == "pending"]
+    members = service.store.read("notice_rows", notice_id=notice_id)
+    listed = [r for r in members if r["state"] == "pending"]
     if not listed:  # every row was decided meanwhile (an operator, an earlier attempt)
         return _finish(service, notice_id, "skipped", "no row left to send")
     sender, reply_to, renderer = service._ladder_mail_of(n["ladder_version_id"])
+    cc, _, fees = _escalation(service, listed)
+    _, bcc, _ = _escalation(service, members)  # every row it froze with: a retry's envelope gets all their BCC
     rendered = render_notice(renderer, customer_name=n["name"], customer_locale=n["locale"],
-                             business_date=n["business_date"], rows=listed)
+                             business_date=n["business_date"], rows=listed, fees=fees)
     numbers = [str(r["number"]) for r in listed]
     data, envelope = build_message_envelope(
         sender=sender, to=_mailbox(n["name"], n["email"]), subject=rendered.subject, text=rendered.text,
         html=rendered.html, message_id=message_id, reply_to=reply_to, date=service.clock.now(),
-        headers={"X-Oncebeat-Notice": str(notice_id), "X-Oncebeat-Invoices": ", ".join(numbers)})
+        headers={"X-Oncebeat-Notice": str(notice_id), "X-Oncebeat-Invoices": ", ".join(numbers)}
+        | ({FEES_HEADER: fees_header(fees)} if fees else {}), cc=cc, bcc=bcc)
+    attachments, stages = service.policy.attachments, service._escalations_of(n["ladder_version_id"])[0]
+    if notice_wants(attachments, listed, stages):
+        try:  # each invoice's PDF and one statement, built once: a retry sends the frozen bytes (grouped_files)
+            data = with_notice_attachments(
+                service.store, service.clock, attachments, listed, key=key, data=data, message_id=message_id,
+                stages=stages, customer=n, business_date=n["business_date"], company=service.policy.company,
+                fallback_locale=service.policy.fallback_locale)
+        except AttachmentError as exc:  # never send a notice without the files it promises: failed, visibly
+            return _finish(service, notice_id, "failed", str(exc))
     mailer = service.mailer
     if mailer is None:
         raise Discard("no SMTP_URL configured for this worker")
@@ -196,7 +222,12 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
             stale = _stale_rows(service, notice_id)
             if stale:
                 raise _NoticeStale(stale)  # recorded failed: nothing was sent
-        known = envelope if attempt.frozen == data else None
+        for r in listed:  # each row keeps the files its notice carried (the invoice page, evidence)
+            record_attachments(service.store, reminder_id=int(r["id"]), frozen=attempt.frozen,
+                               now=service.clock.now())
+        # Frozen by an earlier attempt (another Date): that message's own envelope, with the BCC added again.
+        known = envelope if attempt.frozen == data else \
+            with_recipients(envelope_of_bytes(attempt.frozen), bcc) if bcc else None
         with ExitStack() as permit:
             def take() -> None:
                 if relay is not None:
@@ -212,14 +243,15 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
 
     recorded: list[list[int]] = []  # the stages of the rows this attempt recorded sent
 
-    def mark_sent(tx: Tx, result: Any) -> None:  # commits with the effect's done: the notice and every row
-        recorded.append(_settle(service, tx, notice_id, "sent", None, message_id=message_id, from_state="pending"))
+    def mark_sent(tx: Tx, result: Any) -> None:  # commits with the effect's done: the notice, every row, their fees
+        recorded.append(_settle(service, tx, notice_id, "sent", None, message_id=message_id, from_state="pending",
+                                facts=result.get("message_facts"), source=ctx.source))
 
     if not claimed:  # the rows were chosen in this attempt: the message is frozen now, by the claim below
         with service.store.transaction() as tx:
             tx.run("notice_frozen", id=notice_id, now=service.clock.now())
     try:
-        ctx.effect(key, deliver, payload={"notice": notice_id, "to": n["email"]}, freeze=lambda: data,
+        done = ctx.effect(key, deliver, payload={"notice": notice_id, "to": n["email"]}, freeze=lambda: data,
                    marks_point_of_no_return=True, resource=mailer.reserved(), skip=False, on_done=mark_sent)
     except EffectInDoubt as exc:
         return _finish(service, notice_id, "in_doubt", str(exc), message_id=message_id)
@@ -234,9 +266,29 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
     except TransientMailError as exc:
         return _wait_out_outage(service, notice_id, exc)
     if not recorded:  # done by an earlier attempt or a reconcile
-        return _finish(service, notice_id, "sent", None, message_id=message_id)
+        return _finish(service, notice_id, "sent", None, message_id=message_id, source=ctx.source,
+                       facts=done.get("message_facts") if isinstance(done, dict) else None)
     _finished(recorded[0], "sent")
     return "sent"
+
+
+def _escalation(service: ReminderService, rows: list[dict[str, Any]]) -> tuple[list[str], list[str],
+                                                                                dict[int, Fee]]:
+    """(CC, BCC, fees by reminder id) of notice rows ``rows``: the union of each (invoice, stage)'s escalation in
+    its pinned ladder version (addresses in order of first appearance, repeats dropped), and each row's late fee
+    as its rule gives it now (rows without one left out)."""
+    cc: dict[str, str] = {}  # address (lower case) -> the mailbox as first written
+    bcc: dict[str, str] = {}
+    fees: dict[int, Fee] = {}
+    for r in rows:
+        esc, fee = service._escalation_and_fee(r)
+        if esc is not None:
+            for found, mailboxes in ((cc, esc.cc), (bcc, esc.bcc)):
+                for mailbox in mailboxes:  # checked by the policy: parses
+                    found.setdefault(parse_address(mailbox, field="cc").addr_spec.lower(), mailbox)
+        if fee is not None:
+            fees[int(r["id"])] = fee
+    return list(cc.values()), [m for a, m in bcc.items() if a not in cc], fees
 
 
 def _choose_rows(service: ReminderService, n: dict[str, Any], *, key: str, message_id: str) -> list[dict[str, Any]]:
@@ -328,17 +380,30 @@ def _break_up(service: ReminderService, notice_id: int, stale: list[tuple[dict[s
 
 
 def _settle(service: ReminderService, tx: Tx, notice_id: int, state: str, reason: str | None, *,
-            message_id: str | None = None, from_state: str = "pending") -> list[int]:
+            message_id: str | None = None, from_state: str = "pending", facts: dict[str, Any] | None = None,
+            source: Source | None = None) -> list[int]:
     """Notice ``notice_id`` and every row it lists in ``from_state`` become ``state`` (one transaction). Returns
-    the stages of the rows that changed."""
+    the stages of the rows that changed.
+
+    Moved to ``sent``: each row that moved gets, in ``tx``, what a sent stage sets off (its late fee, the final
+    stage's internal notice: ``ReminderService._after_sent``, as a single send); ``facts``: the sent message's
+    :func:`~.digest.message_facts` (its ``X-Oncebeat-Fees`` is what the customer was told), None when no copy of
+    it is left (each fee then as its pinned rule gives it); ``source``: who caused it (G8).
+    """
     now = service.clock.now()
     sent_at = now if state == "sent" else None
     tx.run("notice_finish", id=notice_id, state=state, reason=reason, message_id=message_id, sent_at=sent_at,
            now=now, from_state=from_state)
     if state not in ("sent", "in_doubt", "failed", "pending"):
         return []
-    return [int(r["stage"]) for r in tx.run("notice_finish_rows", notice_id=notice_id, state=state, reason=reason,
-                                            message_id=message_id, sent_at=sent_at, now=now, from_state=from_state)]
+    moved = tx.run("notice_finish_rows", notice_id=notice_id, state=state, reason=reason, message_id=message_id,
+                   sent_at=sent_at, now=now, from_state=from_state)
+    if state == "sent" and moved:
+        ids = {int(r["id"]) for r in moved}
+        for row in tx.run("notice_rows", notice_id=notice_id):
+            if int(row["id"]) in ids:
+                service._after_sent(tx, row, facts=facts, source=source)
+    return [int(r["stage"]) for r in moved]
 
 
 def _finished(stages: list[int], state: str) -> None:
@@ -348,9 +413,9 @@ def _finished(stages: list[int], state: str) -> None:
 
 
 def _finish(service: ReminderService, notice_id: int, state: str, reason: str | None, *,
-            message_id: str | None = None) -> str:
+            message_id: str | None = None, facts: dict[str, Any] | None = None, source: Source | None = None) -> str:
     with service.store.transaction() as tx:
-        stages = _settle(service, tx, notice_id, state, reason, message_id=message_id)
+        stages = _settle(service, tx, notice_id, state, reason, message_id=message_id, facts=facts, source=source)
     _finished(stages, state)
     log.info("notice %s %s%s", notice_id, state, f": {reason}" if reason else "",
              extra={"event": "reminders.notice", "notice_id": notice_id})
@@ -381,7 +446,8 @@ def _wait_out_outage(service: ReminderService, notice_id: int, exc: TransientMai
 def resolve_notice(service: ReminderService, key: str, outcome: str, *, source: Source) -> str:
     """An operator's decision on in-doubt notice ``key`` (``notice:<id>``): ``done`` → the notice and every row
     it lists ``sent``; ``not_done`` → all ``pending`` again and the notice's job runs again (it sends the frozen
-    message). Returns a sentence.
+    message). ``done`` records each row's late fee and final-stage internal notice as a sent notice does
+    (:func:`_settle`). Returns a sentence.
 
     Raises:
         OncebeatError: the key is unknown or not in doubt.
@@ -402,8 +468,9 @@ def resolve_notice(service: ReminderService, key: str, outcome: str, *, source: 
         rows = tx.run("notice_get", id=notice_id)
         if not rows or rows[0]["state"] != "in_doubt":
             return f"{key}: resolved {outcome} (notice {notice_id} was not in doubt)"
-        if outcome == "done":
-            _settle(service, tx, notice_id, "sent", "resolved by operator: it was delivered", from_state="in_doubt")
+        if outcome == "done":  # the fees as the frozen notice showed them (no copy left: as each pinned rule gives)
+            _settle(service, tx, notice_id, "sent", "resolved by operator: it was delivered", from_state="in_doubt",
+                    facts=result["message_facts"] if result else None, source=source)
             return f"{key}: resolved done; notice {notice_id} and every invoice it lists are sent"
         _settle(service, tx, notice_id, "pending", "resolved by operator: not delivered; sending again",
                 from_state="in_doubt")

@@ -2,11 +2,13 @@
 
 :func:`after_sent` runs in the transaction that records a reminder ``sent`` (the send job's effect ``on_done``,
 a later job finding the effect done, an operator's "it was delivered"), and only when that transaction moved the
-reminder to ``sent``. In it:
+reminder to ``sent``; a grouped notice (:mod:`.grouping`) calls it for every row it moved to ``sent``, in the one
+transaction recording the notice sent. In it:
 
 - the stage's late fee is recorded (:func:`.fees.record_fee`): the fee the sent message carried in its
-  ``X-Oncebeat-Fee`` header, or, when no copy of the message is left (an in-doubt email resolved "done" after its
-  bytes were dropped), the fee its pinned rule gives;
+  ``X-Oncebeat-Fee`` header (a grouped notice: the row's entry in ``X-Oncebeat-Fees``), or, when no copy of the
+  message is left (an in-doubt email resolved "done" after its bytes were dropped), the fee its pinned rule
+  gives;
 - at the final stage of the invoice's pinned ladder, with ``[reminders] notify_final`` set, one job of
   :data:`NOTIFY_TASK` is enqueued (unique per reminder). Its send is its own effect keyed
   ``notify-final:<invoice id>:<stage>`` (:func:`notify_key`): exactly one internal email per (invoice, final
@@ -49,12 +51,13 @@ def after_sent(tx: Tx, *, r: Mapping[str, Any], escalation: StageEscalation | No
                final_stage: int, notify_to: str | None, queue: Queue | None, now: datetime) -> Fee | None:
     """Record reminder row ``r``'s fee and enqueue the final stage's internal notice, in ``tx`` (see the module).
 
-    ``r``: the reminder as ``get_reminder_for_send`` reads it. ``facts``: the sent message's
+    ``r``: the reminder (``id``, ``stage``, ``amount_due``, ``currency``), as ``get_reminder_for_send`` or, for a
+    row a grouped notice lists, ``notice_rows`` reads it. ``facts``: the sent message's
     :func:`~.digest.message_facts` (None when no copy is left). ``queue``: enqueues the internal notice (needed
     with ``notify_to``). Returns the fee recorded now, else None.
     """
     if facts is not None:
-        fee = fee_of_facts(facts)  # what the notice told the customer
+        fee = fee_of_facts(facts, int(r["id"]))  # what the notice told the customer (a grouped one: this row's)
     else:
         fee = fee_for(escalation.fee if escalation else None, amount_due=int(r["amount_due"]), currency=r["currency"])
     recorded = fee if fee is not None and record_fee(tx, reminder_id=int(r["id"]), fee=fee, now=now) else None

@@ -43,9 +43,9 @@ ORDER BY i.number, r.stage, r.id;
 
 -- name: notice_rows
 -- The rows notice :notice_id lists, in the order the email lists them.
-SELECT r.id, r.stage, r.state, r.business_date, r.message_id, r.sent_at, r.cap_day,
+SELECT r.id, r.stage, r.state, r.business_date, r.message_id, r.sent_at, r.cap_day, r.ladder_version_id,
        i.id AS invoice_id, i.number, i.currency, i.amount_due, i.issued_on, i.due_on, i.status, i.paid_on,
-       i.payment_url
+       i.payment_url, i.pdf_path
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE r.notice_id = :notice_id
 ORDER BY i.number, r.stage, r.id;
