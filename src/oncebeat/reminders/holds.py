@@ -38,6 +38,7 @@ from ..provenance import Source, current_source
 from ..store import Store, Tx
 from ..timebase import Clock
 from .calendar import BusinessCalendar
+from .ladders import LadderSettings
 from .model import HOLD_REASONS
 
 __all__ = ["HOLD_REASONS", "Hold", "HoldError", "place_hold", "release_holds", "list_holds", "get_hold",
@@ -48,6 +49,15 @@ __all__ = ["HOLD_REASONS", "Hold", "HoldError", "place_hold", "release_holds", "
 
 class HoldError(OncebeatError):
     """A hold cannot be placed or released as asked (unknown invoice, customer or hold; a bad date or reason)."""
+
+
+def _invoice_calendar(row: dict[str, Any], calendar: BusinessCalendar | None) -> BusinessCalendar | None:
+    """The calendar a hold on invoice ``row`` (``invoice_for_hold``) resumes by: its pinned ladder version's own
+    (:mod:`.ladder_rules`), else ``calendar`` (the policy's). A customer's hold spans ladders: the policy's."""
+    if row.get("ladder_settings") is None:
+        return calendar
+    own = LadderSettings.from_json(row["ladder_settings"]).calendar
+    return own if own is not None else calendar
 
 
 def next_business_day(day: date, calendar: BusinessCalendar | None = None) -> date:
@@ -165,6 +175,7 @@ def place_hold(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source, re
         if not rows:
             raise HoldError(f"no invoice {invoice!r}; the dashboard's invoice search finds its number")
         invoice_id = int(rows[0]["id"])
+        calendar = _invoice_calendar(rows[0], calendar)
     else:
         assert customer is not None
         rows = tx.run("customer_by_email", email=customer.strip().lower())
@@ -220,6 +231,7 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
         if not found:
             raise HoldError(f"no invoice {invoice!r}")
         ids = [int(r["id"]) for r in tx.run("unreleased_holds_of_invoice", invoice_id=found[0]["id"])]
+        calendar = _invoice_calendar(found[0], calendar)
     elif customer is not None:
         found = tx.run("customer_by_email", email=customer.strip().lower())
         if not found:
@@ -259,7 +271,8 @@ def import_holds(tx: Tx, rows: Sequence[dict[str, Any]], *, source: str, now: da
         ref = f"import:{r['number']}:{r['hold_reason']}" + (f":{until.isoformat()}" if until else "")
         invoice = tx.run("invoice_for_hold", number=r["number"])
         row = tx.one("insert_hold", invoice_id=invoice[0]["id"], customer_id=None, reason=r["hold_reason"],
-                     promise_until=until, resumes_on=next_business_day(until, calendar) if until else None,
+                     promise_until=until,
+                     resumes_on=next_business_day(until, _invoice_calendar(invoice[0], calendar)) if until else None,
                      note=r["hold_note"], external_ref=ref[:255], created_by=f"import:{source}"[:200], now=now)
         if row is None:
             continue

@@ -173,7 +173,8 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
             return _finish(service, notice_id, "failed", f"undeliverable address {n['email']!r}: {problem}")
         capfence.claim_notice_place(service.store, service.policy, clock=service.clock, notice_id=notice_id,
                                     customer_id=int(n["customer_id"]), customer_tz=n.get("tz"),
-                                    row_ids=[int(r["id"]) for r in listed])
+                                    row_ids=[int(r["id"]) for r in listed],
+                                    ladder=service._settings_of(n["ladder_version_id"]))
     listed = [r for r in service.store.read("notice_rows", notice_id=notice_id) if r["state"] == "pending"]
     if not listed:  # every row was decided meanwhile (an operator, an earlier attempt)
         return _finish(service, notice_id, "skipped", "no row left to send")
