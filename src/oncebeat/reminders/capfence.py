@@ -1,6 +1,6 @@
 """The per-customer cap and the payment-freshness fence (issue 23 items 4 and 5; README "Reminder policy").
 
-**Cap** (``[reminders] max_notices_per_week = N``, or a ``[[ladders]]`` table's own: :mod:`.ladder_rules`): a
+**Cap** (``[reminders] max_notices_per_week = N``, or a ``[[ladders]]`` table's own: :mod:`.ladder_calendars`): a
 customer gets at most N notices in any 7 consecutive business days of their zone (the customer's with
 ``send_zone = "customer"``, else the schedule's), counted across all their invoices and ladders, N being the cap
 of the ladder of the notice being placed. The send job claims a place just before its email is attempted
@@ -39,7 +39,7 @@ from ..errors import Snooze
 from ..store import Store, Tx
 from ..timebase import Clock
 from .holds import next_business_day
-from .ladder_rules import ladder_calendar, ladder_cap
+from .ladder_calendars import ladder_calendar, ladder_cap
 from .ladders import LadderSettings
 from .policy import Policy
 
@@ -93,7 +93,7 @@ def claim_place(store: Store, policy: Policy, *, clock: Clock, reminder_id: int,
     or when the reminder already holds a place (an earlier attempt claimed it).
 
     ``ladder``: the settings of the reminder's pinned ladder version; its ``max_notices_per_week`` and calendar
-    (:mod:`.ladder_rules`) apply, else the policy's. The count is over every ladder of the customer.
+    (:mod:`.ladder_calendars`) apply, else the policy's. The count is over every ladder of the customer.
 
     Raises:
         Snooze: deferred (``delay``: seconds until it tries again, on the next allowed day).

@@ -53,7 +53,7 @@ class HoldError(OncebeatError):
 
 def _invoice_calendar(row: dict[str, Any], calendar: BusinessCalendar | None) -> BusinessCalendar | None:
     """The calendar a hold on invoice ``row`` (``invoice_for_hold``) resumes by: its pinned ladder version's own
-    (:mod:`.ladder_rules`), else ``calendar`` (the policy's). A customer's hold spans ladders: the policy's."""
+    (:mod:`.ladder_calendars`), else ``calendar`` (the policy's). A customer's hold spans ladders: the policy's."""
     if row.get("ladder_settings") is None:
         return calendar
     own = LadderSettings.from_json(row["ladder_settings"]).calendar

@@ -159,7 +159,7 @@ class LadderSettings:
     escalation: tuple[StageEscalation, ...] = ()
     # The ladder's own business calendar and per-customer cap (``calendar = {...}``, ``max_notices_per_week``);
     # None: the policy-wide ``[calendar]`` / ``[reminders] max_notices_per_week`` of the running file
-    # (:mod:`.ladder_rules`). In the JSON only when set, for the same reason as escalation.
+    # (:mod:`.ladder_calendars`). In the JSON only when set, for the same reason as escalation.
     calendar: BusinessCalendar | None = None
     max_notices_per_week: int | None = None
 

@@ -26,7 +26,7 @@ from ..errors import OncebeatError
 from ..provenance import Source
 from ..store import Store, Tx
 from .calendar import BusinessCalendar, stage_cutoffs
-from .ladder_rules import ladder_calendar
+from .ladder_calendars import ladder_calendar
 from .ladders import DEFAULT_LADDER, LadderSettings, ladders_of, match_ladder
 from .policy import Policy
 

@@ -74,7 +74,7 @@ from .bulk import BulkOptions, import_invoices, import_payments
 from .calendar import BusinessCalendar, stage_cutoffs
 from .holds import hold_scan_rows, list_holds
 from .importing import InvoiceImport, RowProblem
-from .ladder_rules import ladder_calendar
+from .ladder_calendars import ladder_calendar
 from .ladders import LadderSettings
 from .model import (
     Customer,
@@ -623,7 +623,7 @@ class ReminderService:
         return self._ladder_settings[version_id]
 
     def _calendar_of(self, version_id: int | None) -> BusinessCalendar | None:
-        """The business calendar of an invoice pinned to ``version_id`` (:func:`.ladder_rules.ladder_calendar`)."""
+        """The business calendar of an invoice pinned to ``version_id`` (:func:`.ladder_calendars.ladder_calendar`)."""
         return ladder_calendar(self.policy, self._settings_of(version_id))
 
     def _escalations_of(self, version_id: int | None) -> tuple[tuple[int, ...], tuple[StageEscalation, ...]]:

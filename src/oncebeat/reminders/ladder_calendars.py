@@ -23,20 +23,30 @@ from .calendar import BusinessCalendar
 from .ladders import LadderSettings
 from .policy import Policy
 
-__all__ = ["ladder_calendar", "ladder_cap"]
+__all__ = ["calendar_or", "cap_or", "ladder_calendar", "ladder_cap"]
 
 
 def ladder_calendar(policy: Policy, settings: LadderSettings | None) -> BusinessCalendar | None:
     """The business calendar of a ladder version's ``settings``: its own, else ``policy.calendar`` (None: every
     day is a business day). ``settings`` None (a reminder from before ladders were recorded): the policy's."""
-    if settings is not None and settings.calendar is not None:
-        return settings.calendar
-    return policy.calendar
+    return calendar_or(settings, policy.calendar)
 
 
 def ladder_cap(policy: Policy, settings: LadderSettings | None) -> int | None:
     """Notices per customer in any 7 days allowed when placing a notice of this ladder version: its own
     ``max_notices_per_week``, else the policy's (None: no cap)."""
+    return cap_or(settings, policy.max_notices_per_week)
+
+
+def calendar_or(settings: LadderSettings | None, default: BusinessCalendar | None) -> BusinessCalendar | None:
+    """:func:`ladder_calendar` with the policy-wide calendar given as ``default`` (the simulator's checker)."""
+    if settings is not None and settings.calendar is not None:
+        return settings.calendar
+    return default
+
+
+def cap_or(settings: LadderSettings | None, default: int | None) -> int | None:
+    """:func:`ladder_cap` with the policy-wide cap given as ``default`` (the simulator's checker)."""
     if settings is not None and settings.max_notices_per_week is not None:
         return settings.max_notices_per_week
-    return policy.max_notices_per_week
+    return default
