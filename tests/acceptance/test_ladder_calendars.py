@@ -22,6 +22,7 @@ from oncebeat.errors import ConfigError
 from oncebeat.provenance import current_source
 from oncebeat.reminders.calendar import calendar_config
 from oncebeat.reminders.holds import place_hold
+from oncebeat.reminders.ladder_calendars import describe_days
 from oncebeat.reminders.ladders import LadderSettings, ladder_defs, ladders_of
 from oncebeat.reminders.model import Customer
 from oncebeat.reminders.pinning import holdings
@@ -223,3 +224,18 @@ def test_a_ladder_calendar_round_trips_through_the_policy_file(tmp_path: Path) -
     assert eur.max_notices_per_week == 1 and eur.calendar is not None
     assert eur.calendar.describe() == "DE-BY holidays, weekend Sat+Sun, stage days: business, window 08:00-17:00"
     assert LadderSettings.from_json(json.dumps(eur.to_json())) == eur
+    assert describe_days(policy, eur) == ("calendar DE-BY holidays, weekend Sat+Sun, stage days: business, window "
+                                          "08:00-17:00 (its own); cap 1 notice per customer in 7 days (its own)")
+    assert describe_days(policy, default) == ("calendar US holidays, weekend Sat+Sun, stage days: calendar "
+                                              "([calendar]); cap 2 notices per customer in 7 days ([reminders])")
+
+
+def test_a_ladder_send_at_outside_its_own_window_is_refused_with_send_zone_customer(tmp_path: Path) -> None:
+    path = tmp_path / "oncebeat.toml"
+    path.write_text('[reminders]\nsend_zone = "customer"\nsend_at = "08:00"\n\n[[ladders]]\nname = "eur"\n'
+                    'match = { currency = "EUR" }\ncalendar = { country = "DE", send_window = "09:00-17:00" }\n')
+    with pytest.raises(ConfigError, match=r"\[\[ladders\]\]\[1\] \(eur\) send_at = \"08:00\" is outside its "
+                                          r"calendar's send_window \(09:00-17:00\).*Move the ladder's send_at"):
+        load_policy(path)
+    path.write_text(path.read_text() + 'send_at = "09:30"\n')
+    assert load_policy(path).ladders[0].name == "eur"

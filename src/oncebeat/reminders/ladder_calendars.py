@@ -23,7 +23,7 @@ from .calendar import BusinessCalendar
 from .ladders import LadderSettings
 from .policy import Policy
 
-__all__ = ["calendar_or", "cap_or", "ladder_calendar", "ladder_cap"]
+__all__ = ["calendar_or", "cap_or", "describe_days", "ladder_calendar", "ladder_cap"]
 
 
 def ladder_calendar(policy: Policy, settings: LadderSettings | None) -> BusinessCalendar | None:
@@ -50,3 +50,16 @@ def cap_or(settings: LadderSettings | None, default: int | None) -> int | None:
     if settings is not None and settings.max_notices_per_week is not None:
         return settings.max_notices_per_week
     return default
+
+
+def describe_days(policy: Policy, settings: LadderSettings) -> str:
+    """One line on the calendar and cap a ladder follows and whose they are, e.g. "calendar DE-BY holidays,
+    weekend Sat+Sun, stage days: business (its own); cap 1 notice per customer in 7 days (its own)"."""
+    calendar = ladder_calendar(policy, settings)
+    whose = "its own" if settings.calendar is not None else "[calendar]"
+    days = f"calendar {calendar.describe()} ({whose})" if calendar is not None else "every day a business day"
+    cap = ladder_cap(policy, settings)
+    whose = "its own" if settings.max_notices_per_week is not None else "[reminders]"
+    limit = (f"cap {cap} notice{'s' if cap != 1 else ''} per customer in 7 days ({whose})" if cap is not None
+             else "no cap")
+    return f"{days}; {limit}"
