@@ -21,7 +21,7 @@ from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 from oncebeat.errors import ConfigError
 from oncebeat.provenance import current_source
 from oncebeat.reminders.calendar import calendar_config
-from oncebeat.reminders.holds import place_hold
+from oncebeat.reminders.holds import place_hold, release_holds
 from oncebeat.reminders.ladder_calendars import describe_days
 from oncebeat.reminders.ladders import LadderSettings, ladder_defs, ladders_of
 from oncebeat.reminders.model import Customer
@@ -105,6 +105,16 @@ def test_a_promise_on_an_invoice_of_the_german_ladder_resumes_on_its_next_busine
     assert held["US-1"] is not None and held["EU-1"] is not None
     assert held["US-1"].resumes_on == LABOUR_DAY
     assert held["EU-1"].resumes_on == date(2026, 5, 4)
+    # a dispute released on Thursday 30 April: by its id, or by the external reference it was placed with
+    disputes = {n: place_hold(store, clock=scans.clock, zone=scans.service.policy.zone, source=SCAN, reason="dispute",
+                              invoice=n, external_ref=f"ticket-{n}", calendar=scans.service.policy.calendar)
+                for n in ("US-1", "EU-1")}
+    scans.clock.set(datetime(2026, 4, 30, 15, tzinfo=UTC))
+    by_id = release_holds(store, clock=scans.clock, zone=scans.service.policy.zone, source=SCAN,
+                          hold_id=disputes["EU-1"].id, calendar=scans.service.policy.calendar)  # type: ignore[union-attr]
+    by_ref = release_holds(store, clock=scans.clock, zone=scans.service.policy.zone, source=SCAN,
+                           external_ref="ticket-US-1", calendar=scans.service.policy.calendar)
+    assert [h.resumes_on for h in by_id] == [date(2026, 5, 4)] and [h.resumes_on for h in by_ref] == [LABOUR_DAY]
 
 
 @pytest.fixture

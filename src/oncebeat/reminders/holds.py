@@ -204,7 +204,8 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
     ``customer`` (email) or placed with ``external_ref``: exactly one selector.
 
     A released hold stops covering on the next business day after today (in ``zone``; of ``calendar`` when
-    given), so the ladder resumes then with the next due stage only. Audited ``reminders.hold_released`` per hold.
+    given, or of the ladder version a held invoice is pinned to when that ladder has its own calendar), so the
+    ladder resumes then with the next due stage only. Audited ``reminders.hold_released`` per hold.
 
     Returns:
         The holds released (empty when there was none unreleased for the selector, e.g. a replayed release).
@@ -244,11 +245,16 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
                             "holds with their external_ref")
         ids = [int(r["id"]) for r in placed if r["released_at"] is None]
     now = clock.now()
-    resumes_on = next_business_day(now.astimezone(zone).date(), calendar)
+    today = now.astimezone(zone).date()
     released: list[Hold] = []
     for i in ids:
+        resume_by = calendar
+        if hold_id is not None or external_ref is not None:  # a hold on an invoice resumes by its ladder's calendar
+            held = tx.run("get_hold", id=i)[0]
+            on = tx.run("invoice_for_hold", number=held["number"]) if held["invoice_id"] is not None else []
+            resume_by = _invoice_calendar(on[0], calendar) if on else calendar
         if tx.one("release_hold", id=i, now=now, released_by=by or created_by(source), note=note,
-                  resumes_on=resumes_on) is None:
+                  resumes_on=next_business_day(today, resume_by)) is None:
             continue
         hold = Hold.from_row(tx.run("get_hold", id=i)[0])
         released.append(hold)
