@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
+from test_cli import oncebeat
 
 from oncebeat.errors import ConfigError
 from oncebeat.provenance import current_source
@@ -249,3 +250,27 @@ def test_a_ladder_send_at_outside_its_own_window_is_refused_with_send_zone_custo
         load_policy(path)
     path.write_text(path.read_text() + 'send_at = "09:30"\n')
     assert load_policy(path).ladders[0].name == "eur"
+
+
+def test_preview_on_a_us_holiday_lists_what_the_german_ladder_sends(tmp_path: Path, db_url: str) -> None:
+    """`oncebeat preview` (a real subprocess on the real clock): on the next US holiday that is a Bavarian working
+    day, the default ladder sends nothing but the EUR ladder does, so the day is not called closed."""
+    (tmp_path / "oncebeat.toml").write_text('[calendar]\ncountry = "US"\n\n[[ladders]]\nname = "eur"\n'
+                                            'match = { currency = "EUR" }\n'
+                                            'calendar = { country = "DE", subdivision = "BY" }\n')
+    policy = load_policy(tmp_path / "oncebeat.toml")
+    bavaria = ladders_of(policy)[0][0].calendar
+    assert policy.calendar is not None and bavaria is not None
+    today = datetime.now(UTC).astimezone(policy.zone).date()
+    day = next(today + timedelta(days=n) for n in range(2, 400) if policy.calendar.holiday(today + timedelta(days=n))
+               and bavaria.is_business_day(today + timedelta(days=n)))
+    due = day - timedelta(days=1)  # stage 1 of both invoices: the holiday
+    rows = [f"INV-{c},ana@example.com,Ana,{c},10.00,{(due - timedelta(days=30)).isoformat()},{due.isoformat()}"
+            for c in ("USD", "EUR")]
+    (tmp_path / "invoices.csv").write_text("invoice_number,customer_email,customer_name,currency,amount_due,"
+                                           "issued_on,due_on\n" + "\n".join(rows) + "\n")
+    assert oncebeat("import", "invoices.csv", "--db", db_url, cwd=tmp_path).returncode == 0
+    out = oncebeat("preview", "--days", str((day - today).days), "--db", db_url, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "is not a business day" not in out.stdout and "INV-EUR stage 1" in out.stdout, out.stdout
+    assert "INV-USD" not in out.stdout
