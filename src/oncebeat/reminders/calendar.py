@@ -357,8 +357,8 @@ def calendar_config(content: Any, *, source: str) -> BusinessCalendar:
 def calendar_problems(content: dict[str, Any], *, table: str = "[calendar] ") -> tuple[BusinessCalendar | None,
                                                                                       list[str]]:
     """Validate a calendar table (``[calendar]``, or a ladder's ``calendar = {...}``): ``(calendar, [])``, or
-    ``(None, problems)``, each problem a sentence starting ``<table> <key>`` (``table`` names the table, e.g.
-    ``[[ladders]][2] (eu) calendar:``) with the fix."""
+    ``(None, problems)``, each problem a sentence starting with ``table`` then the key (``[calendar] country
+    = ...``; a ladder's ``[[ladders]][2] (eu) calendar.country = ...``) and giving the fix."""
     problems: list[str] = []
     for key in content:
         if key not in CALENDAR_KEYS:

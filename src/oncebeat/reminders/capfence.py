@@ -4,11 +4,10 @@
 customer gets at most N notices in any 7 consecutive business days of their zone (the customer's with
 ``send_zone = "customer"``, else the schedule's), counted across all their invoices and ladders, N being the cap
 of the ladder of the notice being placed. The send job claims a place just before its email is attempted
-(:func:`claim_place`): it
-locks the customer (PostgreSQL: the customer's row, ``FOR UPDATE``; SQLite: writes run one at a time), counts
-the places taken on days ``D-6 … D`` (``reminders.cap_day``; reminders sent before the cap was set count by
-their ``sent_at``) and, in that same transaction, takes one (``cap_day = D``) or records the reminder
-``deferred`` with the reason. Two workers sending for one customer therefore never both pass the cap.
+(:func:`claim_place`): it locks the customer (PostgreSQL: the customer's row, ``FOR UPDATE``; SQLite: writes run
+one at a time), counts the places taken on days ``D-6 … D`` (``reminders.cap_day``; reminders sent before the cap
+was set count by their ``sent_at``) and, in that same transaction, takes one (``cap_day = D``) or records the
+reminder ``deferred`` with the reason. Two workers sending for one customer therefore never both pass the cap.
 
 ``deferred`` is NOT final. The reminder keeps its (invoice, stage) row, its send job is snoozed (a
 :class:`~oncebeat.errors.Snooze`: no attempt used up, not a failure) until the next allowed day, and then it is

@@ -165,8 +165,8 @@ class LadderSettings:
 
     def to_json(self) -> dict[str, Any]:
         """The stored settings; ``group``, ``escalation``, ``calendar`` and ``max_notices_per_week`` only when
-        set, so a version recorded before they
-        existed keeps its content hash (no new version of an unchanged ladder)."""
+        set, so a version recorded before they existed keeps its content hash (no new version of an unchanged
+        ladder)."""
         out: dict[str, Any] = {
             "name": self.name, "stages": list(self.stages), "collapse": self.collapse, "spacing": self.spacing,
             "send_at": self.send_at, "sender": self.sender, "reply_to": self.reply_to, "company": self.company,
