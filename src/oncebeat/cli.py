@@ -1297,7 +1297,7 @@ def preview(days: int, proposed: Path | None, start: str | None, apply_to_open: 
                      "next_business_day": calendar.next_business_day(business_date) if closed and calendar
                      else None})
         return
-    if closed and calendar:
+    if closed and calendar and not rows:  # ladders with a calendar of their own may still send (rows)
         click.echo(f"{business_date} is not a business day ({closed}): nothing goes out; what is due then goes "
                    f"out on {calendar.next_business_day(business_date)} (oncebeat preview --days N shows that day)")
         return

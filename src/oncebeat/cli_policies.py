@@ -40,6 +40,7 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
         ladder's new version."""
         if ctx.invoked_subcommand is not None:
             return
+        from .reminders.ladder_calendars import describe_days
         from .reminders.ladders import ladders_of
         from .reminders.pinning import holdings, ladder_invoices
 
@@ -69,6 +70,7 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
         for s, rule in ladders:
             click.echo(f"{s.name}: {rule.describe() if rule else 'everything else'}")
             click.echo(f"  stages {list(s.stages)}, collapse {s.collapse}, spacing {s.spacing}, from {s.sender}")
+            click.echo(f"  {describe_days(rt.policy, s)}")
             versions = [x for x in held if x.name == s.name]
             for x in versions:
                 mark = "  (current)" if x.current else ""

@@ -136,9 +136,14 @@ def test_the_readme_ladders_example_loads_and_matches_as_it_says(tmp_path: Path)
     (tmp_path / "templates-at").mkdir()
     (tmp_path / "oncebeat.toml").write_text(block.group(1), encoding="utf-8")
     ladders = ladders_of(load_policy(tmp_path / "oncebeat.toml"))
-    assert [s.name for s, _ in ladders] == ["enterprise", "austria", "north-america-key", "default"]
+    assert [s.name for s, _ in ladders] == ["enterprise", "austria", "north-america-key", "germany", "default"]
     assert match_ladder(ladders, _fields(currency="CHF", amount_due=1_000_000)) == "enterprise"
     assert match_ladder(ladders, _fields(currency="EUR", amount_due=999_999, customer_locale="de_AT")) == "austria"
     assert match_ladder(ladders, _fields(customer_country="CA", customer_tags="key-account;vip")) == \
         "north-america-key"
     assert match_ladder(ladders, _fields(customer_country="MX", customer_tags="enterprise")) == "default"
+    assert match_ladder(ladders, _fields(customer_country="DE")) == "germany"
+    germany = next(s for s, _ in ladders if s.name == "germany")  # its own calendar and cap (ladder_calendars)
+    assert germany.max_notices_per_week == 1 and germany.calendar is not None
+    assert (germany.calendar.country, germany.calendar.subdivision, germany.calendar.stage_days) == ("DE", "BY",
+                                                                                                     "business")

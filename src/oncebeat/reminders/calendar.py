@@ -46,7 +46,8 @@ import holidays
 
 from ..errors import ConfigError
 
-__all__ = ["CALENDAR_KEYS", "STAGE_DAYS", "WEEKDAYS", "BusinessCalendar", "calendar_config", "stage_cutoffs"]
+__all__ = ["CALENDAR_KEYS", "STAGE_DAYS", "WEEKDAYS", "BusinessCalendar", "calendar_config", "calendar_from_json",
+           "calendar_problems", "calendar_to_json", "stage_cutoffs"]
 
 #: Weekday names as written in ``weekend`` (``date.weekday()`` order: Monday = 0).
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -344,6 +345,20 @@ def calendar_config(content: Any, *, source: str) -> BusinessCalendar:
     if not isinstance(content, dict):
         raise ConfigError(f"{source}: calendar must be a table. Write it as a [calendar] section header followed by "
                           "its keys.")
+    found, problems = calendar_problems(content)
+    if problems:
+        listing = problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n" + "\n".join(
+            f"  - {p}" for p in problems)
+        raise ConfigError(f"{source}: {listing}")
+    assert found is not None
+    return found
+
+
+def calendar_problems(content: dict[str, Any], *, table: str = "[calendar] ") -> tuple[BusinessCalendar | None,
+                                                                                      list[str]]:
+    """Validate a calendar table (``[calendar]``, or a ladder's ``calendar = {...}``): ``(calendar, [])``, or
+    ``(None, problems)``, each problem a sentence starting with ``table`` then the key (``[calendar] country
+    = ...``; a ladder's ``[[ladders]][2] (eu) calendar.country = ...``) and giving the fix."""
     problems: list[str] = []
     for key in content:
         if key not in CALENDAR_KEYS:
@@ -357,11 +372,33 @@ def calendar_config(content: Any, *, source: str) -> BusinessCalendar:
     stage_days = _check_stage_days(content.get("stage_days", "calendar"), problems)
     window = _check_window(content.get("send_window"), problems)
     if problems:
-        listing = problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n" + "\n".join(
-            f"  - {p}" for p in problems)
-        raise ConfigError(f"{source}: {listing}")
+        return None, [table + p.removeprefix("[calendar] ") for p in problems]
     return BusinessCalendar(country=country, subdivision=subdivision, weekend=weekend, stage_days=stage_days,
-                            send_window=window)
+                            send_window=window), []
+
+
+def calendar_to_json(calendar: BusinessCalendar) -> dict[str, Any]:
+    """The calendar as a ``[calendar]`` table would write it (a ladder version's stored settings): ``country``,
+    ``subdivision``, ``weekend`` (names), ``stage_days``, ``send_window`` ("HH:MM-HH:MM"); None values left out."""
+    out: dict[str, Any] = {"weekend": [WEEKDAYS[d] for d in sorted(calendar.weekend)],
+                           "stage_days": calendar.stage_days}
+    if calendar.country is not None:
+        out["country"] = calendar.country
+    if calendar.subdivision is not None:
+        out["subdivision"] = calendar.subdivision
+    if calendar.send_window is not None:
+        opens, closes = calendar.send_window
+        out["send_window"] = f"{opens:%H:%M}-{'24:00' if closes == time.max else f'{closes:%H:%M}'}"
+    return out
+
+
+def calendar_from_json(data: dict[str, Any]) -> BusinessCalendar:
+    """From :func:`calendar_to_json`'s dict (validated again: a stored version is read as the file would be).
+
+    Raises:
+        ConfigError: the stored table is no longer valid (e.g. a country the holidays package dropped).
+    """
+    return calendar_config(dict(data), source="stored ladder version")
 
 
 def stage_cutoffs(stages: Sequence[int], business_date: date, tz: str | None = None,

@@ -1,12 +1,13 @@
 """The per-customer cap and the payment-freshness fence (issue 23 items 4 and 5; README "Reminder policy").
 
-**Cap** (``[reminders] max_notices_per_week = N``): a customer gets at most N notices in any 7 consecutive
-business days of their zone (the customer's with ``send_zone = "customer"``, else the schedule's), counted across
-all their invoices. The send job claims a place just before its email is attempted (:func:`claim_place`): it
-locks the customer (PostgreSQL: the customer's row, ``FOR UPDATE``; SQLite: writes run one at a time), counts
-the places taken on days ``D-6 … D`` (``reminders.cap_day``; reminders sent before the cap was set count by
-their ``sent_at``) and, in that same transaction, takes one (``cap_day = D``) or records the reminder
-``deferred`` with the reason. Two workers sending for one customer therefore never both pass the cap.
+**Cap** (``[reminders] max_notices_per_week = N``, or a ``[[ladders]]`` table's own: :mod:`.ladder_calendars`): a
+customer gets at most N notices in any 7 consecutive business days of their zone (the customer's with
+``send_zone = "customer"``, else the schedule's), counted across all their invoices and ladders, N being the cap
+of the ladder of the notice being placed. The send job claims a place just before its email is attempted
+(:func:`claim_place`): it locks the customer (PostgreSQL: the customer's row, ``FOR UPDATE``; SQLite: writes run
+one at a time), counts the places taken on days ``D-6 … D`` (``reminders.cap_day``; reminders sent before the cap
+was set count by their ``sent_at``) and, in that same transaction, takes one (``cap_day = D``) or records the
+reminder ``deferred`` with the reason. Two workers sending for one customer therefore never both pass the cap.
 
 ``deferred`` is NOT final. The reminder keeps its (invoice, stage) row, its send job is snoozed (a
 :class:`~oncebeat.errors.Snooze`: no attempt used up, not a failure) until the next allowed day, and then it is
@@ -37,6 +38,8 @@ from ..errors import Snooze
 from ..store import Store, Tx
 from ..timebase import Clock
 from .holds import next_business_day
+from .ladder_calendars import ladder_calendar, ladder_cap
+from .ladders import LadderSettings
 from .policy import Policy
 
 __all__ = ["CAP_DAYS", "Freshness", "claim_place", "claim_notice_place", "wake", "touch_watermark", "fence_status",
@@ -82,15 +85,20 @@ def wake(store: Store, *, clock: Clock, reminder_id: int) -> None:
         tx.run("cap_wake", id=reminder_id, now=clock.now())
 
 
-def claim_place(store: Store, policy: Policy, *, clock: Clock, reminder_id: int, r: dict[str, Any]) -> None:
+def claim_place(store: Store, policy: Policy, *, clock: Clock, reminder_id: int, r: dict[str, Any],
+                ladder: LadderSettings | None = None) -> None:
     """Take a place under the customer's cap for reminder ``reminder_id`` (``r``: its ``get_reminder_for_send``
     row), or record it ``deferred`` and snooze its job until the next allowed day. Nothing to do without a cap,
     or when the reminder already holds a place (an earlier attempt claimed it).
 
+    ``ladder``: the settings of the reminder's pinned ladder version; its ``max_notices_per_week`` and calendar
+    (:mod:`.ladder_calendars`) apply, else the policy's. The count is over every ladder of the customer.
+
     Raises:
         Snooze: deferred (``delay``: seconds until it tries again, on the next allowed day).
     """
-    cap = policy.max_notices_per_week
+    cap = ladder_cap(policy, ladder)
+    calendar = ladder_calendar(policy, ladder)
     if cap is None:
         return
     now = clock.now()
@@ -113,11 +121,11 @@ def claim_place(store: Store, policy: Policy, *, clock: Clock, reminder_id: int,
             tx.run("cap_claim", id=reminder_id, day=today, now=now)
             return
         if places > 0:  # a place is free, but reminders of this customer waiting longer go first
-            nxt = next_business_day(today, policy.calendar)
+            nxt = next_business_day(today, calendar)
             reason = (f"cap: {len(taken)} of {cap} notices to this customer since {since.isoformat()}, and "
                       f"reminders waiting longer go first; next try {nxt.isoformat()}")
         else:  # the place that frees first: the cap-th newest notice leaves the window 7 days after its day
-            nxt = next_business_day(taken[cap - 1] + timedelta(days=CAP_DAYS - 1), policy.calendar)
+            nxt = next_business_day(taken[cap - 1] + timedelta(days=CAP_DAYS - 1), calendar)
             reason = (f"cap: {len(taken)} notice{'s' if len(taken) != 1 else ''} to this customer since "
                       f"{since.isoformat()} (at most {cap} per {CAP_DAYS} days); next allowed {nxt.isoformat()}")
         tx.run("cap_defer", id=reminder_id, reason=reason, now=now)
@@ -142,15 +150,17 @@ def _taken(tx: Tx, customer_id: int, zone: ZoneInfo, since: date, today: date, *
 
 
 def claim_notice_place(store: Store, policy: Policy, *, clock: Clock, notice_id: int, customer_id: int,
-                       customer_tz: str | None, row_ids: list[int]) -> None:
+                       customer_tz: str | None, row_ids: list[int], ladder: LadderSettings | None = None) -> None:
     """Take ONE place under the customer's cap for grouped notice ``notice_id`` listing reminders ``row_ids``
     (every row gets ``cap_day``), or record every row ``deferred`` and snooze the notice's job until the next
     allowed day. Nothing to do without a cap or when the rows already hold their place (an earlier attempt).
+    ``ladder``: the notice's ladder version's settings (its cap and calendar, else the policy's).
 
     Raises:
         Snooze: deferred (``delay``: seconds until the next allowed day).
     """
-    cap = policy.max_notices_per_week
+    cap = ladder_cap(policy, ladder)
+    calendar = ladder_calendar(policy, ladder)
     if cap is None or not row_ids:
         return
     now = clock.now()
@@ -168,7 +178,7 @@ def claim_notice_place(store: Store, policy: Policy, *, clock: Clock, notice_id:
             for i in row_ids:
                 tx.run("cap_claim", id=i, day=today, now=now)
             return
-        nxt = next_business_day(taken[cap - 1] + timedelta(days=CAP_DAYS - 1), policy.calendar)
+        nxt = next_business_day(taken[cap - 1] + timedelta(days=CAP_DAYS - 1), calendar)
         reason = (f"cap: {len(taken)} notice{'s' if len(taken) != 1 else ''} to this customer since "
                   f"{since.isoformat()} (at most {cap} per {CAP_DAYS} days); next allowed {nxt.isoformat()}")
         for i in row_ids:

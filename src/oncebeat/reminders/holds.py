@@ -38,6 +38,7 @@ from ..provenance import Source, current_source
 from ..store import Store, Tx
 from ..timebase import Clock
 from .calendar import BusinessCalendar
+from .ladders import LadderSettings
 from .model import HOLD_REASONS
 
 __all__ = ["HOLD_REASONS", "Hold", "HoldError", "place_hold", "release_holds", "list_holds", "get_hold",
@@ -48,6 +49,15 @@ __all__ = ["HOLD_REASONS", "Hold", "HoldError", "place_hold", "release_holds", "
 
 class HoldError(OncebeatError):
     """A hold cannot be placed or released as asked (unknown invoice, customer or hold; a bad date or reason)."""
+
+
+def _invoice_calendar(row: dict[str, Any], calendar: BusinessCalendar | None) -> BusinessCalendar | None:
+    """The calendar a hold on invoice ``row`` (``invoice_for_hold``) resumes by: its pinned ladder version's own
+    (:mod:`.ladder_calendars`), else ``calendar`` (the policy's). A customer's hold spans ladders: the policy's."""
+    if row.get("ladder_settings") is None:
+        return calendar
+    own = LadderSettings.from_json(row["ladder_settings"]).calendar
+    return own if own is not None else calendar
 
 
 def next_business_day(day: date, calendar: BusinessCalendar | None = None) -> date:
@@ -165,6 +175,7 @@ def place_hold(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source, re
         if not rows:
             raise HoldError(f"no invoice {invoice!r}; the dashboard's invoice search finds its number")
         invoice_id = int(rows[0]["id"])
+        calendar = _invoice_calendar(rows[0], calendar)
     else:
         assert customer is not None
         rows = tx.run("customer_by_email", email=customer.strip().lower())
@@ -193,7 +204,8 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
     ``customer`` (email) or placed with ``external_ref``: exactly one selector.
 
     A released hold stops covering on the next business day after today (in ``zone``; of ``calendar`` when
-    given), so the ladder resumes then with the next due stage only. Audited ``reminders.hold_released`` per hold.
+    given, or of the ladder version a held invoice is pinned to when that ladder has its own calendar), so the
+    ladder resumes then with the next due stage only. Audited ``reminders.hold_released`` per hold.
 
     Returns:
         The holds released (empty when there was none unreleased for the selector, e.g. a replayed release).
@@ -220,6 +232,7 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
         if not found:
             raise HoldError(f"no invoice {invoice!r}")
         ids = [int(r["id"]) for r in tx.run("unreleased_holds_of_invoice", invoice_id=found[0]["id"])]
+        calendar = _invoice_calendar(found[0], calendar)
     elif customer is not None:
         found = tx.run("customer_by_email", email=customer.strip().lower())
         if not found:
@@ -232,11 +245,16 @@ def release_holds(store: Store, *, clock: Clock, zone: ZoneInfo, source: Source,
                             "holds with their external_ref")
         ids = [int(r["id"]) for r in placed if r["released_at"] is None]
     now = clock.now()
-    resumes_on = next_business_day(now.astimezone(zone).date(), calendar)
+    today = now.astimezone(zone).date()
     released: list[Hold] = []
     for i in ids:
+        resume_by = calendar
+        if hold_id is not None or external_ref is not None:  # a hold on an invoice resumes by its ladder's calendar
+            held = tx.run("get_hold", id=i)[0]
+            on = tx.run("invoice_for_hold", number=held["number"]) if held["invoice_id"] is not None else []
+            resume_by = _invoice_calendar(on[0], calendar) if on else calendar
         if tx.one("release_hold", id=i, now=now, released_by=by or created_by(source), note=note,
-                  resumes_on=resumes_on) is None:
+                  resumes_on=next_business_day(today, resume_by)) is None:
             continue
         hold = Hold.from_row(tx.run("get_hold", id=i)[0])
         released.append(hold)
@@ -259,7 +277,8 @@ def import_holds(tx: Tx, rows: Sequence[dict[str, Any]], *, source: str, now: da
         ref = f"import:{r['number']}:{r['hold_reason']}" + (f":{until.isoformat()}" if until else "")
         invoice = tx.run("invoice_for_hold", number=r["number"])
         row = tx.one("insert_hold", invoice_id=invoice[0]["id"], customer_id=None, reason=r["hold_reason"],
-                     promise_until=until, resumes_on=next_business_day(until, calendar) if until else None,
+                     promise_until=until,
+                     resumes_on=next_business_day(until, _invoice_calendar(invoice[0], calendar)) if until else None,
                      note=r["hold_note"], external_ref=ref[:255], created_by=f"import:{source}"[:200], now=now)
         if row is None:
             continue

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from oncebeat.errors import ConfigError
+from oncebeat.reminders.calendar import BusinessCalendar, calendar_from_json, calendar_problems, calendar_to_json
 from oncebeat.reminders.ladder_lines import LadderLines
 from oncebeat.reminders.notices.escalation import (
     StageEscalation,
@@ -75,7 +76,8 @@ MATCH_COLUMNS = ("invoice_number", "currency", "customer_email", "customer_name"
 #: Ladder settings a ``[[ladders]]`` table may override: TOML key -> Policy field.
 OVERRIDES = {"stages": "stages", "collapse": "collapse", "spacing": "spacing", "send_at": "send_at",
              "from": "sender", "reply_to": "reply_to", "company": "company", "templates": "templates",
-             "group": "group", "stage": "escalation"}
+             "group": "group", "stage": "escalation", "calendar": "calendar",
+             "max_notices_per_week": "max_notices_per_week"}
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _MATCH_KEYS = ("currency", "amount_min", "amount_max", "country", "tags_any", "column")
 _MAX_AMOUNT = 10**15
@@ -155,10 +157,16 @@ class LadderSettings:
     # CC, BCC and late fee per stage (oncebeat.reminders.notices.escalation); in the JSON only when there is
     # any, so a ladder without escalation keeps the content hash it had before escalation existed
     escalation: tuple[StageEscalation, ...] = ()
+    # The ladder's own business calendar and per-customer cap (``calendar = {...}``, ``max_notices_per_week``);
+    # None: the policy-wide ``[calendar]`` / ``[reminders] max_notices_per_week`` of the running file
+    # (:mod:`.ladder_calendars`). In the JSON only when set, for the same reason as escalation.
+    calendar: BusinessCalendar | None = None
+    max_notices_per_week: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The stored settings; ``group`` and ``escalation`` only when set, so a version recorded before they
-        existed keeps its content hash (no new version of an unchanged ladder)."""
+        """The stored settings; ``group``, ``escalation``, ``calendar`` and ``max_notices_per_week`` only when
+        set, so a version recorded before they existed keeps its content hash (no new version of an unchanged
+        ladder)."""
         out: dict[str, Any] = {
             "name": self.name, "stages": list(self.stages), "collapse": self.collapse, "spacing": self.spacing,
             "send_at": self.send_at, "sender": self.sender, "reply_to": self.reply_to, "company": self.company,
@@ -167,6 +175,10 @@ class LadderSettings:
             out["group"] = self.group
         if self.escalation:
             out["escalation"] = escalation_to_json(self.escalation)
+        if self.calendar is not None:
+            out["calendar"] = calendar_to_json(self.calendar)
+        if self.max_notices_per_week is not None:
+            out["max_notices_per_week"] = self.max_notices_per_week
         return out
 
     @classmethod
@@ -176,7 +188,9 @@ class LadderSettings:
         return cls(name=d["name"], stages=tuple(int(s) for s in d["stages"]), collapse=d["collapse"],
                    spacing=d.get("spacing", "from_sent"), send_at=d["send_at"], sender=d["sender"],
                    reply_to=d.get("reply_to"), company=d["company"], templates=d.get("templates"),
-                   group=d.get("group", "none"), escalation=escalation_from_json(d.get("escalation")))
+                   group=d.get("group", "none"), escalation=escalation_from_json(d.get("escalation")),
+                   calendar=calendar_from_json(d["calendar"]) if d.get("calendar") is not None else None,
+                   max_notices_per_week=d.get("max_notices_per_week"))
 
     def content_hash(self) -> str:
         """SHA-256 (hex) of the canonical JSON: equal settings, equal hash (a version is recorded per change)."""
@@ -327,6 +341,12 @@ def _tags(value: Any) -> tuple[str, ...]:
     return tuple(sorted(tag_set(text)))
 
 
+def _calendar_key(problem: str, table: str) -> str | None:
+    """The key of a ``calendar`` table a problem names (``<table>country = ...`` -> ``country``), for its line."""
+    m = re.match(r"(\w+)", problem.removeprefix(table))
+    return m.group(1) if m else None
+
+
 def ladder_defs(value: Any, *, source: str = "<dict>", base_dir: Path | None = None,
                 text: str | None = None) -> tuple[LadderDef, ...]:
     """Validate the ``[[ladders]]`` array of tables into :class:`LadderDef` values, in file order.
@@ -382,6 +402,16 @@ def ladder_defs(value: Any, *, source: str = "<dict>", base_dir: Path | None = N
                     found, bad = escalation_config(raw, where=f"{where} stage.".__add__, table=f"{where} stage")
                     problems += bad
                     overrides.append(("escalation", found))
+                    continue
+                if key == "calendar":  # the ladder's own business calendar: [calendar]'s keys and checks
+                    if not isinstance(raw, dict):
+                        problems.append(at(n, f"{where} calendar = {_show(raw)} must be a table. Write e.g. calendar "
+                                           '= { country = "DE", subdivision = "BY" } ([calendar]\'s keys).', key))
+                        continue
+                    found_cal, bad_cal = calendar_problems(raw, table=f"{where} calendar.")
+                    problems += [at(n, p, key, _calendar_key(p, f"{where} calendar.")) for p in bad_cal]
+                    if found_cal is not None:
+                        overrides.append(("calendar", found_cal))
                     continue
                 if key not in OVERRIDES:
                     problems.append(at(n, _unknown_key(f"{where} {key}", key, ["name", "match", *OVERRIDES]), key))

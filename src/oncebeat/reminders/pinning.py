@@ -26,6 +26,7 @@ from ..errors import OncebeatError
 from ..provenance import Source
 from ..store import Store, Tx
 from .calendar import BusinessCalendar, stage_cutoffs
+from .ladder_calendars import ladder_calendar
 from .ladders import DEFAULT_LADDER, LadderSettings, ladders_of, match_ladder
 from .policy import Policy
 
@@ -97,24 +98,24 @@ def pin_due(tx: Tx, policy: Policy, current: Mapping[str, LadderVersion], day_of
     number of invoices pinned (exact when matched one by one; the set-based update counts as 0).
     """
     ladders = ladders_of(policy)
-    calendar = policy.calendar
 
-    def cutoff(day: date, stage: int) -> date:
+    def cutoff(day: date, version: LadderVersion) -> date:
         # The latest due date whose first stage has come by ``day``, in calendar days or, with a business calendar
-        # counting business days, the later of both: a pin a little early is harmless (it only fixes the
-        # ladder), a late one would lose the stage the scan creates on its nominal day.
+        # (the ladder's own, else the policy's) counting business days, the later of both: a pin a little early
+        # is harmless (it only fixes the ladder), a late one would lose the stage the scan creates on its day.
+        stage = version.settings.stages[0]
+        calendar = ladder_calendar(policy, version.settings)
         plain = day - timedelta(days=stage)
         return plain if calendar is None else max(plain, calendar.stage_cutoff(day, stage))
 
     if len(ladders) == 1:  # every invoice takes the default ladder: no need to read them
         only = current[DEFAULT_LADDER]
-        tx.run("pin_open_invoices", version_id=only.id, cutoff=cutoff(latest_day, only.settings.stages[0]))
+        tx.run("pin_open_invoices", version_id=only.id, cutoff=cutoff(latest_day, only))
         return 0
     pins = []
-    for r in tx.run("unpinned_open_invoices", max_cutoff=max(cutoff(latest_day, v.settings.stages[0])
-                                                             for v in current.values())):
+    for r in tx.run("unpinned_open_invoices", max_cutoff=max(cutoff(latest_day, v) for v in current.values())):
         version = current[match_ladder(ladders, r)]
-        if r["due_on"] <= cutoff(day_of(r["customer_tz"] or None), version.settings.stages[0]):
+        if r["due_on"] <= cutoff(day_of(r["customer_tz"] or None), version):
             pins.append({"id": r["id"], "version_id": version.id})
     if pins:
         tx.many("pin_invoice", pins)

@@ -218,7 +218,7 @@ class Policy:
                 "List stages of [reminders] stages, or write statement = \"final\" or \"always\".",
                 value=list(self.attachments.statement))))
         if not problems:
-            problems += _escalation_stage_problems(self)
+            problems += _escalation_stage_problems(self) + _ladder_window_problems(self)
         if problems:
             raise _config_error("Policy", problems)
 
@@ -729,6 +729,28 @@ def _check_notify_final(value: Any) -> str | None:
     except ValueError as exc:
         raise _Invalid(str(exc).rstrip("."), "It is the internal address told when a final stage went out.",
                        value=value) from None
+
+
+def _ladder_window_problems(policy: Policy) -> list[str]:
+    """With send_zone = "customer": each ladder whose send_at (its own or the default's) is outside the send
+    window of its calendar (its own or [calendar]'s), as the same check of the top-level settings."""
+    if policy.send_zone != "customer":
+        return []
+    out = []
+    for n, d in enumerate(policy.ladders, start=1):
+        own = dict(d.overrides)
+        calendar = own.get("calendar", policy.calendar)
+        if calendar is None or calendar.send_window is None or ("calendar" not in own and "send_at" not in own):
+            continue  # nothing of its own: the top-level check covers it
+        send_at = own.get("send_at", policy.send_at)
+        hour, minute = send_at.split(":")
+        opens, closes = calendar.send_window
+        if not opens <= dtime(int(hour), int(minute)) < closes:
+            out.append(_describe(f"[[ladders]][{n}] ({d.name}) send_at", _Invalid(
+                f"is outside its calendar's send_window ({opens:%H:%M}-{closes:%H:%M}): every reminder would wait "
+                "for the next day's window", "Move the ladder's send_at into the window, or widen send_window.",
+                value=send_at)))
+    return out
 
 
 def _escalation_stage_problems(policy: Policy) -> list[str]:

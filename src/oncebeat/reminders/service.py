@@ -71,9 +71,11 @@ from ..store import Json, Store, Tx
 from ..timebase import Clock
 from . import capfence
 from .bulk import BulkOptions, import_invoices, import_payments
-from .calendar import stage_cutoffs
+from .calendar import BusinessCalendar, stage_cutoffs
 from .holds import hold_scan_rows, list_holds
 from .importing import InvoiceImport, RowProblem
+from .ladder_calendars import ladder_calendar
+from .ladders import LadderSettings
 from .model import (
     Customer,
     Invoice,
@@ -146,8 +148,9 @@ class ReminderService:
         self.message_domain = sender.domain or "oncebeat.invalid"
         self._send_at_policies: dict[str, Policy] = {}
         self._ladder_mail: dict[int, tuple[str, str | None, Renderer]] = {}  # versions never change: kept
-        self._ladder_group: dict[int, str] = {}  # ladder version -> its group setting (notices.grouping)
-        self._ladder_escalation: dict[int, tuple[tuple[int, ...], tuple[StageEscalation, ...]]] = {}
+        # version id -> its settings (stages, calendar, cap, group, escalation…): a version never changes, so each
+        # is read once per process (_settings_of) by every reader of a pinned ladder's settings
+        self._ladder_settings: dict[int, LadderSettings] = {}
 
     def use_policy(self, policy: Policy) -> None:
         """Go on under ``policy`` (an edited file picked up by a running process): the next scan records the
@@ -272,7 +275,8 @@ class ReminderService:
         """The scan's stage rows of each ladder version: one set for the schedule's date, or one per customer zone
         (send_zone = customer, each ladder's business date from its own send_at)."""
         if self.policy.send_zone != "customer":
-            return [row for v in versions for row in stage_rows(v, business_date, None, self.policy.calendar)]
+            return [row for v in versions
+                    for row in stage_rows(v, business_date, None, ladder_calendar(self.policy, v.settings))]
         rows: list[dict[str, Any]] = []
         zones = [r["tz"] for r in tx.run("customer_zones", default_tz=self.policy.tz)]
         for v in versions:
@@ -284,7 +288,7 @@ class ReminderService:
                     # An unknown zone stored for a customer: counted in the schedule's zone, never dropped (G6).
                     log.warning("customer zone %r is not an IANA zone; using %s", zone, self.policy.tz)
                     day = policy.business_date(fire_at, None, business_date) if fire_at else business_date
-                rows += stage_rows(v, day, zone, self.policy.calendar)
+                rows += stage_rows(v, day, zone, ladder_calendar(self.policy, v.settings))
         return rows
 
     def _policy_at(self, send_at: str) -> Policy:
@@ -418,13 +422,15 @@ class ReminderService:
             return self._finish(reminder_id, "failed", f"undeliverable address {r['email']!r}: {problem}")
         wait = self._window_wait(r)
         if wait > 0 and ctx.effect_state(key) in (None, "failed"):  # no attempt reached the server: it may wait
-            raise Snooze(f"outside the send window ({self.policy.calendar.describe() if self.policy.calendar else ''})"
+            calendar = self._calendar_of(r.get("ladder_version_id"))
+            raise Snooze(f"outside the send window ({calendar.describe() if calendar else ''})"
                          f"; it opens in {format_duration(wait)}", delay=wait)
         if ctx.effect_state(key) in (None, "failed"):  # before any attempt reached the server (issue 23 4-5):
             # stale payment data, or a Stripe payment processing: wait (Snooze), the reason on the row
             capfence.check_fence(self.store, self.policy, clock=self.clock, reminder_id=reminder_id)
             capfence.processing_wait(self.store, clock=self.clock, reminder_id=reminder_id, invoice_id=r["invoice_id"])
-            capfence.claim_place(self.store, self.policy, clock=self.clock, reminder_id=reminder_id, r=r)
+            capfence.claim_place(self.store, self.policy, clock=self.clock, reminder_id=reminder_id, r=r,
+                                 ladder=self._settings_of(r.get("ladder_version_id")))
         rendered, message_id = self._render(r)
         sender, reply_to, _ = self._ladder_mail_of(r.get("ladder_version_id"))
         esc, fee = self._escalation_and_fee(r)  # CC, BCC and the late fee of this stage (notices.escalation)
@@ -516,7 +522,7 @@ class ReminderService:
         """Seconds until reminder row ``r`` may leave under ``[calendar] send_window`` (0: now): read in the
         customer's zone with ``send_zone = "customer"`` (an unknown one: the schedule's), else the schedule's. A
         catch-up after downtime or a retry after an outage thus never mails anyone at night or on a holiday."""
-        calendar = self.policy.calendar
+        calendar = self._calendar_of(r.get("ladder_version_id"))
         if calendar is None or calendar.send_window is None:
             return 0.0
         zone = self.policy.zone
@@ -614,17 +620,27 @@ class ReminderService:
                    notify_to=notify, now=self.clock.now(),
                    queue=Queue(self.store, clock=self.clock, source=source or current_source("worker"))
                    if notify else None)
-
-    def _escalations_of(self, version_id: int | None) -> tuple[tuple[int, ...], tuple[StageEscalation, ...]]:
-        """(stages, escalation per stage) of ladder version ``version_id``; None: the policy file's."""
+    def _settings_of(self, version_id: int | None) -> LadderSettings | None:
+        """The settings of ladder version ``version_id`` (kept: versions never change); None for None."""
         if version_id is None:
-            return self.policy.stages, self.policy.escalation
-        if version_id not in self._ladder_escalation:
+            return None
+        if version_id not in self._ladder_settings:
             found = versions_by_id(self.store, [version_id]).get(int(version_id))
             if found is None:
                 raise OncebeatError(f"ladder version {version_id} is not recorded")
-            self._ladder_escalation[version_id] = (found.settings.stages, found.settings.escalation)
-        return self._ladder_escalation[version_id]
+            self._ladder_settings[version_id] = found.settings
+        return self._ladder_settings[version_id]
+
+    def _calendar_of(self, version_id: int | None) -> BusinessCalendar | None:
+        """The business calendar of an invoice pinned to ``version_id`` (:func:`.ladder_calendars.ladder_calendar`)."""
+        return ladder_calendar(self.policy, self._settings_of(version_id))
+
+    def _escalations_of(self, version_id: int | None) -> tuple[tuple[int, ...], tuple[StageEscalation, ...]]:
+        """(stages, escalation per stage) of ladder version ``version_id``; None: the policy file's."""
+        settings = self._settings_of(version_id)
+        if settings is None:
+            return self.policy.stages, self.policy.escalation
+        return settings.stages, settings.escalation
 
     def _escalation_and_fee(self, r: dict[str, Any]) -> tuple[StageEscalation | None, Fee | None]:
         """The escalation of reminder row ``r``'s stage in its pinned ladder version and the fee it gives now."""
@@ -698,10 +714,8 @@ class ReminderService:
         if version_id is None:
             return self.policy.sender, self.policy.reply_to, self.renderer
         if version_id not in self._ladder_mail:
-            found = versions_by_id(self.store, [version_id]).get(int(version_id))
-            if found is None:
-                raise OncebeatError(f"ladder version {version_id} is not recorded")
-            st = found.settings
+            st = self._settings_of(version_id)
+            assert st is not None
             own = str(self.policy.templates) if self.policy.templates is not None else None
             renderer = self.renderer if (st.templates, st.company) == (own, self.policy.company) else Renderer(
                 Path(st.templates) if st.templates else None, company=st.company,
@@ -775,7 +789,7 @@ class ReminderService:
         ledger = EffectLedger(self.store, clock=self.clock, source=current_source("api"))
         reminders = sorted(with_superseded(self.store.read("reminders_of_invoice", invoice_id=rows[0]["id"])),
                            key=lambda r: r["stage"])
-        calendar = self.policy.calendar
+        calendar = self._calendar_of(rows[0].get("ladder_version_id"))  # its pinned ladder's, else the policy's
         for r in reminders:
             r["effect"] = ledger.get(reminder_key(r["id"])) if r["superseded_by"] is None else None
             # why the business calendar moved it past its nominal date (computed, not stored: no new column)
@@ -811,21 +825,23 @@ class ReminderService:
         the stage to this date ("nominal 2026-12-25 (Christmas Day (US)), sent on the next business day"), else
         None. On a non-business date nothing goes out: no rows (:meth:`BusinessCalendar.why_not` says why).
         """
-        calendar = self.policy.calendar
         out: list[dict[str, Any]] = []
+        seen: dict[int, LadderSettings] = {}
         try:
             with self.store.transaction() as tx:
                 # What the scan would pin and record first (versions, pins): done here and rolled back below.
                 tx.run("scan_lock")
                 versions = self._pin_and_ladders(tx, business_date, None, current_source("cli"))
+                seen |= {v.id: v.settings for v in versions}  # recorded in this transaction, maybe rolled back
                 for collapse in ("next", "highest"):
                     chosen = [v for v in versions if v.settings.collapse == collapse]
                     if self.policy.send_zone == "customer":
                         zones = [r["tz"] for r in tx.run("customer_zones", default_tz=self.policy.tz)]
-                        stages = [row for v in chosen for z in zones
-                                  for row in stage_rows(v, business_date, z, calendar)]
+                        stages = [row for v in chosen for z in zones for row in
+                                  stage_rows(v, business_date, z, ladder_calendar(self.policy, v.settings))]
                     else:
-                        stages = [row for v in chosen for row in stage_rows(v, business_date, None, calendar)]
+                        stages = [row for v in chosen for row in
+                                  stage_rows(v, business_date, None, ladder_calendar(self.policy, v.settings))]
                     if stages:
                         query = "preview_next_due" if collapse == "next" else "preview_due"
                         out += tx.run(query, stages=Json(stages), default_tz=self.policy.tz,
@@ -839,6 +855,8 @@ class ReminderService:
             r["held"] = None if hold is None else "held: " + (
                 f"promise to pay until {hold.promise_until}" if hold.reason == "promise" else hold.reason) + \
                 f" (hold {hold.id})"
+            lv = r.pop("lv", None)  # the pinned (or would-be: rolled back) version's calendar
+            calendar = ladder_calendar(self.policy, seen[lv] if lv in seen else self._settings_of(lv))
             r["moved"] = calendar.late_reason(r["due_on"], r["stage"], business_date) if calendar else None
         return sorted(out, key=lambda r: (r["due_on"], r["number"]))
 

@@ -2,7 +2,8 @@
 
 Invariants (name → meaning):
 
-- ``cap-per-customer``: with ``max_notices_per_week = N``, no customer got more than N notices (reminders sent or
+- ``cap-per-customer``: with ``max_notices_per_week = N`` (the ladder's own, else the policy's: each notice is
+  judged by the cap of the ladder its invoice was pinned to), no customer got more than N notices (reminders sent or
   left in doubt, each on the local date it went out in the customer's business zone; the rows one grouped notice
   lists count once) in any 7 consecutive days;
 - ``deferred-then-sent``: a reminder the cap deferred (``capped_at`` set) went out, if it did, after it was
@@ -44,11 +45,19 @@ def _went_out(r: dict[str, Any]) -> datetime | None:
 
 
 def check_cap(inv: Mapping[str, _Invariant], *, cap: int | None, zone_of: Callable[[str | None], ZoneInfo],
-              invoices: dict[str, dict[str, Any]], reminders: list[dict[str, Any]]) -> dict[str, int]:
+              invoices: dict[str, dict[str, Any]], reminders: list[dict[str, Any]],
+              cap_of: Callable[[dict[str, Any], datetime], int | None] | None = None) -> dict[str, int]:
     """Judge the two invariants of the module docstring. ``zone_of(customer_tz)``: the zone whose dates the cap
-    counts (``capfence.cap_zone``). Returns ``{"deferred": rows the cap deferred, "max_in_7_days": the most notices
-    one customer got in any 7 days}``."""
-    days: dict[str, list[date]] = defaultdict(list)
+    counts (``capfence.cap_zone``). ``cap_of(invoice row, instant it went out)``: the cap of the ladder the
+    invoice was pinned to then (:func:`oncebeat.reminders.ladder_calendars.cap_or`; None: no cap), else ``cap``
+    for every notice. Returns ``{"deferred": rows the cap deferred, "max_in_7_days": the most notices one
+    customer got in any 7 days}``.
+
+    The rule judged: each notice was placed while fewer than ITS ladder's cap went out to the customer in the
+    7 days ending on its day (notices of every ladder counted). Notices of one day may have been placed in any
+    order: the day passes when some order fits (smallest caps first is the best one).
+    """
+    days: dict[str, list[tuple[date, int | None]]] = defaultdict(list)
     deferred = 0
     counted: set[int] = set()  # grouped notices (group = "customer") already counted: one notice, many rows
     for r in reminders:
@@ -58,7 +67,7 @@ def check_cap(inv: Mapping[str, _Invariant], *, cap: int | None, zone_of: Callab
         zone = zone_of(invoice.get("customer_tz"))
         at = _went_out(r)
         if at is not None and (r.get("notice_id") is None or r["notice_id"] not in counted):
-            days[invoice["email"]].append(at.astimezone(zone).date())
+            days[invoice["email"]].append((at.astimezone(zone).date(), cap if cap_of is None else cap_of(invoice, at)))
             if r.get("notice_id") is not None:
                 counted.add(int(r["notice_id"]))
         if r.get("capped_at") is None:
@@ -75,14 +84,24 @@ def check_cap(inv: Mapping[str, _Invariant], *, cap: int | None, zone_of: Callab
                        f"{r['cap_reason']}")
     most = 0
     for email, sent in days.items():
-        sent.sort()
+        by_day: dict[date, list[int | None]] = defaultdict(list)
+        for day, limit in sent:
+            by_day[day].append(limit)
         check = inv["cap-per-customer"]
-        for i, day in enumerate(sent):
-            check.checked += 1
-            window = [d for d in sent[: i + 1] if d > day - timedelta(days=7)]
-            most = max(most, len(window))
-            if cap is not None and len(window) > cap:
-                check.fail(f"{email} got {len(window)} notices in the 7 days to {day.isoformat()} (cap {cap}): "
-                           + ", ".join(d.isoformat() for d in window))
-                break
+        for day in sorted(by_day):
+            before = sum(len(by_day[d]) for d in by_day if day - timedelta(days=7) < d < day)
+            limits = sorted(by_day[day], key=lambda c: _UNCAPPED if c is None else c)
+            most = max(most, before + len(limits))
+            for j, limit in enumerate(limits, start=1):
+                check.checked += 1
+                if limit is not None and before + j > limit:
+                    window = sorted(d for d in by_day for _ in by_day[d] if day - timedelta(days=7) < d <= day)
+                    check.fail(f"{email} got {before + len(limits)} notices in the 7 days to {day.isoformat()} "
+                               f"(a notice of that day under cap {limit}): "
+                               + ", ".join(d.isoformat() for d in window))
+                    break
     return {"deferred": deferred, "max_in_7_days": most}
+
+
+#: Sorts a notice without a cap after every capped one.
+_UNCAPPED = 10**9

@@ -58,7 +58,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -71,6 +71,7 @@ from ..queue import all_jobs
 from ..reminders.accounting import PendingFates, duplicate_copies, pending_fates
 from ..reminders.calendar import BusinessCalendar
 from ..reminders.holds import list_holds
+from ..reminders.ladder_calendars import calendar_or, cap_or
 from ..reminders.model import with_superseded
 from ..reminders.notices.attachments import AttachmentPolicy
 from ..reminders.notices.fees import all_fees
@@ -199,11 +200,13 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
         collapse: the policy's ``collapse`` mode (``next`` or ``highest``), which decides the due stages.
         business_date: ``(fire_at, customer_tz, schedule_date) -> date``, the policy's rule for a customer's
             business date (``Policy.business_date``); None: the occurrence's date for every customer.
-        calendar: the policy's business calendar (``Policy.calendar``), None: every day is a business day.
+        calendar: the policy's business calendar (``Policy.calendar``), None: every day is a business day; with
+            ``ladders``, a ladder's own calendar replaces it for the invoices pinned to that ladder.
         definitions: every definition each schedule key had during the run (key → list).
         payments: invoice number → window of the instant it was paid.
         in_doubt_budget: injected faults that can make a delivery unknowable (None: not checked).
-        cap: the policy's ``max_notices_per_week`` (None: no cap, only counted); ``cap_zone(customer_tz)`` the zone
+        cap: the policy's ``max_notices_per_week`` (None: no cap, only counted; with ``ladders``, a ladder's own
+            cap replaces it for the notices of invoices pinned to it); ``cap_zone(customer_tz)`` the zone
             whose dates it counts (None: UTC).
         ladders: each invoice's pinned ladder versions (:func:`.checkladders.ladder_timeline`); the due stages
             are then its ladder's (stages, collapse, spacing), and ``stages``/``collapse`` are not used.
@@ -230,7 +233,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     required, allowed = _due_pairs(ev, stages=stages, payments=payments, collapse=collapse,
                                    business_date=business_date, calendar=calendar,
                                    ladders=ladders)
-    _check_business_days(inv["no-send-on-non-business-day"], ev, calendar)
+    _check_business_days(inv["no-send-on-non-business-day"], ev, calendar, ladders)
     delayed = _check_due(inv, ev, required, allowed)
     _check_skip_reasons(inv["skip-reasons-true"], ev, payments)
     _check_failed(inv["failed-has-server-reply"], ev)
@@ -240,7 +243,7 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     holds = list_holds(store)
     check_holds(inv, holds=holds, invoices=invoices, reminders=reminders, effects=effects)
     capped = check_cap(inv, cap=cap, zone_of=cap_zone or (lambda _tz: ZoneInfo("UTC")), invoices=invoices,
-                       reminders=reminders)
+                       reminders=reminders, cap_of=_cap_of(ladders, cap) if ladders is not None else None)
     if ladders is not None:
         check_ladders(inv["reminder-on-pinned-ladder"], ladders, reminders)
     notices = all_notices(store)
@@ -356,8 +359,8 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
             if ladders is None:
                 due_sets = [set(stages_due(stages, i["due_on"], business, collapse, earlier, calendar))]
             else:  # the invoice's pinned version(s) while this scan ran: two when an operator moved it meanwhile
-                due_sets = [set(stages_due(ld.stages, i["due_on"], business, ld.collapse, earlier, calendar,
-                                           spacing=ld.spacing))
+                due_sets = [set(stages_due(ld.stages, i["due_on"], business, ld.collapse, earlier,
+                                           calendar_or(ld, calendar), spacing=ld.spacing))
                             for ld in ladders.candidates(i, earliest, completed_at)]
             for s in set.union(*due_sets):
                 if certainly_open and all(s in d for d in due_sets):
@@ -367,18 +370,40 @@ def _due_pairs(ev: _Evidence, *, stages: list[int], payments: Mapping[str, Payme
     return required, allowed
 
 
-def _check_business_days(inv: Invariant, ev: _Evidence, calendar: BusinessCalendar | None) -> None:
+#: Before every pin: "any time" for :meth:`LadderTimeline.candidates`.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _cap_of(ladders: LadderTimeline, cap: int | None) -> Callable[[dict[str, Any], datetime], int | None]:
+    """The cap a notice of invoice row ``i`` that went out at ``at`` was placed under: its pinned ladder's (the
+    larger when an operator moved it that instant; None, no cap, wins), else the policy's ``cap``."""
+    def of(i: dict[str, Any], at: datetime) -> int | None:
+        limits = [cap_or(ld, cap) for ld in ladders.candidates(i, at, at)] or [cap]
+        return None if None in limits else max(c for c in limits if c is not None)
+    return of
+
+
+def _check_business_days(inv: Invariant, ev: _Evidence, calendar: BusinessCalendar | None,
+                         ladders: LadderTimeline | None = None) -> None:
     """``no-send-on-non-business-day``: every reminder row's business date (its customer's, as the scan decided
-    it) is a business day of the calendar. A superseded stage shares its row's date, so rows are judged once."""
-    if calendar is None:
-        return
+    it) is a business day of the calendar of its invoice's ladder (the ladder's own, else ``calendar``; from the
+    pins, never the reminders table: an invoice moved between ladders passes when one of its versions allows
+    the date). A superseded stage shares its row's date, so rows are judged once."""
     for r in ev.reminders:
         if r.get("superseded_by") is not None:
             continue
+        if ladders is None or r["number"] not in ev.invoices:
+            calendars = [calendar]
+        else:
+            calendars = [calendar_or(ld, calendar) for ld in ladders.candidates(ev.invoices[r["number"]], _EPOCH,
+                                                                                  None)] or [calendar]
+        if all(c is None for c in calendars):
+            continue
         inv.checked += 1
-        why = calendar.why_not(r["business_date"])
-        if why is not None:
-            inv.fail(f"{r['number']} stage {r['stage']} ({r['state']}) was created for {r['business_date']}: {why}")
+        reasons = [c.why_not(r["business_date"]) if c is not None else None for c in calendars]
+        if all(why is not None for why in reasons):
+            inv.fail(f"{r['number']} stage {r['stage']} ({r['state']}) was created for {r['business_date']}: "
+                     f"{reasons[0]}")
 
 
 def _check_due(inv: dict[str, Invariant], ev: _Evidence, required: set[tuple[str, int]],

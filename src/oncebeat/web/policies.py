@@ -27,6 +27,7 @@ INVOICE_LIMIT = 500
 
 
 def policies_page(request: Request) -> Response:
+    from ..reminders.ladder_calendars import describe_days
     from ..reminders.ladders import ladders_of  # here: a library app's dashboard never loads the reminder app
     from ..reminders.pinning import apply_plan, holdings, ladder_invoices
 
@@ -36,6 +37,7 @@ def policies_page(request: Request) -> Response:
     names = [s.name for s, _ in ladders]
     rows: list[dict[str, Any]] = [{"settings": s, "rule": rule.describe() if rule else "everything else",
                                    "versions": [x for x in held if x.name == s.name],
+                                   "days": describe_days(rt.policy, s),
                                    "apply": apply_plan(rt.store, rt.policy, s.name)} for s, rule in ladders]
     for row in rows:
         row["apply_text"] = _moves_text(row["apply"]) if row["apply"]["total"] else None

@@ -59,7 +59,6 @@ from ...provenance import Source, current_source
 from ...queue import Queue
 from ...store import Tx
 from .. import capfence
-from ..pinning import versions_by_id
 from ..policy import format_duration
 from .attachments import AttachmentError
 from .digest import message_facts
@@ -106,11 +105,8 @@ def groups(service: ReminderService, r: dict[str, Any]) -> bool:
     version_id = r.get("ladder_version_id")
     if version_id is None:
         return False
-    version_id = int(version_id)
-    if version_id not in service._ladder_group:
-        found = versions_by_id(service.store, [version_id]).get(version_id)
-        service._ladder_group[version_id] = found.settings.group if found is not None else "none"
-    return service._ladder_group[version_id] == "customer"
+    settings = service._settings_of(int(version_id))
+    return settings is not None and settings.group == "customer"
 
 
 def join_notice(service: ReminderService, reminder_id: int, r: dict[str, Any]) -> str | None:
@@ -186,7 +182,8 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
             return _finish(service, notice_id, "failed", f"undeliverable address {n['email']!r}: {problem}")
         capfence.claim_notice_place(service.store, service.policy, clock=service.clock, notice_id=notice_id,
                                     customer_id=int(n["customer_id"]), customer_tz=n.get("tz"),
-                                    row_ids=[int(r["id"]) for r in listed])
+                                    row_ids=[int(r["id"]) for r in listed],
+                                    ladder=service._settings_of(n["ladder_version_id"]))
     members = service.store.read("notice_rows", notice_id=notice_id)
     listed = [r for r in members if r["state"] == "pending"]
     if not listed:  # every row was decided meanwhile (an operator, an earlier attempt)

@@ -6,7 +6,9 @@
 SELECT id, email, name FROM customers WHERE email = :email;
 
 -- name: invoice_for_hold
-SELECT i.id, i.number, i.status, i.customer_id, c.email FROM invoices i JOIN customers c ON c.id = i.customer_id
+-- The invoice and the settings of the ladder version it is pinned to (its calendar decides when a hold ends).
+SELECT i.id, i.number, i.status, i.customer_id, c.email, lv.settings AS ladder_settings
+FROM invoices i JOIN customers c ON c.id = i.customer_id LEFT JOIN ladder_versions lv ON lv.id = i.ladder_version_id
 WHERE i.number = :number;
 
 -- name: insert_hold

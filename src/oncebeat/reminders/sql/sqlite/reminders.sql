@@ -128,7 +128,7 @@ WITH stages AS MATERIALIZED (
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 )
-SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, d.stage,
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, i.ladder_version_id AS lv, d.stage,
        CASE WHEN d.last_stage IS NULL THEN json_array_length(d.lower)
             ELSE (SELECT COUNT(*) FROM json_each(d.lower) AS x WHERE x.value > d.last_stage) END AS superseded
 FROM due d JOIN invoices i ON i.id = d.invoice_id JOIN customers c ON c.id = i.customer_id
@@ -160,7 +160,7 @@ WITH stages AS MATERIALIZED (
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
     WHERE n.last_stage IS NULL OR (n.nominal = 1 AND p.business_date < n.business_date) OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
 )
-SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, r.stage, 0 AS superseded
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, i.ladder_version_id AS lv, r.stage, 0 AS superseded
 FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 ORDER BY i.due_on, i.number;
 
