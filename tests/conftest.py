@@ -51,6 +51,10 @@ DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SIM_START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 _pg_probe: dict[str, str | None] = {}
+# Fixtures that migrate ``db_url`` before anything else reads it (so a reset migrated schema serves them as well
+# as a new one): conftest's ``store``, the dashboard's ``runtime`` (tests/web/web_helpers.py, test_policies_page),
+# test_reports' ``runtime_only``, test_browser's ``live`` (its seed migrates first).
+MIGRATES_FIRST = frozenset({"store", "runtime", "runtime_only", "live"})
 
 
 def flock_held_elsewhere(path: Path) -> bool:
@@ -167,15 +171,15 @@ def db_url(backend: str, tmp_path: Path, make_db_url: Callable[[], str],
            request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh, empty database URL: ``sqlite:///{tmp_path}/oncebeat.db`` or a PostgreSQL schema ``ob_t_<hex>``.
 
-    A PostgreSQL test that uses ``store`` gets a schema another test of this process used, reset to what
-    ``migrate()`` leaves (tests/pg_schemas.py), or a new one that ``store`` migrates: either way the test
-    starts on exactly the migrated schema with no rows of its own.
+    A PostgreSQL test that uses ``store`` (or another fixture of ``MIGRATES_FIRST``) gets a schema another test
+    of this process used, reset to what ``migrate()`` leaves (tests/pg_schemas.py), or a new one that the
+    fixture migrates: either way the test starts on exactly the migrated schema with no rows of its own.
     """
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path}/oncebeat.db"
         return
-    pool: SchemaPool | None = (request.getfixturevalue("_pg_schema_pool") if "store" in request.fixturenames
-                               else None)
+    migrates_first = MIGRATES_FIRST.intersection(request.fixturenames)
+    pool: SchemaPool | None = request.getfixturevalue("_pg_schema_pool") if migrates_first else None
     url = pool.take() if pool is not None else None
     if pool is None or url is None:
         yield make_db_url()
