@@ -3,8 +3,8 @@
 - ``backend`` runs a test once on SQLite and once on PostgreSQL.
 - ``db_url`` is a fresh, empty database for that backend: a file under
   ``tmp_path`` for SQLite, a schema of its own (``ob_t_<hex>``) for PostgreSQL,
-  dropped afterwards. ``make_db_url()`` gives further fresh databases of the
-  same backend; ``pg_db_url`` is a fresh PostgreSQL schema for tests that
+  dropped afterwards (under ``store``: reset and reused, tests/pg_schemas.py).
+  ``make_db_url()`` gives further fresh databases of the same backend; ``pg_db_url`` is a fresh PostgreSQL schema for tests that
   compare the two backends.
 - ``store`` is ``open_store(db_url)`` already migrated.
 
@@ -32,6 +32,7 @@ import oncebeat.reminders  # noqa: F401 - registers the reminder app's SQL line:
 from oncebeat.crashpoints import crashpoints
 from oncebeat.store import Store, open_store, redact_url
 from oncebeat.timebase import SimulatedClock
+from pg_schemas import LENT, SchemaPool
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -50,6 +51,10 @@ DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SIM_START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 _pg_probe: dict[str, str | None] = {}
+# Fixtures that migrate ``db_url`` before anything else reads it (so a reset migrated schema serves them as well
+# as a new one): conftest's ``store``, the dashboard's ``runtime`` (tests/web/web_helpers.py, test_policies_page),
+# test_reports' ``runtime_only``, test_browser's ``live`` (its seed migrates first).
+MIGRATES_FIRST = frozenset({"store", "runtime", "runtime_only", "live"})
 
 
 def flock_held_elsewhere(path: Path) -> bool:
@@ -153,12 +158,36 @@ def pg_db_url() -> Iterator[str]:
     drop_pg_schema(url)
 
 
+@pytest.fixture(scope="session")
+def _pg_schema_pool() -> Iterator[SchemaPool]:
+    """This test process's reused migrated PostgreSQL schemas (tests/pg_schemas.py); dropped at the end."""
+    pool = SchemaPool(require_postgres(), _with_schema, _libpq_url)
+    yield pool
+    pool.close(drop_pg_schema)
+
+
 @pytest.fixture
-def db_url(backend: str, tmp_path: Path, make_db_url: Callable[[], str]) -> str:
-    """A fresh, empty database URL: ``sqlite:///{tmp_path}/oncebeat.db`` or a PostgreSQL schema ``ob_t_<hex>``."""
+def db_url(backend: str, tmp_path: Path, make_db_url: Callable[[], str],
+           request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, empty database URL: ``sqlite:///{tmp_path}/oncebeat.db`` or a PostgreSQL schema ``ob_t_<hex>``.
+
+    A PostgreSQL test that uses ``store`` (or another fixture of ``MIGRATES_FIRST``) gets a schema another test
+    of this process used, reset to what ``migrate()`` leaves (tests/pg_schemas.py), or a new one that the
+    fixture migrates: either way the test starts on exactly the migrated schema with no rows of its own.
+    """
     if backend == "sqlite":
-        return f"sqlite:///{tmp_path}/oncebeat.db"
-    return make_db_url()
+        yield f"sqlite:///{tmp_path}/oncebeat.db"
+        return
+    migrates_first = MIGRATES_FIRST.intersection(request.fixturenames)
+    pool: SchemaPool | None = request.getfixturevalue("_pg_schema_pool") if migrates_first else None
+    url = pool.take() if pool is not None else None
+    if pool is None or url is None:
+        yield make_db_url()
+        return
+    try:
+        yield url
+    finally:
+        pool.give_back(url, drop_pg_schema)
 
 
 @pytest.fixture(scope="session")
@@ -180,8 +209,9 @@ def _migrated_sqlite_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def store(db_url: str, request: pytest.FixtureRequest) -> Iterator[Store]:
     """The store for ``db_url``, migrated; closed (and its PostgreSQL schema dropped) afterwards.
 
-    A new SQLite file starts as a copy of a file migrated once per test process (``migrate()`` then finds
-    nothing to apply, and applies what a test registered since).
+    A new SQLite file starts as a copy of a file migrated once per test process, and a PostgreSQL schema is
+    often one a test of this process used, reset (``db_url``): ``migrate()`` then finds nothing to apply, and
+    applies what a test registered since.
     """
     if db_url.startswith("sqlite:///"):
         path = Path(urlsplit(db_url).path[1:])
@@ -194,7 +224,7 @@ def store(db_url: str, request: pytest.FixtureRequest) -> Iterator[Store]:
     finally:
         opened.close()
         drop_schema = getattr(opened, "drop_schema", None)
-        if drop_schema is not None:
+        if drop_schema is not None and db_url not in LENT:  # a reused schema is reset by ``db_url`` instead
             drop_schema()
 
 

@@ -59,7 +59,9 @@ from .sqlfiles import SqlLine, registered_lines
 
 __all__ = ["PostgresStore"]
 
-_MIGRATION_LOCK = 0x0CE_BEA7  # advisory lock key for migrations
+# Advisory lock for migrations: (this class, hash of the schema migrated). Processes migrating one schema take
+# turns; migrations of different schemas (tenants, test schemas) of one database do not wait on each other.
+_MIGRATION_LOCK = 0x0CE_BEA7
 # libpq connection parameters set unless the URL sets them (see the module docstring).
 CONNECTION_DEFAULTS = {"connect_timeout": "10", "keepalives": "1", "keepalives_idle": "10",
                        "keepalives_interval": "5", "keepalives_count": "3", "tcp_user_timeout": "30000"}
@@ -304,7 +306,8 @@ class PostgresStore(Store):
                 def run_statement(statement: str) -> None:  # a migration's literal % is not a parameter
                     conn.execute(statement.replace("%", "%%"))
 
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(coalesce(%s, current_schema())))",
+                             (_MIGRATION_LOCK, self.schema))
                 if self.schema:
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 applied = apply_lines(execute, backend="postgres",
