@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import unicodedata
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from email.headerregistry import Address
@@ -41,11 +40,9 @@ from .. import audit, telemetry
 from ..effects import EffectAttempt, EffectLedger
 from ..errors import (
     ConnectionCapped,
-    DeliveryUnknown,
     Discard,
     EffectInDoubt,
     EffectKeyConflict,
-    EffectOutcomeUnknown,
     ImportRejected,
     JobSignal,
     LeaseLost,
@@ -58,11 +55,9 @@ from ..mail import (
     Mailer,
     address_problem,
     build_message_envelope,
-    envelope_of_bytes,
     make_message_id,
     parse_address,
     sanitize_header_text,
-    with_recipients,
 )
 from ..provenance import Source, current_source
 from ..queue import Queue
@@ -91,7 +86,7 @@ from .notices.digest import message_facts
 from .notices.escalation import StageEscalation, escalation_of
 from .notices.fees import FEE_HEADER, Fee, fee_for
 from .notices.notify import after_sent
-from .notices.sending import record_attachments, with_attachments
+from .notices.sending import record_attachments, send_frozen, with_attachments
 from .pinning import LadderVersion, open_versions, pin_due, stage_rows, sync_versions, versions_by_id
 from .policy import Policy, format_duration
 from .records import mark_paid, write_customers, write_invoices
@@ -467,20 +462,7 @@ class ReminderService:
                 if held:
                     raise _Held(held[0])  # placed since the first attempt: nothing was sent
             record_attachments(self.store, reminder_id=reminder_id, frozen=attempt.frozen, now=self.clock.now())
-            # Frozen by an earlier attempt (another Date): the mailer reads that message's own envelope.
-            known = envelope if attempt.frozen == data else \
-                with_recipients(envelope_of_bytes(attempt.frozen), bcc) if bcc else None  # BCC: envelope only
-            with ExitStack() as permit:  # the relay's permit, if limited: taken on an open connection, held
-                # until the send ended (sent or not: the relay saw it); none free raises RateLimited (a Snooze)
-                def take() -> None:
-                    if relay is not None:
-                        permit.enter_context(ctx.rate_limit(relay))
-
-                try:
-                    reply = mailer.send(attempt.frozen, before_final_dot=attempt.point_of_no_return, envelope=known,
-                                        before_transaction=take)
-                except DeliveryUnknown as exc:  # the final "." went out, but no reply: never resend blindly (G4)
-                    raise EffectOutcomeUnknown(str(exc)) from exc
+            reply = send_frozen(ctx, mailer, attempt, data=data, envelope=envelope, bcc=bcc, relay=relay)
             # The sent bytes' SHA-256 and headers stay in the result (the ledger drops the bytes once done): the
             # proof of notice names exactly what went out (notices.evidence). A key longer than the others: jsonb
             # sorts keys by length, so the doctor's 200-character glimpse of a result still shows the Message-ID.

@@ -34,18 +34,15 @@ the notice and its rows.
 from __future__ import annotations
 
 import logging
-from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from ... import telemetry
 from ...effects import EffectAttempt, EffectLedger
 from ...errors import (
     ConnectionCapped,
-    DeliveryUnknown,
     Discard,
     EffectInDoubt,
     EffectKeyConflict,
-    EffectOutcomeUnknown,
     JobSignal,
     LeaseLost,
     OncebeatError,
@@ -53,8 +50,7 @@ from ...errors import (
     Snooze,
     TransientMailError,
 )
-from ...mail import address_problem, build_message_envelope, make_message_id, parse_address, with_recipients
-from ...mail.smtp import envelope_of_bytes
+from ...mail import address_problem, build_message_envelope, make_message_id, parse_address
 from ...provenance import Source, current_source
 from ...queue import Queue
 from ...store import Tx
@@ -65,7 +61,7 @@ from .digest import message_facts
 from .fees import FEES_HEADER, Fee, fees_header
 from .grouped import render_notice
 from .grouped_files import notice_wants, with_notice_attachments
-from .sending import record_attachments
+from .sending import record_attachments, send_frozen
 
 if TYPE_CHECKING:
     from ...worker import JobContext
@@ -222,19 +218,7 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
         for r in listed:  # each row keeps the files its notice carried (the invoice page, evidence)
             record_attachments(service.store, reminder_id=int(r["id"]), frozen=attempt.frozen,
                                now=service.clock.now())
-        # Frozen by an earlier attempt (another Date): that message's own envelope, with the BCC added again.
-        known = envelope if attempt.frozen == data else \
-            with_recipients(envelope_of_bytes(attempt.frozen), bcc) if bcc else None
-        with ExitStack() as permit:
-            def take() -> None:
-                if relay is not None:
-                    permit.enter_context(ctx.rate_limit(relay))
-
-            try:
-                reply = mailer.send(attempt.frozen, before_final_dot=attempt.point_of_no_return, envelope=known,
-                                    before_transaction=take)
-            except DeliveryUnknown as exc:  # the final "." went out, no reply: the notice and all its rows in doubt
-                raise EffectOutcomeUnknown(str(exc)) from exc
+        reply = send_frozen(ctx, mailer, attempt, data=data, envelope=envelope, bcc=bcc, relay=relay)
         return {"message_id": message_id, "reply": reply, "invoices": numbers,
                 "message_facts": message_facts(attempt.frozen)}
 

@@ -13,19 +13,26 @@ invoice page, since the ledger drops its frozen copy once the email is sent.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...effects import EffectLedger
+from ...effects import EffectAttempt, EffectLedger
+from ...errors import DeliveryUnknown, EffectOutcomeUnknown
+from ...mail import Mailer, envelope_of_bytes, with_recipients
 from ...provenance import current_source
+from ...ratelimit import RateLimit
 from ...store import Store
 from ...timebase import Clock
 from ..translations import DEFAULT_FALLBACK_LOCALE
 from .attachments import Attachment, AttachmentError, AttachmentPolicy, attach, attachments_of, read_invoice_pdf
 from .statement import statement_pdf
 
+if TYPE_CHECKING:
+    from ...worker import JobContext
+
 __all__ = ["attachment_digests", "attachments_for", "record_attachments", "reminder_attachment",
-           "reminder_attachments", "with_attachments"]
+           "reminder_attachments", "send_frozen", "with_attachments"]
 
 
 def attachments_for(store: Store, policy: AttachmentPolicy, r: Mapping[str, Any], *, stages: Sequence[int],
@@ -109,3 +116,32 @@ def attachment_digests(store: Store) -> dict[int, list[str]]:
     for row in store.read("reminder_attachment_digests"):
         out.setdefault(int(row["reminder_id"]), []).append(str(row["sha256"]))
     return out
+
+
+def send_frozen(ctx: JobContext, mailer: Mailer, attempt: EffectAttempt, *, data: bytes, envelope: Any,
+                bcc: Sequence[str], relay: RateLimit | None) -> str:
+    """Send an effect attempt's frozen message (a reminder's or a grouped notice's) and return the server's reply.
+
+    ``data``/``envelope``: the message this attempt built and its envelope (``build_message_envelope``); when an
+    earlier attempt froze other bytes (another Date), the mailer reads that message's own envelope, with the
+    ``bcc`` addresses added back (they are envelope recipients only, never in the bytes). ``relay``: the relay's
+    rate limit, whose permit is taken on an open connection and held until the send ended (sent or not: the relay
+    saw it); none free raises ``RateLimited`` (a snooze).
+
+    Raises:
+        EffectOutcomeUnknown: the final "." went out and no reply came: the caller records it in doubt, never
+            resending blindly (G4).
+    """
+    assert attempt.frozen is not None
+    known = envelope if attempt.frozen == data else \
+        with_recipients(envelope_of_bytes(attempt.frozen), bcc) if bcc else None
+    with ExitStack() as permit:
+        def take() -> None:
+            if relay is not None:
+                permit.enter_context(ctx.rate_limit(relay))
+
+        try:
+            return mailer.send(attempt.frozen, before_final_dot=attempt.point_of_no_return, envelope=known,
+                               before_transaction=take)
+        except DeliveryUnknown as exc:
+            raise EffectOutcomeUnknown(str(exc)) from exc
