@@ -23,8 +23,8 @@ from ...provenance import current_source
 from ...store import Store
 from ...timebase import Clock
 from ..translations import DEFAULT_FALLBACK_LOCALE
-from .attachments import Attachment, AttachmentError, AttachmentPolicy, attach, read_invoice_pdf
-from .statement import statement_pdf
+from .attachments import Attachment, AttachmentPolicy, attach
+from .sending import files_for
 
 __all__ = ["notice_attachments", "notice_wants", "with_notice_attachments"]
 
@@ -45,28 +45,9 @@ def notice_attachments(store: Store, policy: AttachmentPolicy, rows: Sequence[Ma
         AttachmentError: a file cannot be read or made, or all of them together pass ``max_attachment_bytes``
             (the text names the invoice and the file).
     """
-    found: list[Attachment] = []
-    left = policy.max_attachment_bytes
-    if policy.invoice_pdf:
-        seen: set[str] = set()
-        for r in rows:
-            if str(r["number"]) in seen:
-                continue
-            seen.add(str(r["number"]))
-            pdf = read_invoice_pdf(policy, number=r["number"], pdf_path=r.get("pdf_path"), limit=left)
-            found.append(pdf)
-            left -= pdf.size
-    if any(policy.wants_statement(int(r["stage"]), stages) for r in rows):
-        statement = statement_pdf(store, email=customer["email"], customer_name=customer["name"],
-                                  locale=customer.get("locale"), company=company, as_of=business_date,
-                                  fallback_locale=fallback_locale)
-        if statement.size > left:
-            numbers = ", ".join(dict.fromkeys(str(r["number"]) for r in rows))
-            raise AttachmentError(f"notice of invoices {numbers}: the statement {statement.filename!r} has "
-                                  f"{statement.size} bytes, over the {left} bytes left of [attachments] "
-                                  f"max_attachment_bytes ({policy.max_attachment_bytes}); raise the limit")
-        found.append(statement)
-    return found
+    numbers = ", ".join(dict.fromkeys(str(r["number"]) for r in rows))
+    return files_for(store, policy, rows, stages=stages, customer=customer, business_date=business_date,
+                     company=company, fallback_locale=fallback_locale, label=f"notice of invoices {numbers}")
 
 
 def with_notice_attachments(store: Store, clock: Clock, policy: AttachmentPolicy | None,

@@ -31,7 +31,7 @@ from .statement import statement_pdf
 if TYPE_CHECKING:
     from ...worker import JobContext
 
-__all__ = ["attachment_digests", "attachments_for", "record_attachments", "reminder_attachment",
+__all__ = ["attachment_digests", "attachments_for", "files_for", "record_attachments", "reminder_attachment",
            "reminder_attachments", "send_frozen", "with_attachments"]
 
 
@@ -44,20 +44,39 @@ def attachments_for(store: Store, policy: AttachmentPolicy, r: Mapping[str, Any]
         AttachmentError: a file cannot be read or made, or all of them together pass ``max_attachment_bytes``
             (the text names the invoice and the file).
     """
+    return files_for(store, policy, [r], stages=stages, customer=r, business_date=r["business_date"],
+                     company=company, fallback_locale=fallback_locale, label=f"invoice {r['number']!r}")
+
+
+def files_for(store: Store, policy: AttachmentPolicy, rows: Sequence[Mapping[str, Any]], *, stages: Sequence[int],
+              customer: Mapping[str, Any], business_date: date, company: str, fallback_locale: str,
+              label: str) -> list[Attachment]:
+    """The files of one message listing ``rows`` (``number``, ``stage``, ``pdf_path``) to ``customer``
+    (``email``, ``name``, ``locale``): each invoice's PDF once, in listing order, then one statement as of
+    ``business_date`` when any row's stage wants one; all within ``max_attachment_bytes``. ``label`` names the
+    message in an error (``invoice 'INV-1'``, ``notice of invoices INV-1, INV-2``).
+
+    Raises:
+        AttachmentError: a file cannot be read or made, or the files together pass the limit.
+    """
     found: list[Attachment] = []
     left = policy.max_attachment_bytes
     if policy.invoice_pdf:
-        pdf = read_invoice_pdf(policy, number=r["number"], pdf_path=r.get("pdf_path"), limit=left)
-        found.append(pdf)
-        left -= pdf.size
-    if policy.wants_statement(r["stage"], stages):
-        as_of: date = r["business_date"]
-        statement = statement_pdf(store, email=r["email"], customer_name=r["name"], locale=r.get("locale"),
-                                  company=company, as_of=as_of, fallback_locale=fallback_locale)
+        first: dict[str, Mapping[str, Any]] = {}
+        for r in rows:  # an invoice listed at two stages carries its PDF once
+            first.setdefault(str(r["number"]), r)
+        for r in first.values():
+            pdf = read_invoice_pdf(policy, number=r["number"], pdf_path=r.get("pdf_path"), limit=left)
+            found.append(pdf)
+            left -= pdf.size
+    if any(policy.wants_statement(int(r["stage"]), stages) for r in rows):
+        statement = statement_pdf(store, email=customer["email"], customer_name=customer["name"],
+                                  locale=customer.get("locale"), company=company, as_of=business_date,
+                                  fallback_locale=fallback_locale)
         if statement.size > left:
-            raise AttachmentError(f"invoice {r['number']!r}: the statement {statement.filename!r} has "
-                                  f"{statement.size} bytes, over the {left} bytes left of [attachments] "
-                                  f"max_attachment_bytes ({policy.max_attachment_bytes}); raise the limit")
+            raise AttachmentError(f"{label}: the statement {statement.filename!r} has {statement.size} bytes, over "
+                                  f"the {left} bytes left of [attachments] max_attachment_bytes "
+                                  f"({policy.max_attachment_bytes}); raise the limit")
         found.append(statement)
     return found
 
