@@ -22,7 +22,8 @@ from web_helpers import csrf_of, dashboard_client  # noqa: F401  (fixture)
 from oncebeat import audit
 from oncebeat.provenance import current_source
 from oncebeat.reminders.model import Customer, Invoice
-from oncebeat.reminders.pinning import holdings
+from oncebeat.errors import ConfigError
+from oncebeat.reminders.pinning import all_versions, holdings
 from oncebeat.reminders.runtime import Runtime, load_runtime
 
 TOML = """[reminders]
@@ -96,6 +97,43 @@ def test_an_admin_applies_the_edit_with_the_count_shown_and_a_viewer_is_refused(
     [event] = audit.list_events(runtime.store, since=datetime(1970, 1, 1, tzinfo=UTC), kind="ladders.applied")
     assert event["source_kind"] == "manual" and event["detail"]["operator"]["via"] == "dashboard"
     assert sorted(event["detail"]["invoices"]) == ["EUR-1", "EUR-2"]
+
+
+def test_an_edit_after_the_dashboard_started_is_what_it_shows_and_applies_and_a_worker_agrees(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient], tmp_path: Path) -> None:
+    """Found by a fresh-eyes test: a dashboard started before an edit applied the settings it had read at start,
+    recording them as the newest version, and each process then recorded its own view in turn. Every process
+    now reads oncebeat.toml as it is on disk (the page, the apply, a worker's next scan)."""
+    config = tmp_path / "oncebeat.toml"
+    worker = load_runtime(database_url=runtime.store.url, config=config)  # started, like the web, before the edit
+    try:
+        config.write_text(TOML.replace("stages = [3, 10]", "stages = [3, 14]"), encoding="utf-8")
+        admin = dashboard_client(role="admin")
+        page = admin.get("/policies").text
+        assert "2 open invoices move from v1 to v2" in _row(page, "eur")
+        done = admin.post("/policies/eur/apply", data={"csrf": csrf_of(page), "expected": "2"})
+        assert done.status_code == 303
+        eur = {v.version: v.settings.stages for v in all_versions(runtime.store).values() if v.name == "eur"}
+        assert eur == {1: (3, 10), 2: (3, 14)}  # the file on disk, not the [3, 12] the dashboard read at start
+        worker.service.scan(occurrence_id=2, business_date=DUE + timedelta(days=5), source=current_source("clock"))
+        eur = {v.version: v.settings.stages for v in all_versions(runtime.store).values() if v.name == "eur"}
+        assert eur == {1: (3, 10), 2: (3, 14)}  # the worker's scan recorded no version of a stale file
+        current = [(h.name, h.version) for h in holdings(runtime.store, runtime.fresh_policy()) if h.current]
+        assert ("eur", 2) in current and ("eur", 1) not in current
+
+        config.write_text("[reminders]\nstages = 7\n", encoding="utf-8")  # a broken edit: refused, nothing moves
+        broken = admin.get("/policies")
+        assert broken.status_code == 400 and "stages" in broken.text
+        api_like = admin.post("/policies/eur/apply", data={"csrf": csrf_of(page), "expected": "0"})
+        assert api_like.status_code == 400
+        with pytest.raises(ConfigError):
+            worker.service.current_policy()
+        # the worker's scan goes on under the settings it had (logged), recording no version of the broken file
+        worker.service.scan(occurrence_id=3, business_date=DUE + timedelta(days=6), source=current_source("clock"))
+        eur = {v.version: v.settings.stages for v in all_versions(runtime.store).values() if v.name == "eur"}
+        assert eur == {1: (3, 10), 2: (3, 14)}
+    finally:
+        worker.close()
 
 
 playwright_sync = pytest.importorskip("playwright.sync_api")

@@ -38,6 +38,12 @@ class Runtime:
     clock: Clock
     mailer: Mailer | None
 
+    def fresh_policy(self) -> Policy:
+        """The policy as ``oncebeat.toml`` says now (:meth:`ReminderService.current_policy`), kept as
+        :attr:`policy` too. Raises ConfigError: the file changed and is invalid (the old settings stay)."""
+        self.policy = self.service.current_policy()
+        return self.policy
+
     def close(self) -> None:
         if self.mailer is not None:
             self.mailer.close()
@@ -71,6 +77,7 @@ def load_runtime(*, config: Path | None = None, database_url: str | None = None,
     store = open_store_for(deployment_url(database_url), migrate=migrate)
     clock = clock or SystemClock()
     service = ReminderService(store, policy, clock=clock, mailer=mailer)
+    service.follow_policy_file(config)
     # The reminder app is the default app; a library user's --app runs instead of it, not merged with it.
     registry = load_app(app) if app else build_app(service)
     if policy.schedules:  # [[schedules]] pushed to the team's own workers: added to whichever app runs

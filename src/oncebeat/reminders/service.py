@@ -26,6 +26,7 @@ not counted into ``outage_retry``). A relay refusing one more connection
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from .. import audit, telemetry
 from ..effects import EffectAttempt, EffectLedger
 from ..errors import (
+    ConfigError,
     ConnectionCapped,
     Discard,
     EffectInDoubt,
@@ -88,7 +90,7 @@ from .notices.fees import FEE_HEADER, Fee, fee_for
 from .notices.notify import after_sent
 from .notices.sending import record_attachments, send_frozen, with_attachments
 from .pinning import LadderVersion, open_versions, pin_due, stage_rows, sync_versions, versions_by_id
-from .policy import Policy, format_duration
+from .policy import DEFAULT_CONFIG_NAME, Policy, format_duration, load_policy
 from .records import mark_paid, write_customers, write_invoices
 from .render import RenderedEmail, Renderer
 
@@ -152,6 +154,42 @@ class ReminderService:
         changed ladders as new versions; invoices already pinned keep theirs."""
         self.policy = policy
         self._send_at_policies.clear()
+
+    def follow_policy_file(self, path: Path | None) -> None:
+        """Re-read ``path`` (None: ``./oncebeat.toml``), the file this service's policy came from, whenever its
+        bytes change (:meth:`current_policy`): a running worker's next scan and the dashboard's ladders and apply
+        button use the file as it is on disk, never the one a process read at start. Without it two processes
+        reading different files would each record their settings as the ladder's newest version in turn."""
+        self._policy_file: Path | None = Path(path) if path is not None else Path(DEFAULT_CONFIG_NAME)
+        self._policy_digest = _file_digest(self._policy_file)
+
+    def current_policy(self) -> Policy:
+        """The policy as the followed file says now (:meth:`follow_policy_file`; unchanged bytes: no read of more
+        than the file). A changed, valid file is used from here on (:meth:`use_policy`).
+
+        Raises:
+            ConfigError: the file changed and is not valid; the service goes on under the settings it had.
+        """
+        path = getattr(self, "_policy_file", None)
+        if path is None:
+            return self.policy
+        digest = _file_digest(path)
+        if digest != self._policy_digest:
+            self.use_policy(load_policy(None if path == Path(DEFAULT_CONFIG_NAME) else path))
+            self._policy_digest = digest
+            log.info("policy file %s changed: re-read (ladders record a new version where they changed)", path,
+                     extra={"event": "reminders.policy_reloaded"})
+        return self.policy
+
+    def reread_policy(self) -> Policy:
+        """:meth:`current_policy` for a scan: a changed file that cannot be used is logged (the doctor's log
+        check and the process's output show it) and the scan goes on under the settings it had."""
+        try:
+            return self.current_policy()
+        except ConfigError as exc:
+            log.error("the policy file changed but cannot be used (%s); going on under the settings read before: "
+                      "fix the file", exc, extra={"event": "reminders.policy_invalid"})
+            return self.policy
 
     # --- import -------------------------------------------------------------------------------
     def apply_import(self, data: InvoiceImport, *, skip_invalid: bool = False, reopen: bool = False,
@@ -339,6 +377,7 @@ class ReminderService:
             :class:`ScanResult`: ``pending`` reminders created, ``skipped`` = superseded stages recorded.
         """
         if tx is None:
+            self.reread_policy()  # an edited oncebeat.toml: changed ladders are recorded as new versions below
             with self.store.transaction() as own:
                 return self.scan(occurrence_id=occurrence_id, business_date=business_date, source=source, tx=own,
                                  fire_at=fire_at)
@@ -863,6 +902,14 @@ class _Preview(Exception):
 
 
 _NAME_PAGE = 5000  # customers' names read per statement by the search by name
+
+
+def _file_digest(path: Path) -> str | None:
+    """SHA-256 of the file's bytes; None when there is no such file (the defaults apply)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _folded(text: str) -> str:

@@ -53,8 +53,9 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
         if occurrence is None:
             raise Discard("reminders.scan needs an occurrence; run `oncebeat trigger reminders` "
                           "instead of enqueueing it")
-        if policy.source is not None:
-            _sync_quietly(service, policy.source)
+        current = service.reread_policy()  # an edited oncebeat.toml: its [source] too
+        if current.source is not None:
+            _sync_quietly(service, current.source)
         service.scan(occurrence_id=occurrence["id"], business_date=occurrence["business_date"],
                      source=ctx.source, fire_at=occurrence["fire_at"])
 

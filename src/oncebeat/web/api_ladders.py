@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import OncebeatError
+from ..errors import ConfigError, OncebeatError
 from ..provenance import Source
 from ..reminders.sources.api import FieldProblem, RequestRejected
 from ..store import Tx
@@ -52,7 +52,11 @@ async def list_ladders(request: Request) -> Response:
     if (refusal := _no_params(request)) is not None:
         return refusal
     rt = dashboard(request).runtime
-    ladders = await run_in_threadpool(ladder_report, rt.store, rt.policy)
+    try:
+        policy = await run_in_threadpool(rt.fresh_policy)
+    except ConfigError as exc:
+        return _invalid_file(exc)
+    ladders = await run_in_threadpool(ladder_report, rt.store, policy)
     return json_response({"ladders": ladders})
 
 
@@ -64,7 +68,11 @@ async def get_ladder(request: Request) -> Response:
         return refusal
     rt = dashboard(request).runtime
     name = request.path_params["name"]
-    found = await run_in_threadpool(ladder_report, rt.store, rt.policy, name)
+    try:
+        policy = await run_in_threadpool(rt.fresh_policy)
+    except ConfigError as exc:
+        return _invalid_file(exc)
+    found = await run_in_threadpool(ladder_report, rt.store, policy, name)
     if not found:
         return api_error(404, "not_found", f"no ladder {name[:60]!r}; GET {API_V1}/ladders lists them")
     pinned = await run_in_threadpool(lambda: ladder_invoices(rt.store, name, limit=INVOICE_LIMIT + 1))
@@ -72,6 +80,10 @@ async def get_ladder(request: Request) -> Response:
                 for r in pinned[:INVOICE_LIMIT]]
     return json_response({"ladder": found[0] | {"invoices": invoices,
                                                 "invoices_truncated": len(pinned) > INVOICE_LIMIT}})
+
+
+def _invalid_file(exc: ConfigError) -> Response:
+    return api_error(409, "policy_file_invalid", f"the policy file changed and cannot be read: {exc}; fix it first")
 
 
 def _expected(body: Any) -> int | None:
@@ -101,13 +113,17 @@ async def apply_ladder(request: Request) -> Response:
     def prepare(body: Any) -> Write:
         expected = _expected(body)
         try:
-            apply_plan(rt.store, rt.policy, name)  # only to refuse an unknown ladder before the write
+            policy = rt.fresh_policy()  # the file as it is on disk: never a stale copy recorded as the newest
+        except ConfigError as exc:
+            raise Refused(_invalid_file(exc)) from None
+        try:
+            apply_plan(rt.store, policy, name)  # only to refuse an unknown ladder before the write
         except OncebeatError as exc:
             raise Refused(api_error(404, "not_found", str(exc))) from None
 
         def write(tx: Tx, source: Source) -> tuple[int, dict[str, Any]]:
             try:
-                done = apply_to_open(rt.store, rt.policy, name, now=rt.clock.now(), source=source,
+                done = apply_to_open(rt.store, policy, name, now=rt.clock.now(), source=source,
                                      expected=expected, tx=tx)
             except ApplyCountChanged as exc:
                 return 409, {"error": {"type": "count_changed", "message": str(exc), "expected": exc.expected,

@@ -32,13 +32,14 @@ def policies_page(request: Request) -> Response:
     from ..reminders.pinning import apply_plan, holdings, ladder_invoices
 
     rt = dashboard(request).runtime
-    held = holdings(rt.store, rt.policy)
-    ladders = ladders_of(rt.policy)
+    policy = rt.fresh_policy()  # the file as it is on disk, not as this process read it at start
+    held = holdings(rt.store, policy)
+    ladders = ladders_of(policy)
     names = [s.name for s, _ in ladders]
     rows: list[dict[str, Any]] = [{"settings": s, "rule": rule.describe() if rule else "everything else",
                                    "versions": [x for x in held if x.name == s.name],
-                                   "days": describe_days(rt.policy, s),
-                                   "apply": apply_plan(rt.store, rt.policy, s.name)} for s, rule in ladders]
+                                   "days": describe_days(policy, s),
+                                   "apply": apply_plan(rt.store, policy, s.name)} for s, rule in ladders]
     for row in rows:
         row["apply_text"] = _moves_text(row["apply"]) if row["apply"]["total"] else None
     chosen = request.query_params.get("ladder") or None
@@ -68,7 +69,8 @@ async def apply_action(request: Request) -> Response:
     text = form.get("expected", "")
     if not (text.isascii() and text.isdigit()) or len(text) > 12:
         raise HTTPException(400, "expected: the count of open invoices the button showed is missing")
-    done = await run_in_threadpool(lambda: apply_to_open(rt.store, rt.policy, name, now=rt.clock.now(),
+    policy = await run_in_threadpool(rt.fresh_policy)  # an edited file: the settings on disk, never stale ones
+    done = await run_in_threadpool(lambda: apply_to_open(rt.store, policy, name, now=rt.clock.now(),
                                                          source=operator_source(), expected=int(text)))
     return redirect_with(request, f"ladder {name}: {done['moved']} open invoice(s) moved to version "
                                   f"{done['version']}; stages they already have stay", "/policies")
