@@ -122,8 +122,8 @@ def pin_due(tx: Tx, policy: Policy, current: Mapping[str, LadderVersion], day_of
     return len(pins)
 
 
-def versions_by_id(store: Store, ids: Iterable[int]) -> dict[int, LadderVersion]:
-    """The recorded versions with these ids (id -> version)."""
+def versions_by_id(store: Store | Tx, ids: Iterable[int]) -> dict[int, LadderVersion]:
+    """The recorded versions with these ids (id -> version), read from ``store`` or an open transaction."""
     wanted = sorted(set(ids))
     if not wanted:
         return {}

@@ -635,18 +635,20 @@ class ReminderService:
         the internal notice (:func:`.notices.notify.after_sent`). The single send and a grouped notice (for each
         row it lists, :mod:`.notices.grouping`) both come here. ``row``: ``id``, ``stage``, ``amount_due``,
         ``currency``, ``ladder_version_id``; ``facts``: the sent message's (None: no copy of it is left)."""
+        self._settings_of(row.get("ladder_version_id"), tx)  # read in tx (then cached) before the reads below
         stages, _ = self._escalations_of(row.get("ladder_version_id"))
         notify = self.policy.notify_final
         after_sent(tx, r=row, escalation=self._escalation_and_fee(row)[0], facts=facts, final_stage=stages[-1],
                    notify_to=notify, now=self.clock.now(),
                    queue=Queue(self.store, clock=self.clock, source=source or current_source("worker"))
                    if notify else None)
-    def _settings_of(self, version_id: int | None) -> LadderSettings | None:
-        """The settings of ladder version ``version_id`` (kept: versions never change); None for None."""
+    def _settings_of(self, version_id: int | None, tx: Tx | None = None) -> LadderSettings | None:
+        """The settings of ladder version ``version_id`` (kept: versions never change); None for None. ``tx``: read
+        in that open transaction (SQLite refuses a second one on the thread that holds it)."""
         if version_id is None:
             return None
         if version_id not in self._ladder_settings:
-            found = versions_by_id(self.store, [version_id]).get(int(version_id))
+            found = versions_by_id(tx if tx is not None else self.store, [version_id]).get(int(version_id))
             if found is None:
                 raise OncebeatError(f"ladder version {version_id} is not recorded")
             self._ladder_settings[version_id] = found.settings

@@ -534,9 +534,12 @@ class StripeWebhooks:
         zone = ZoneInfo(self.tz)
         source = current_source("api", name="stripe webhook")
         if kind == "charge.dispute.closed":
-            released = release_holds(self.store, clock=self.clock, zone=zone, source=source, external_ref=dispute,
-                                     note=f"Stripe dispute {dispute} closed: {obj.get('status')}", by="stripe",
-                                     tx=tx, calendar=self.calendar)
+            try:
+                released = release_holds(self.store, clock=self.clock, zone=zone, source=source,
+                                         external_ref=dispute, note=f"Stripe dispute {dispute} closed: "
+                                         f"{obj.get('status')}", by="stripe", tx=tx, calendar=self.calendar)
+            except HoldError:  # no hold was placed for it (its created event named no invoice of ours): ignored
+                released = []
             if not released:
                 return out("ignored", f"no open hold for dispute {dispute}")
             return out("applied", f"hold {released[0].id} released (dispute {obj.get('status')})",
