@@ -169,9 +169,14 @@ def _local_sends(store: Store, policy: Policy, reminders: list[dict[str, Any]]) 
 
 
 def count_duplicates(maildir: Path) -> tuple[int, int]:
-    """(messages, duplicates): duplicates = deliveries beyond the first of one (invoice, stage) or Message-ID."""
+    """(messages, duplicates): duplicates = deliveries beyond the first of one (invoice, stage), of one grouped
+    notice (``X-Oncebeat-Notice``, which lists several invoices: ``group = "customer"``) or of one Message-ID.
+    The team's internal final-stage notices (``X-Oncebeat-Final-Stage``, ``notify_final``) are messages but no
+    reminder: they are counted as messages, never against a customer's (invoice, stage)."""
     messages = read_maildir(maildir)
-    by_pair = Counter((m.headers.get("X-Oncebeat-Invoice"), m.headers.get("X-Oncebeat-Stage")) for m in messages)
+    customers = [m for m in messages if m.headers.get("X-Oncebeat-Final-Stage") is None]
+    by_pair = Counter(("notice", m.headers["X-Oncebeat-Notice"]) if m.headers.get("X-Oncebeat-Notice") else
+                      (m.headers.get("X-Oncebeat-Invoice"), m.headers.get("X-Oncebeat-Stage")) for m in customers)
     by_id = Counter(m.message_id for m in messages)
     dup = max(sum(n - 1 for n in by_pair.values()), sum(n - 1 for n in by_id.values()))
     return len(messages), dup
