@@ -1,12 +1,13 @@
 """The payment-freshness fence per source (issue 23 item 5): a send waits on ITS invoice's payment source.
 
 Both backends, the real clock, worker and SMTP sink (aiosmtpd) on simulated time; invoices enter through the real
-writers (the bulk CSV import, Stripe webhooks, the API's upsert, a records-level write without a source for a row
-from before reminders 0020). The invariant checker judges each run.
+writers (the bulk CSV import, Stripe webhooks, the API's upsert, a read of the team's database, a records-level
+write without a source for a row from before reminders 0020). The invariant checker judges each run.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -15,14 +16,18 @@ from typing import Any, cast
 
 import pytest
 from reminder_harness import FIRST_FIRE, Harness, maildir_sink
+from test_team_database_source import RAILS_SCHEMA, TeamDb, seed
+from test_team_database_source import config as team_config
 
 from oncebeat.doctor import run_doctor
 from oncebeat.reminders.bulk import BulkOptions
 from oncebeat.reminders.capfence import fence_status
 from oncebeat.reminders.model import Customer, Invoice
-from oncebeat.reminders.policy import Policy
+from oncebeat.reminders.policy import Policy, load_policy
 from oncebeat.reminders.records import write_customers, write_invoices
+from oncebeat.reminders.service import ReminderService
 from oncebeat.reminders.stripe import StripeWebhooks
+from oncebeat.reminders.syncing import sync_source
 from oncebeat.simulate.standalone import check_deployment
 from oncebeat.store import Store
 from oncebeat.timebase import SimulatedClock
@@ -42,7 +47,8 @@ def _unix(at: datetime) -> int:
 def _stripe_invoice(number: str) -> dict[str, Any]:
     return {"object": "invoice", "id": f"in_{number}", "number": number, "status": "open",
             "customer_email": EMAIL, "customer_name": "Ana", "currency": "usd", "amount_due": 5_000,
-            "created": _unix(datetime(2026, 2, 1, 16, tzinfo=UTC)), "due_date": _unix(datetime(2026, 3, 2, 16, tzinfo=UTC)),
+            "created": _unix(datetime(2026, 2, 1, 16, tzinfo=UTC)),
+            "due_date": _unix(datetime(2026, 3, 2, 16, tzinfo=UTC)),  # 10:00 in Chicago: due D0
             "status_transitions": {"finalized_at": _unix(datetime(2026, 2, 1, 16, tzinfo=UTC))}}
 
 
@@ -198,3 +204,32 @@ def test_a_grouped_notice_waits_while_any_listed_invoices_source_is_stale(store:
     finally:
         h.close()
         h.sink.stop()
+
+
+def test_an_invoice_read_from_the_teams_database_waits_on_that_sources_last_good_read(
+        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "rails.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.executescript(RAILS_SCHEMA.format(ts="TEXT"))
+    conn.close()
+    team = TeamDb(kind="sqlite", url=f"sqlite:///{path}", connect=lambda: sqlite3.connect(path))
+    monkeypatch.setenv("TEAM_DATABASE_URL", team.url)
+    seed(team)
+    policy = load_policy(team_config(team, tmp_path, extra="[reminders]\nmax_payment_staleness = \"6h\"\n"))
+    assert policy.source is not None
+    clock = SimulatedClock(datetime(2026, 3, 10, 12, tzinfo=UTC))
+    service = ReminderService(store, policy, clock=clock)
+    sync_source(service, policy.source)
+    name = "sql $TEAM_DATABASE_URL"
+    assert {r["number"]: r["payment_source"] for r in store.read("list_invoices")} == \
+        {"INV-1": name, "INV-2": name, "INV-3": name}
+    clock.set(datetime(2026, 3, 10, 21, tzinfo=UTC))
+    service.apply_payments([])  # the API is fresh: no help to the SQL source's invoices
+    fresh = fence_status(store, policy, clock=clock)
+    assert fresh.source == "api" and not fresh.stale
+    own = fresh.of(name)
+    assert own.stale and own.sentence() == ("payment data from SQL source $TEAM_DATABASE_URL last refreshed 9h ago; "
+                                            "reminders of its invoices wait until it is fresher than 6h")
+    assert fresh.of("sql another").sentence().startswith("no payment data from SQL source another recorded yet")
+    sync_source(service, policy.source)  # a new good read: fresh again
+    assert not fence_status(store, policy, clock=clock).of(name).stale
