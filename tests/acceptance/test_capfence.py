@@ -219,20 +219,26 @@ def test_a_send_waits_while_payment_data_is_stale_and_goes_once_it_is_fresh(stor
         (r,) = h.reminders()
         assert r["state"] == "pending" and h.messages() == []
         # last checked 3 h after the scan of 03-04: the import was at 13:00 UTC on 03-02
-        assert r["reason"] == ("waiting: payment data last refreshed 52h ago by API import; reminders wait until it "
-                               "is fresher than 6h")
+        assert r["reason"] == ("waiting: payment data from API import last refreshed 52h ago; reminders of its "
+                               "invoices wait until it is fresher than 6h")
         fresh = fence_status(h.store, h.policy, clock=h.clock)
         assert fresh.stale and fresh.source == "api"
         report = run_doctor(h.store, now=h.clock.now())
         waiting = [f for f in report.findings if f.code == "waiting"]
-        assert waiting and "reminders wait until it is fresher than 6h" in waiting[0].summary
+        assert waiting and "wait until it is fresher than 6h" in waiting[0].summary
         assert not [f for f in report.findings if f.code == "lost"]  # waiting on purpose, not lost
-        # A payments CSV arrives (nothing in it for INV-1): the data is fresh again, the reminder goes out.
+        # A payments CSV arrives (nothing in it for INV-1): the CSV is fresh, but INV-1's data comes from the API.
         csv = tmp_path / "payments.csv"
         csv.write_text("invoice_number,paid_on\n", encoding="utf-8")
         h.clock.set(_fire(D0 + 2 * DAY) + timedelta(hours=4))
         h.service.import_payments_csv(csv, BulkOptions())
         assert fence_status(h.store, h.policy, clock=h.clock).source == "csv"
+        h.clock.set(_fire(D0 + 2 * DAY) + timedelta(hours=4, minutes=30))
+        h.new_worker().drain()
+        assert h.reminders()[0]["state"] == "pending" and h.messages() == []
+        # The API posts payments (none for INV-1): INV-1's source is fresh again, the reminder goes out.
+        h.service.apply_payments([])
+        assert fence_status(h.store, h.policy, clock=h.clock).source == "api"
         h.clock.set(_fire(D0 + 2 * DAY) + timedelta(hours=5))
         h.new_worker().drain()
         (r,) = h.reminders()

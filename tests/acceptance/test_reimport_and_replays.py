@@ -89,7 +89,8 @@ def test_check_exits_2_on_an_internal_error_not_1_which_means_a_violation(tmp_pa
             tx.run("upsert_invoice", number=first["number"], customer_email=first["email"], currency="USD",
                    amount_due=100, issued_on=date(2026, 1, 1), due_on=date(9999, 12, 31), status="open",
                    paid_on=None, status_on=None, reopen=False, now=datetime(2026, 1, 8, tzinfo=UTC),
-                   payment_url=None, payment_url_given=0, pdf_path=None, pdf_path_given=0)
+                   payment_url=None, payment_url_given=0, pdf_path=None, pdf_path_given=0,
+                   payment_source=None)
     broken = oncebeat("check", "--db", db_url, cwd=tmp_path)
     assert broken.returncode == 2, broken.stdout + broken.stderr
     assert "internal error (OverflowError" in broken.stderr and "Traceback" not in broken.stderr

@@ -278,7 +278,7 @@ def import_invoices(store: Store, path: Path, options: BulkOptions, *, now: date
                                     amount_due=int(r["amount_due"]), issued_on=r["issued_on"], due_on=r["due_on"],
                                     status=r["status"], paid_on=r["paid_on"], status_on=r["status_on"],
                                     payment_url=r["x_payment_url"], pdf_path=r["x_pdf_path"]) for r in page]
-                done = write_invoices(tx, invoices, reopen=options.reopen, now=now)
+                done = write_invoices(tx, invoices, reopen=options.reopen, now=now, source="csv")
                 counts["invoices"] += len(invoices)
                 counts["new"] += done.new
                 counts["updated"] += done.updated

@@ -17,9 +17,14 @@ scan creates no later stage of that invoice (stage order kept). Places go in ord
 id: a reminder waiting longer is never overtaken, so each waits a bounded time (the ones ahead of it / N weeks).
 
 **Fence** (``[reminders] max_payment_staleness = "6h"``): each source of payment data records a watermark
-(``payment_watermarks``: the last CSV import, Stripe webhook or sync, API import; the SQL source's last good read
-in ``source_reads``). While the freshest is older than the setting a send waits (snoozed, re-checked every
-:func:`fence_poll` seconds) before claiming anything, and :func:`fence_status` says why (doctor, dashboard). A
+(``payment_watermarks``: the last CSV import, Stripe webhook or sync, API import; each SQL source's last good read
+in ``source_reads``). Each invoice records the source its payment data comes from (``invoices.payment_source``,
+reminders 0020: ``csv``, ``stripe``, ``api``, ``sql NAME``): the source that last wrote the invoice. While the
+watermark of THAT source is older than the setting, a send waits (snoozed, re-checked every :func:`fence_poll`
+seconds) before claiming anything; a grouped notice waits while any invoice it lists waits. An invoice written
+before 0020 (no ``payment_source``) keeps the earlier rule: it waits while the freshest source is older. An
+invoice whose source never recorded a watermark waits too. :func:`fence_status` says, per source, which are stale
+(doctor, dashboard). A
 Stripe invoice whose payment is processing (``payment_intent.processing``) waits too, until the payment
 succeeds (the invoice is paid: the reminder is skipped) or fails (the reminder goes out).
 """
@@ -42,9 +47,10 @@ from .ladder_calendars import ladder_calendar, ladder_cap
 from .ladders import LadderSettings
 from .policy import Policy
 
-__all__ = ["CAP_DAYS", "Freshness", "claim_place", "claim_notice_place", "wake", "touch_watermark", "fence_status",
-           "fence_poll", "deferred_reminders", "cap_zone", "processing_wait", "mark_processing", "check_fence",
-           "waiting_reminders", "WAITING"]
+__all__ = ["CAP_DAYS", "Freshness", "set_payment_source", "sql_source", "check_notice_fence", "source_words",
+           "claim_place", "claim_notice_place", "wake", "touch_watermark", "fence_status", "fence_poll",
+           "deferred_reminders", "cap_zone", "processing_wait", "mark_processing", "check_fence",
+           "waiting_reminders", "waiting_by_source", "waiting_words", "WAITING"]
 
 log = logging.getLogger("oncebeat.reminders")
 
@@ -205,6 +211,16 @@ def deferred_reminders(store: Store) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the freshness fence
 
 
+def sql_source(name: str) -> str:
+    """The ``payment_source`` of invoices written by the SQL source ``name`` (its ``source_reads`` name)."""
+    return f"sql {name}"
+
+
+def set_payment_source(tx: Tx, number: str, source: str) -> None:
+    """Record that ``source`` (``stripe``, ...) last wrote invoice ``number``: its payment data comes from there."""
+    tx.run("payment_source_set", number=number, source=source)
+
+
 def touch_watermark(tx: Tx, source: str, *, now: datetime, detail: str | None = None) -> None:
     """Record that ``source`` (``csv``, ``stripe``, ``api``) refreshed payment data at ``now`` (UTC), inside the
     transaction that applied it (a rolled-back import moves no watermark)."""
@@ -214,13 +230,32 @@ def touch_watermark(tx: Tx, source: str, *, now: datetime, detail: str | None = 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Freshness:
     """How fresh the payment data is: the freshest source (``source``, ``refreshed_at`` UTC, None: never), its
-    ``age`` in seconds at ``now``, and ``limit`` (``max_payment_staleness`` seconds, None: no fence)."""
+    ``age`` in seconds at ``now``, and ``limit`` (``max_payment_staleness`` seconds, None: no fence).
+    ``sources``: every source's watermark, freshest first (``csv``, ``stripe``, ``api``, ``sql NAME``);
+    ``own``: True when this is one invoice source's freshness (:meth:`of`), not the freshest overall."""
 
     source: str | None
     refreshed_at: datetime | None
     age: float | None
     limit: float | None
     sources: tuple[tuple[str, datetime], ...] = ()
+    now: datetime | None = None
+    own: bool = False
+
+    def of(self, source: str | None) -> Freshness:
+        """The freshness that fences an invoice whose ``payment_source`` is ``source``: that source's watermark
+        (none recorded: ``refreshed_at`` None, stale under a fence); None (an invoice from before reminders
+        0020): the freshest source's, this object itself."""
+        if source is None:
+            return self
+        at = dict(self.sources).get(source)
+        age = None if at is None or self.now is None else (self.now - at).total_seconds()
+        return Freshness(source=source, refreshed_at=at, age=age, limit=self.limit, sources=self.sources,
+                         now=self.now, own=True)
+
+    def stale_sources(self) -> list[Freshness]:
+        """Each recorded source whose watermark is older than the fence, freshest first ([] without a fence)."""
+        return [f for f in (self.of(name) for name, _ in self.sources) if f.stale]
 
     @property
     def stale(self) -> bool:
@@ -233,12 +268,20 @@ class Freshness:
         if self.limit is None:
             return "no payment-freshness fence (max_payment_staleness is not set)"
         limit = format_duration(self.limit)
+        how = source_words(self.source or "?")
+        if self.own and (self.refreshed_at is None or self.age is None):
+            return (f"no payment data from {how} recorded yet; reminders of its invoices wait until it is fresher "
+                    f"than {limit}")
         if self.refreshed_at is None or self.age is None:
             return (f"no payment data refreshed yet (no import, Stripe event or source read recorded); reminders "
                     f"wait until some is fresher than {limit}")
         age = max(0.0, self.age)
         ago = format_duration(float(round(age / 60) * 60) if age >= 60 else float(round(age)))  # no fractions
-        how = _SOURCE_WORDS.get(self.source or "", self.source or "?")
+        if self.own and self.stale:
+            return (f"payment data from {how} last refreshed {ago} ago; reminders of its invoices wait until it is "
+                    f"fresher than {limit}")
+        if self.own:
+            return f"payment data from {how} refreshed {ago} ago (fresher than {limit})"
         if self.stale:
             return f"payment data last refreshed {ago} ago by {how}; reminders wait until it is fresher than {limit}"
         return f"payment data refreshed {ago} ago by {how} (fresher than {limit})"
@@ -247,20 +290,29 @@ class Freshness:
 _SOURCE_WORDS = {"csv": "csv import", "stripe": "Stripe webhook or sync", "api": "API import"}
 
 
+def source_words(source: str) -> str:
+    """A source's name in sentences: ``csv`` → "csv import", ``sql NAME`` → "SQL source NAME"."""
+    if source.startswith("sql "):
+        return f"SQL source {source[4:]}"
+    return _SOURCE_WORDS.get(source, source)
+
+
 def fence_status(store: Store, policy: Policy, *, clock: Clock, tx: Tx | None = None) -> Freshness:
-    """The payment data's freshness against ``policy.max_payment_staleness`` (read in ``tx`` when given)."""
+    """The payment data's freshness against ``policy.max_payment_staleness`` (read in ``tx`` when given): the
+    freshest source's, and every source's in ``sources`` (:meth:`Freshness.of` one, :meth:`Freshness.stale_sources`
+    the stale ones)."""
     rows = tx.run("watermarks") if tx is not None else store.read("watermarks")
     sql = tx.run("sql_source_watermark") if tx is not None else store.read("sql_source_watermark")
     sources = [(str(r["source"]), r["refreshed_at"]) for r in rows]
-    sources += [(f"sql source {r['source']}", r["started_at"]) for r in sql]
+    sources += [(sql_source(str(r["source"])), r["started_at"]) for r in sql]
     sources.sort(key=lambda s: s[1], reverse=True)
     now = clock.now()
     limit = policy.max_payment_staleness
     if not sources:
-        return Freshness(source=None, refreshed_at=None, age=None, limit=limit)
+        return Freshness(source=None, refreshed_at=None, age=None, limit=limit, now=now)
     name, at = sources[0]
     return Freshness(source=name, refreshed_at=at, age=(now - at).total_seconds(), limit=limit,
-                     sources=tuple(sources))
+                     sources=tuple(sources), now=now)
 
 
 def fence_poll(limit: float) -> float:
@@ -279,18 +331,43 @@ def _wait(store: Store, clock: Clock, reminder_id: int, reason: str, delay: floa
     raise Snooze(reason, delay=delay)
 
 
-def check_fence(store: Store, policy: Policy, *, clock: Clock, reminder_id: int) -> None:
-    """Snooze the send of pending reminder ``reminder_id`` while the payment data is staler than
-    ``max_payment_staleness`` (nothing without it); its reason says why (``waiting: payment data …``).
+def _stale_for(store: Store, policy: Policy, clock: Clock, invoice_ids: list[int]) -> Freshness | None:
+    """The first stale freshness among invoices ``invoice_ids``' payment sources (module docstring), or None."""
+    fresh = fence_status(store, policy, clock=clock)
+    seen: set[str | None] = set()
+    for row in store.read("invoice_payment_sources", ids=invoice_ids):
+        source = row["payment_source"]
+        if source in seen:
+            continue
+        seen.add(source)
+        own = fresh.of(source)
+        if own.stale:
+            return own
+    return None
+
+
+def check_fence(store: Store, policy: Policy, *, clock: Clock, reminder_id: int, invoice_id: int) -> None:
+    """Snooze the send of pending reminder ``reminder_id`` (of invoice ``invoice_id``) while the watermark of the
+    invoice's payment source is older than ``max_payment_staleness`` (nothing without it; an invoice without a
+    ``payment_source``: the freshest source's); its reason says why (``waiting: payment data from csv import …``).
 
     Raises:
         Snooze: the data is stale (``delay``: :func:`fence_poll` seconds).
     """
     if policy.max_payment_staleness is None:
         return
-    fresh = fence_status(store, policy, clock=clock)
-    if fresh.stale:
-        _wait(store, clock, reminder_id, fresh.sentence(), fence_poll(policy.max_payment_staleness))
+    stale = _stale_for(store, policy, clock, [invoice_id])
+    if stale is not None:
+        _wait(store, clock, reminder_id, stale.sentence(), fence_poll(policy.max_payment_staleness))
+
+
+def check_notice_fence(store: Store, policy: Policy, *, clock: Clock, invoice_ids: list[int]) -> str | None:
+    """Why a grouped notice listing invoices ``invoice_ids`` waits for fresher payment data (the first stale
+    payment source among them, as :func:`check_fence`), or None: it need not (or no fence is set)."""
+    if policy.max_payment_staleness is None or not invoice_ids:
+        return None
+    stale = _stale_for(store, policy, clock, invoice_ids)
+    return None if stale is None else stale.sentence()
 
 
 def processing_wait(store: Store, *, clock: Clock, reminder_id: int, invoice_id: int) -> None:
@@ -305,7 +382,8 @@ def processing_wait(store: Store, *, clock: Clock, reminder_id: int, invoice_id:
 
 def waiting_reminders(store: Store) -> list[dict[str, Any]]:
     """Pending reminders whose send waits for fresher payment data or a processing payment, newest wait first:
-    ``id``, ``reason`` (without the ``waiting:`` prefix), ``updated_at`` (UTC, the last check)."""
+    ``id``, ``reason`` (without the ``waiting:`` prefix), ``updated_at`` (UTC, the last check), ``number`` and
+    ``payment_source`` (None: from before reminders 0020) of the invoice."""
     return [r | {"reason": str(r["reason"]).removeprefix(WAITING)} for r in store.read("fence_waiting")]
 
 
@@ -313,3 +391,21 @@ def mark_processing(tx: Tx, number: str, since: datetime | None) -> bool:
     """Stripe: a payment of invoice ``number`` is processing since ``since`` (None: it ended). Returns whether
     such an invoice is known."""
     return bool(tx.run("payment_processing_mark", number=number, now=since))
+
+
+def waiting_by_source(rows: list[dict[str, Any]]) -> dict[str | None, int]:
+    """How many of :func:`waiting_reminders`' ``rows`` wait for fresher payment data, per payment source
+    (``csv``, ``sql NAME``; None for invoices from before reminders 0020), most first. Rows waiting for a
+    processing payment are not counted."""
+    counts: dict[str | None, int] = {}
+    for r in rows:
+        if str(r["reason"]).startswith("a payment of this invoice is processing"):
+            continue
+        source = r.get("payment_source")
+        counts[source] = counts.get(source, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] or "")))
+
+
+def waiting_words(source: str | None) -> str:
+    """A :func:`waiting_by_source` key in words: "csv import", "SQL source NAME", "any source" (None)."""
+    return "any source" if source is None else source_words(source)

@@ -86,11 +86,14 @@ def _status_params(number: str, status: str, paid_on: date | None, status_on: da
             "status_on": status_on, "reopen": reopen, "now": now}
 
 
-def write_invoices(tx: Tx, invoices: Sequence[Invoice], *, reopen: bool, now: datetime) -> InvoiceWrites:
+def write_invoices(tx: Tx, invoices: Sequence[Invoice], *, reopen: bool, now: datetime,
+                   source: str | None = None) -> InvoiceWrites:
     """Insert new invoices and update known ones; statuses move only under the transition rule.
 
     Their customers must be written first (:func:`write_customers`). ``reopen``: an explicit reopen (``--reopen``)
-    lets each row's status win.
+    lets each row's status win. ``source``: the source writing them (``csv``, ``api``, ``sql NAME``), which
+    becomes each invoice's ``payment_source`` (the last writer's: the payment-freshness fence reads that source's
+    watermark, :mod:`.capfence`); None keeps the stored one.
 
     Returns:
         :class:`InvoiceWrites` counts, read from the rows before and after (a concurrent writer may shift them;
@@ -107,7 +110,7 @@ def write_invoices(tx: Tx, invoices: Sequence[Invoice], *, reopen: bool, now: da
                                 "payment_url": i.payment_url or None,
                                 "payment_url_given": int(i.payment_url is not None),
                                 "pdf_path": i.pdf_path or None, "pdf_path_given": int(i.pdf_path is not None),
-                                "now": now} for i in invoices])
+                                "payment_source": source, "now": now} for i in invoices])
     # Every row, the new ones too: an invoice another writer inserted meanwhile still gets the rule.
     tx.many("move_invoice_status", [_status_params(i.number, i.status, i.paid_on, i.status_on, reopen, now)
                                     for i in invoices])

@@ -229,7 +229,8 @@ class ReminderService:
         return import_payments(self.store, path, options, now=self.clock.now())
 
     def upsert(self, customers: Sequence[Customer], invoices: Sequence[Invoice], *,
-               reopen: bool = False, tx: Tx | None = None, watermark: str | None = "api") -> dict[str, int]:
+               reopen: bool = False, tx: Tx | None = None, watermark: str | None = "api",
+               payment_source: str | None = None) -> dict[str, int]:
         """Insert or update customers and invoices in one transaction; returns counts.
 
         Customers merge and statuses move as :mod:`oncebeat.reminders.records` says for every source: a customer
@@ -246,14 +247,18 @@ class ReminderService:
         ``tx``: write in the caller's transaction (the HTTP API stores its idempotency key in it).
         ``watermark``: the source whose payment-freshness watermark this refreshes (:mod:`.capfence`; ``api``,
         ``stripe``), None: none (the SQL source records its reads in ``source_reads``).
+        ``payment_source``: what the written invoices record as the source of their payment data (the last
+        writer's; the fence waits on that source's watermark), by default ``watermark`` (``sql NAME`` for the SQL
+        source).
         """
         if tx is None:
             with self.store.transaction() as own:
-                return self.upsert(customers, invoices, reopen=reopen, tx=own, watermark=watermark)
+                return self.upsert(customers, invoices, reopen=reopen, tx=own, watermark=watermark,
+                                   payment_source=payment_source)
         tx.run("scan_lock")
         now = self.clock.now()
         write_customers(tx, customers)
-        done = write_invoices(tx, invoices, reopen=reopen, now=now)
+        done = write_invoices(tx, invoices, reopen=reopen, now=now, source=payment_source or watermark)
         if watermark is not None and invoices:
             capfence.touch_watermark(tx, watermark, now=now, detail=f"{len(invoices)} invoice(s)")
         return {"customers": len(customers), "invoices": len(invoices), "new": done.new, "updated": done.updated,
@@ -461,7 +466,8 @@ class ReminderService:
                          f"; it opens in {format_duration(wait)}", delay=wait)
         if ctx.effect_state(key) in (None, "failed"):  # before any attempt reached the server (issue 23 4-5):
             # stale payment data, or a Stripe payment processing: wait (Snooze), the reason on the row
-            capfence.check_fence(self.store, self.policy, clock=self.clock, reminder_id=reminder_id)
+            capfence.check_fence(self.store, self.policy, clock=self.clock, reminder_id=reminder_id,
+                                  invoice_id=r["invoice_id"])
             capfence.processing_wait(self.store, clock=self.clock, reminder_id=reminder_id, invoice_id=r["invoice_id"])
             capfence.claim_place(self.store, self.policy, clock=self.clock, reminder_id=reminder_id, r=r,
                                  ladder=self._settings_of(r.get("ladder_version_id")))

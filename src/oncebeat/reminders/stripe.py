@@ -71,7 +71,7 @@ from ..provenance import current_source
 from ..store import Store, Tx
 from ..timebase import Clock
 from .calendar import BusinessCalendar
-from .capfence import mark_processing, touch_watermark
+from .capfence import mark_processing, set_payment_source, touch_watermark
 from .conversions import currency_reason, date_range_reason, length_reason, text_reason
 from .holds import HoldError, place_hold, release_holds
 from .model import INVOICE_STATUSES, Customer, Invoice
@@ -494,11 +494,14 @@ class StripeWebhooks:
         if inserted:
             return out("applied", f"new invoice, {invoice.status}", invoice.number)
         # The one transition rule of every source (records.move_status); an event is never an explicit reopen.
+        # An event that writes a known invoice makes Stripe its payment source (the last writer's, capfence).
         if move_status(tx, invoice.number, target, paid_on=invoice.paid_on, status_on=invoice.status_on, now=now):
+            set_payment_source(tx, invoice.number, "stripe")
             return out("applied", f"now {target}", invoice.number)
         if target == "open":  # finalized: never reopens; refreshes an invoice that is still open
             if tx.run("refresh_open_invoice", number=invoice.number, amount_due=invoice.amount_due,
                       due_on=invoice.due_on, now=now):
+                set_payment_source(tx, invoice.number, "stripe")
                 return out("applied", "still open: amount and due date follow Stripe", invoice.number)
             return out("stale", "not reopened: the invoice is already paid, void or uncollectible (a late or "
                                 "reordered event)", invoice.number)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import ImportRejected
 from ..store import Store
+from . import capfence
 from .service import ReminderService
 from .sources.database import SourceConfig, SourceProblem, SourceRejected, SourceUnavailable, read_source
 
@@ -71,7 +72,8 @@ def sync_source(service: ReminderService, config: SourceConfig, *, quiet: bool =
         raise
     try:
         with store.transaction() as tx:
-            counts = service.upsert(read.customers, read.invoices, tx=tx, watermark=None)  # source_reads is its own
+            counts = service.upsert(read.customers, read.invoices, tx=tx, watermark=None,  # source_reads is its own
+                                    payment_source=capfence.sql_source(config.name))
             paid = service.apply_payments(read.payments, tx=tx, watermark=None) if read.payments else {"marked_paid": 0}
             tx.run("record_source_read", source=config.name, started_at=started_at, read_at=clock.now(),
                    rows=read.rows, outcome="ok", error=None)

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from ..reminders.capfence import fence_status, waiting_reminders
+from ..reminders.capfence import fence_status, waiting_by_source, waiting_reminders, waiting_words
 from ..reminders.money import minor_digits
 from ..reminders.outage import mail_outage
 from ..reminders.runtime import Runtime
@@ -63,15 +63,27 @@ register_banner(mail_outage_banner)
 
 def payment_freshness_banner(rt: Runtime) -> list[Banner]:
     """The banner every page shows while sends wait for fresher payment data (``[reminders]
-    max_payment_staleness``, :func:`oncebeat.reminders.capfence.fence_status`): how old the freshest data is, from
-    which source, and how many reminders wait (issue 23 item 5)."""
+    max_payment_staleness``, :func:`oncebeat.reminders.capfence.fence_status`): shown while reminders wait or the
+    freshest data is stale: how old the data of each stale source reminders wait on is (the freshest source's when
+    every source is stale), and how many reminders wait on each (issue 23 item 5)."""
     if rt.policy.max_payment_staleness is None:
         return []
     fresh = fence_status(rt.store, rt.policy, clock=rt.clock)
-    if not fresh.stale:
+    waiting = waiting_reminders(rt.store)
+    # the sources stale now that reminders wait on (a row whose source was refreshed since goes at its next check)
+    waiting_on = {src: n for src, n in waiting_by_source(waiting).items() if fresh.of(src).stale}
+    if not fresh.stale and not waiting_on:
         return []
-    n = len(waiting_reminders(rt.store))
-    text = fresh.sentence() + (f" ({n} reminder{'' if n == 1 else 's'} waiting: a delay, not a failure)" if n else "")
+    text = fresh.sentence() if fresh.stale else "; ".join(fresh.of(src).sentence() for src in waiting_on)
+    per_source = {waiting_words(src): n for src, n in waiting_on.items()}
+    if per_source:
+        n = sum(per_source.values())
+        on = (f" on {next(iter(per_source))}" if len(per_source) == 1
+              else ": " + ", ".join(f"{k} on {name}" for name, k in per_source.items()))
+        text += f" ({n} reminder{'' if n == 1 else 's'} waiting{on}; a delay, not a failure)"
+    elif waiting:
+        n = len(waiting)
+        text += f" ({n} reminder{'' if n == 1 else 's'} waiting: a delay, not a failure)"
     return [Banner(title="Reminders waiting for fresh payment data:", text=text, link="/doctor")]
 
 

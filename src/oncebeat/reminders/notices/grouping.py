@@ -5,7 +5,8 @@ job of a row whose ladder version groups does not send: it opens the notice of (
 version) — ``notices``, unique on those three, so duplicate scans, leftover triggers and manual runs make one — and
 enqueues that notice's job (``reminders.send_notice``, unique key ``notice:<id>``). The notice's job then:
 
-1. before anything was claimed: waits out the send window and the payment-freshness fence (as a send does); in ONE
+1. before anything was claimed: waits out the send window and the payment-freshness fence (as a send does: while
+   the payment source of any open invoice it would list is stale, :func:`.capfence.check_notice_fence`); in ONE
    transaction (the notice locked) re-reads each of the customer's rows of that date and version: an invoice paid
    or voided → the row ``skipped``, covered by a hold → ``held`` (left out, never listed stale), the rest listed
    (``reminders.notice_id``); from then on the notice lists exactly those (``assigned_at``) and a row that comes
@@ -165,10 +166,12 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
         wait = service._window_wait(n)
         if wait > 0:
             raise Snooze(f"outside the send window; it opens in {format_duration(wait)}", delay=wait)
-        fresh = capfence.fence_status(service.store, service.policy, clock=service.clock)
-        if fresh.stale and service.policy.max_payment_staleness is not None:
-            _wait(service, notice_id, capfence.WAITING + fresh.sentence(), outage=False)
-            raise Snooze(fresh.sentence(), delay=capfence.fence_poll(service.policy.max_payment_staleness))
+        if service.policy.max_payment_staleness is not None:  # waits while any listed invoice's source is stale
+            stale = capfence.check_notice_fence(service.store, service.policy, clock=service.clock,
+                                                invoice_ids=_candidate_invoices(service, n))
+            if stale is not None:
+                _wait(service, notice_id, capfence.WAITING + stale, outage=False)
+                raise Snooze(stale, delay=capfence.fence_poll(service.policy.max_payment_staleness))
         listed = _choose_rows(service, n, key=key, message_id=message_id)
         if not listed:
             return _finish(service, notice_id, "skipped", "no invoice left to remind: each was paid, voided or held "
@@ -270,6 +273,14 @@ def _escalation(service: ReminderService, rows: list[dict[str, Any]]) -> tuple[l
         if fee is not None:
             fees[int(r["id"])] = fee
     return list(cc.values()), [m for a, m in bcc.items() if a not in cc], fees
+
+
+def _candidate_invoices(service: ReminderService, n: dict[str, Any]) -> list[int]:
+    """The open invoices notice ``n`` would list now (the payment-freshness fence reads their sources)."""
+    rows = service.store.read("notice_candidates", notice_id=n["id"], customer_id=n["customer_id"],
+                              business_date=n["business_date"], ladder_version_id=n["ladder_version_id"],
+                              open=1 if n["assigned_at"] is None else 0)
+    return sorted({int(r["invoice_id"]) for r in rows if r["status"] == "open"})
 
 
 def _choose_rows(service: ReminderService, n: dict[str, Any], *, key: str, message_id: str) -> list[dict[str, Any]]:

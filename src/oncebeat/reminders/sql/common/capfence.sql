@@ -72,8 +72,16 @@ WHERE payment_watermarks.refreshed_at <= excluded.refreshed_at;
 SELECT source, refreshed_at, detail FROM payment_watermarks ORDER BY refreshed_at DESC, source;
 
 -- name: sql_source_watermark
--- The SQL source's watermark: the started_at of its last good read (0011).
-SELECT source, started_at FROM source_reads WHERE outcome = 'ok' ORDER BY started_at DESC, id DESC LIMIT 1;
+-- Each SQL source's watermark: the started_at of its last good read (0011), one row per source.
+SELECT r.source, r.started_at FROM source_reads r
+WHERE r.outcome = 'ok' AND NOT EXISTS (
+    SELECT 1 FROM source_reads n WHERE n.source = r.source AND n.outcome = 'ok'
+      AND (n.started_at > r.started_at OR (n.started_at = r.started_at AND n.id > r.id)))
+ORDER BY r.started_at DESC, r.source;
+
+-- name: payment_source_set
+-- Source :source last wrote invoice :number: its payment data comes from there (0020).
+UPDATE invoices SET payment_source = :source WHERE number = :number;
 
 -- name: payment_processing_mark
 -- Stripe: a payment of invoice :number is processing (:now) or ended (:now NULL). Returns the invoice's id.
@@ -90,6 +98,6 @@ WHERE id = :id AND state = 'pending'
 RETURNING id;
 
 -- name: fence_waiting
-SELECT r.id, r.reason, r.updated_at, i.number FROM reminders r JOIN invoices i ON i.id = r.invoice_id
+SELECT r.id, r.reason, r.updated_at, i.number, i.payment_source FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 WHERE r.state = 'pending' AND r.reason LIKE 'waiting: %'
 ORDER BY r.updated_at DESC, r.id DESC;

@@ -18,12 +18,14 @@ ON CONFLICT (email) DO UPDATE SET name = COALESCE(:name, customers.name), locale
 -- (the insert; the update never changes it).
 -- payment_url: :payment_url_given 0 when the source does not carry it (the stored one is kept), else the value
 -- (NULL for an explicit empty one, which clears it).
+-- payment_source (0020): the source writing the row ('csv', 'api', 'sql NAME'), NULL keeps the stored one.
 INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at,
-                      entered_at, payment_url, pdf_path)
+                      entered_at, payment_url, pdf_path, payment_source)
 VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
         :due_on, :status, :paid_on, :now, :now, CAST(:payment_url AS text),
-        CAST(:pdf_path AS text))
+        CAST(:pdf_path AS text), CAST(:payment_source AS text))
 ON CONFLICT (number) DO UPDATE SET
+    payment_source = COALESCE(excluded.payment_source, invoices.payment_source),
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
     issued_on = excluded.issued_on, due_on = excluded.due_on,
     payment_url = CASE WHEN CAST(:payment_url_given AS integer) = 1 THEN excluded.payment_url
@@ -149,10 +151,11 @@ UPDATE stripe_events SET outcome = :outcome, detail = :detail WHERE id = :id;
 SELECT * FROM stripe_events ORDER BY received_at, id;
 
 -- name: insert_invoice_if_absent
+-- A Stripe webhook's new invoice: its payment data comes from Stripe (payment_source, 0020).
 INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, paid_at,
-                      updated_at, entered_at)
+                      updated_at, entered_at, payment_source)
 VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
-        :due_on, :status, :paid_on, :paid_at, :now, :now)
+        :due_on, :status, :paid_on, :paid_at, :now, :now, 'stripe')
 ON CONFLICT (number) DO NOTHING
 RETURNING id;
 

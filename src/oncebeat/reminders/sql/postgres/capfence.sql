@@ -22,3 +22,7 @@ WHERE i.customer_id = :customer_id AND r.id <> :id
 -- name: payment_processing_mark
 UPDATE invoices SET payment_processing_since = CAST(:now AS TIMESTAMPTZ) WHERE number = :number
 RETURNING id;
+
+-- name: invoice_payment_sources
+-- The payment source of each invoice in :ids (NULL: written before reminders 0020), for the freshness fence.
+SELECT id, payment_source FROM invoices WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id;

@@ -4,11 +4,12 @@
 -- name: upsert_invoice
 -- As common/reminders.sql's (fields only, never the status), the same statement.
 INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at,
-                      entered_at, payment_url, pdf_path)
+                      entered_at, payment_url, pdf_path, payment_source)
 VALUES (:number, (SELECT id FROM customers WHERE email = :customer_email), :currency, :amount_due, :issued_on,
         :due_on, :status, CAST(:paid_on AS DATE), :now, :now, CAST(:payment_url AS text),
-        CAST(:pdf_path AS text))
+        CAST(:pdf_path AS text), CAST(:payment_source AS text))
 ON CONFLICT (number) DO UPDATE SET
+    payment_source = COALESCE(excluded.payment_source, invoices.payment_source),
     customer_id = excluded.customer_id, currency = excluded.currency, amount_due = excluded.amount_due,
     issued_on = excluded.issued_on, due_on = excluded.due_on,
     payment_url = CASE WHEN CAST(:payment_url_given AS integer) = 1 THEN excluded.payment_url
