@@ -486,7 +486,8 @@ class ReminderService:
                                    cc=esc.cc if esc else (), bcc=bcc)
         try:  # the invoice PDF / statement, built once: a retry sends the message as first frozen (notices.sending)
             data = with_attachments(self.store, self.clock, self.policy.attachments, r, key=key, data=data,
-                                    message_id=message_id, stages=self.policy.stages, company=self.policy.company,
+                                    message_id=message_id, stages=self._escalations_of(r.get("ladder_version_id"))[0],
+                                    company=self.policy.company,
                                     fallback_locale=self.policy.fallback_locale)
         except AttachmentError as exc:  # never send a reminder without the file it promises: failed, visibly
             return self._finish(reminder_id, "failed", str(exc))

@@ -16,7 +16,7 @@ import email
 import email.policy
 import hashlib
 import mailbox
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -35,9 +35,15 @@ class Invariant(Protocol):
 
 def check_attachments(inv: Invariant, *, maildir: Path | None, policy: AttachmentPolicy | None,
                       stages: Sequence[int], recorded: dict[int, list[str]],
-                      notice_rows: Mapping[int, Sequence[tuple[int, str, int]]] | None = None) -> None:
+                      notice_rows: Mapping[int, Sequence[tuple[int, str, int]]] | None = None,
+                      stages_of: Callable[[int], Sequence[int]] | None = None) -> None:
     """Judge ``attachments-as-frozen`` (see the module docstring) on every message in ``maildir``;
-    ``notice_rows``: notice id -> the (reminder id, invoice number, stage) of each row it lists."""
+    ``notice_rows``: notice id -> the (reminder id, invoice number, stage) of each row it lists; ``stages_of``:
+    reminder id -> the stages of the ladder version it was created under (its "final" stage; default
+    ``stages``, the policy file's)."""
+    def ladder(reminder_id: int) -> Sequence[int]:
+        return stages_of(reminder_id) if stages_of is not None else stages
+
     if maildir is None or policy is None or not maildir.exists():
         return
     by_message_id: dict[str, list[str]] = {}
@@ -47,13 +53,13 @@ def check_attachments(inv: Invariant, *, maildir: Path | None, policy: Attachmen
         notice = str(msg.get("X-Oncebeat-Notice") or "").strip()
         if reminder is not None and stage is not None:
             where = f"{msg.get('X-Oncebeat-Invoice')} stage {stage} ({msg.get('Message-ID')})"
-            invoices, statement = 1, policy.wants_statement(int(stage), stages)
+            invoices, statement = 1, policy.wants_statement(int(stage), ladder(int(reminder)))
         elif notice.isdigit() and notice_rows is not None and notice_rows.get(int(notice)):
             rows = notice_rows[int(notice)]
             reminder = str(rows[0][0])
             where = f"notice {notice} of {', '.join(n for _, n, _ in rows)} ({msg.get('Message-ID')})"
             invoices = len({n for _, n, _ in rows})
-            statement = any(policy.wants_statement(s, stages) for _, _, s in rows)
+            statement = any(policy.wants_statement(s, ladder(rid)) for rid, _, s in rows)
         else:
             continue
         inv.checked += 1

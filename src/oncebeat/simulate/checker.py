@@ -56,7 +56,7 @@ the due set above is computed without them and ``held`` counts as an end.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -251,8 +251,16 @@ def check(store: Store, *, maildir: Path | None, stages: Iterable[int], definiti
     for n in notices:
         if n["reminder_id"] is not None and n["state"] in ("sent", "in_doubt"):
             listing[int(n["notice_id"])].append((int(n["reminder_id"]), str(n["number"]), int(n["stage"])))
+    version_of = {int(r["id"]): r.get("ladder_version_id") for r in reminders}
+
+    def stages_of(reminder_id: int) -> Sequence[int]:  # "final" is the last stage of the row's own ladder version
+        v = version_of.get(reminder_id)
+        return ladders.versions[int(v)].stages if ladders is not None and v is not None and \
+            int(v) in ladders.versions else stages
+
     check_attachments(inv["attachments-as-frozen"], maildir=maildir, policy=attachments, stages=stages,
-                      recorded=attachment_digests(store) if attachments is not None else {}, notice_rows=listing)
+                      recorded=attachment_digests(store) if attachments is not None else {}, notice_rows=listing,
+                      stages_of=stages_of)
     fees = check_fees(inv, fees=all_fees(store), invoices=invoices, ladders=ladders, messages=messages,
                       effects=effects, internal=internal,
                       listed_by={int(n["reminder_id"]): notice_key(int(n["notice_id"])) for n in notices
