@@ -56,3 +56,23 @@ def test_the_notice_is_written_in_each_shipped_language(locale: str, subject: st
     assert words in email.text and "A-1" in email.text and "https://pay.example/a1" in email.text
     assert "B&lt;2&gt;" in email.html and "B<2>" not in email.html  # autoescaped
     assert email.text.count("A-1") == 1 and email.html.count("<strong>A-1</strong>") == 1
+
+
+@pytest.mark.parametrize(("locale", "one", "many"), [
+    ("en_US", "the following invoice is not yet paid", "the following invoices are not yet paid"),
+    ("de_DE", "ist die folgende Rechnung noch nicht bezahlt", "sind die folgenden Rechnungen noch nicht bezahlt"),
+    ("fr_FR", "la facture suivante n'est pas encore réglée", "les factures suivantes ne sont pas encore réglées"),
+    ("es_ES", "la siguiente factura aún no ha sido pagada", "las siguientes facturas aún no han sido pagadas"),
+])
+def test_a_notice_of_one_invoice_speaks_of_one_invoice(locale: str, one: str, many: str) -> None:
+    """Found by the fresh-eyes test: a one-invoice notice said "the following invoices are not yet paid"."""
+    row = {"number": "A-1", "stage": 7, "currency": "EUR", "amount_due": 123_450, "due_on": date(2026, 3, 1),
+           "payment_url": None}
+    single = render_notice(Renderer(), customer_name="Zoë", customer_locale=locale, business_date=date(2026, 3, 8),
+                           rows=[row])
+    double = render_notice(Renderer(), customer_name="Zoë", customer_locale=locale, business_date=date(2026, 3, 8),
+                           rows=[row, row | {"number": "A-2"}])
+    for email, present, absent in ((single, one, many), (double, many, one)):
+        text = " ".join(email.text.split()).replace("&#39;", "'")
+        html = " ".join(email.html.split()).replace("&#39;", "'")
+        assert present in text and present in html and absent not in text, (locale, text)
