@@ -216,6 +216,9 @@ def test_the_cli_prints_the_record_and_writes_the_pdf_with_the_same_sha256(harne
     lines = text.stdout.decode()
     assert "stage 14: held (held)" in lines and "stage 30: skipped (paid) - invoice paid on 2026-03-31" in lines
     assert "resolved done" in lines
+    # each sent stage says who got it and what it said, as the JSON's headers do (the fresh-eyes test missed them)
+    to = next(v for s in data["stages"] if s["message"] for k, v in s["message"]["headers"] if k == "To")
+    assert f"  To: {to}" in lines and "  Subject: " in lines
 
     with_bytes = _oncebeat("evidence", NUMBER, "--json", "--include-message", "--db", db, cwd=tmp_path)
     assert with_bytes.returncode == 0

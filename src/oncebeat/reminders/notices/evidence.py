@@ -371,6 +371,10 @@ def record_read(store: Store, *, clock: Clock, source: Source, record: EvidenceR
                              "include_message": bool(record.data.get("include_message"))})
 
 
+#: The headers the text summary prints per stage (the JSON and the PDF hold them all): recipients and subject.
+_SUMMARY_HEADERS = ("from", "to", "cc", "subject")
+
+
 def summary_lines(record: EvidenceRecord) -> list[str]:
     """The record for a terminal: one block per stage (the JSON and the PDF hold everything)."""
     d = record.data
@@ -402,6 +406,9 @@ def summary_lines(record: EvidenceRecord) -> list[str]:
         if s["message"]:
             kept = "bytes kept" if s["message"]["bytes_kept"] else "bytes not kept after delivery"
             lines.append(f"  message SHA-256 {s['message']['sha256']} ({s['message']['size']} bytes, {kept})")
+            for name, value in s["message"].get("headers") or []:  # who got it and what it said (no body)
+                if name.lower() in _SUMMARY_HEADERS:
+                    lines.append(f"  {name}: {value}")
         if s["in_doubt"]:
             res = s["in_doubt"]["resolution"]
             lines.append(f"  was in doubt: {s['in_doubt']['detail']}" + (
