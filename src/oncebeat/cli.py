@@ -596,7 +596,8 @@ def worker(database_url: str | None, config: Path | None, app: str | None, concu
             if burst:
                 done = wrk.burst(wait_for_leases=wait_for_leases)
                 click.echo("burst done: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in done.items()
-                                                      if n or k != "other") + _left_text(wrk.left), err=True)
+                                                      if n or k not in ("other", "snoozed"))
+                           + _left_text(wrk.left), err=True)
                 return
             counts = wrk.run()
     finally:

@@ -567,10 +567,12 @@ class Worker:
 
         Returns:
             The outcomes counted from the ``job.finished`` telemetry of this process:
-            ``{"completed", "retried", "discarded", "in_doubt", "other"}`` (jobs).
+            ``{"completed", "retried", "snoozed", "discarded", "in_doubt", "other"}`` (jobs). ``snoozed``: run
+            again later without using an attempt (a cap, a freshness fence, a send window, a mail outage), no
+            failure, so not counted as retried.
         """
         outcomes: Counter[str] = Counter()
-        names = {"completed": "completed", "retry": "retried", "snooze": "retried", "discard": "discarded",
+        names = {"completed": "completed", "retry": "retried", "snooze": "snoozed", "discard": "discarded",
                  "unknown_task": "discarded", "effect_conflict": "discarded", "in_doubt": "in_doubt"}
 
         def count(_: str, data: Mapping[str, Any]) -> None:
@@ -596,7 +598,7 @@ class Worker:
         finally:
             telemetry.detach("job.finished", count)
             self.stop_process()
-        return {k: outcomes.get(k, 0) for k in ("completed", "retried", "discarded", "in_doubt", "other")}
+        return {k: outcomes.get(k, 0) for k in ("completed", "retried", "snoozed", "discarded", "in_doubt", "other")}
 
     def rescue(self) -> list[dict[str, Any]]:
         rows = self.queue.rescue()

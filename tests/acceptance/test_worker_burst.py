@@ -18,7 +18,7 @@ JOBS = '''
 from pathlib import Path
 
 from oncebeat import App
-from oncebeat.errors import Discard, Retry
+from oncebeat.errors import Discard, Retry, Snooze
 
 app = App()
 
@@ -37,6 +37,10 @@ def hopeless(ctx) -> None:
 @app.task(max_attempts=5)
 def flaky(ctx) -> None:
     raise Retry("the partner API is down", delay=3600)
+
+@app.task(max_attempts=1)
+def capped(ctx) -> None:
+    raise Snooze("cap: 2 notices this week", delay=3600)
 
 
 @app.task()
@@ -61,7 +65,7 @@ def test_burst_runs_what_is_due_then_exits_0_with_a_summary_and_leaves_later_job
                                                                                   db_url: str) -> None:
     (tmp_path / "jobs.py").write_text(JOBS, encoding="utf-8")
     app = App()
-    for name in ("note", "hopeless", "flaky"):
+    for name in ("note", "hopeless", "flaky", "capped"):
         app.task(name)(lambda ctx, **_: None)
     clock = SystemClock()
     with open_store(db_url) as store:
@@ -72,13 +76,14 @@ def test_burst_runs_what_is_due_then_exits_0_with_a_summary_and_leaves_later_job
         queue.enqueue("note", {"n": 99}, run_at=clock.now() + timedelta(hours=1))  # not due: left for later
         queue.enqueue("hopeless")
         queue.enqueue("flaky")
+        queue.enqueue("capped")  # a snooze (a cap, a fence): no failure, so not "retried" (a fresh-eyes finding)
     result = _burst(tmp_path, db_url)
     assert result.returncode == 0, result.stderr
-    assert "burst done: 5 completed, 1 retried, 1 discarded, 0 in doubt" in result.stderr
+    assert "burst done: 5 completed, 1 retried, 1 snoozed, 1 discarded, 0 in doubt" in result.stderr
     assert sorted((tmp_path / "ran.txt").read_text().split()) == ["0", "1", "2", "3", "4"]
     with open_store(db_url) as store:
         states = sorted(j["state"] for j in store.read("list_jobs", state=None, task=None, limit=100))
-        assert states == ["completed"] * 5 + ["discarded", "retryable", "scheduled"]
+        assert states == ["completed"] * 5 + ["discarded", "retryable", "retryable", "scheduled"]  # flaky, capped
         workers = [p for p in store.read("list_processes") if p["role"] == "worker"]
         assert workers and all(p["stopped_at"] is not None for p in workers)  # it says it is gone
 
