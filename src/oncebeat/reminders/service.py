@@ -148,6 +148,8 @@ class ReminderService:
         # version id -> its settings (stages, calendar, cap, group, escalation…): a version never changes, so each
         # is read once per process (_settings_of) by every reader of a pinned ladder's settings
         self._ladder_settings: dict[int, LadderSettings] = {}
+        self._policy_file: Path | None = None  # follow_policy_file: the file re-read when its bytes change
+        self._policy_digest: str | None = None
 
     def use_policy(self, policy: Policy) -> None:
         """Go on under ``policy`` (an edited file picked up by a running process): the next scan records the
@@ -160,7 +162,7 @@ class ReminderService:
         bytes change (:meth:`current_policy`): a running worker's next scan and the dashboard's ladders and apply
         button use the file as it is on disk, never the one a process read at start. Without it two processes
         reading different files would each record their settings as the ladder's newest version in turn."""
-        self._policy_file: Path | None = Path(path) if path is not None else Path(DEFAULT_CONFIG_NAME)
+        self._policy_file = Path(path) if path is not None else Path(DEFAULT_CONFIG_NAME)
         self._policy_digest = _file_digest(self._policy_file)
 
     def current_policy(self) -> Policy:
@@ -170,7 +172,7 @@ class ReminderService:
         Raises:
             ConfigError: the file changed and is not valid; the service goes on under the settings it had.
         """
-        path = getattr(self, "_policy_file", None)
+        path = self._policy_file
         if path is None:
             return self.policy
         digest = _file_digest(path)
