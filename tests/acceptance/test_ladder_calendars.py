@@ -147,7 +147,9 @@ def test_a_ladder_cap_of_one_defers_the_second_notice_while_the_default_ladders_
     eur = sorted((rows["EU-1"]["state"], rows["EU-2"]["state"]))
     assert eur == ["deferred", "sent"]  # the EUR ladder's cap: 1
     late = next(r for r in rows.values() if r["state"] == "deferred")
-    assert "at most 1 per 7 days" in late["cap_reason"]
+    # the EUR ladder's limit (1, not the default's 3) in either form the cap writes: over it, or the place held
+    # for a reminder waiting longer (which one a worker claims first is its order, not the test's)
+    assert "at most 1 per 7 days" in late["cap_reason"] or "of 1 notices" in late["cap_reason"], late["cap_reason"]
     for n in range(1, 9):  # a week later the place is free again
         h.tick_to(FIRST_FIRE + timedelta(days=n, minutes=1))
         worker.drain()
