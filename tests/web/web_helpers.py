@@ -9,8 +9,15 @@ middleware) and returns a Starlette TestClient bound to it, from a loopback addr
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -76,3 +83,38 @@ def login(client: TestClient, token: str = TOKEN) -> None:
     page = client.get("/login")
     response = client.post("/login", data={"csrf": csrf_of(page.text), "token": token, "next": "/"})
     assert response.status_code == 303, response.text
+
+
+@contextmanager
+def serve_web(db_url: str, config: Path, cwd: Path, **env: str) -> Iterator[str]:
+    """``oncebeat web`` as a real process on a free loopback port for a browser test, with ``env`` added (the
+    tokens): yields its base URL once it answers, and stops it (by its pid) afterwards."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", "web", "--port", str(port), "--db", db_url,
+                             "--config", str(config)], env={**os.environ, **env}, cwd=cwd,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/metrics", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    assert proc.stderr is not None
+                    raise AssertionError(f"oncebeat web did not start: {proc.stderr.read().decode()}") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
