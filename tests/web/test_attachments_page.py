@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,7 +17,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from test_browser import TOKEN, Live, _free_port, _log_in, browser, console_errors, page  # noqa: F401
+from test_browser import TOKEN, Live, _log_in, browser, console_errors, page  # noqa: F401
+from web_helpers import serve_web
 
 from oncebeat.clock import ClockProcess
 from oncebeat.mail import Mailer, MailSink
@@ -74,29 +73,8 @@ def sent(store: Store, db_url: str, sim_clock: SimulatedClock, tmp_path: Path) -
     finally:
         mailer.close()
         sink.stop()
-    port = _free_port()
-    env = {**os.environ, "ONCEBEAT_WEB_TOKEN": TOKEN}
-    proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", "web", "--port", str(port), "--db", db_url,
-                             "--config", str(config)], env=env, cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/metrics", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"oncebeat web did not start: {proc.stderr.read().decode()}") from None
-                time.sleep(0.2)
+    with serve_web(db_url, config, tmp_path, ONCEBEAT_WEB_TOKEN=TOKEN) as url:
         yield Live(url=url, db_url=db_url, seeded=None)  # type: ignore[arg-type]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        assert proc.stderr is not None
-        proc.stderr.close()
 
 
 def _anonymous(url: str) -> tuple[int, bytes]:

@@ -5,16 +5,12 @@ backend, on the hand-computed book (tests/reports_book.py). ``ONCEBEAT_SCREENSHO
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import TOKEN, VIEWER_TOKEN, _free_port, _shot, browser, console_errors, page  # noqa: F401
+from test_browser import TOKEN, VIEWER_TOKEN, _shot, browser, console_errors, page  # noqa: F401
+from web_helpers import serve_web
 
 from oncebeat.reminders.policy import write_default_config
 from oncebeat.reminders.runtime import load_runtime
@@ -34,33 +30,8 @@ def reports_url(db_url: str, tmp_path: Path) -> Iterator[str]:
         seed(rt.service, rt.store)
     finally:
         rt.close()
-    port = _free_port()
-    env = {**os.environ, "ONCEBEAT_WEB_TOKEN": TOKEN, "ONCEBEAT_WEB_VIEWER_TOKEN": VIEWER_TOKEN}
-    proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", "web", "--port", str(port), "--db", db_url,
-                             "--config", str(config)], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/metrics", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"oncebeat web did not start: {proc.stderr.read().decode()}") from None
-                time.sleep(0.2)
+    with serve_web(db_url, config, tmp_path, ONCEBEAT_WEB_TOKEN=TOKEN, ONCEBEAT_WEB_VIEWER_TOKEN=VIEWER_TOKEN) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
 
 
 def test_a_viewer_reads_the_collection_reports_in_a_browser(reports_url: str, page: object) -> None:
