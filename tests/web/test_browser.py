@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from dashboard_seed import Seeded, seed
+from web_helpers import serve_web
 
 from oncebeat.reminders.policy import write_default_config
 from oncebeat.store import open_store
@@ -51,33 +49,8 @@ def live(db_url: str, tmp_path: Path) -> Iterator[Live]:
     seeded = seed(db_url, tmp_path)
     config = tmp_path / "oncebeat.toml"
     write_default_config(config)
-    port = _free_port()
-    env = {**os.environ, "ONCEBEAT_WEB_TOKEN": TOKEN, "ONCEBEAT_WEB_VIEWER_TOKEN": VIEWER_TOKEN}
-    proc = subprocess.Popen([sys.executable, "-m", "oncebeat.cli", "web", "--port", str(port), "--db", db_url,
-                             "--config", str(config)], env=env, cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/metrics", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"oncebeat web did not start: {proc.stderr.read().decode()}") from None
-                time.sleep(0.2)
+    with serve_web(db_url, config, tmp_path, ONCEBEAT_WEB_TOKEN=TOKEN, ONCEBEAT_WEB_VIEWER_TOKEN=VIEWER_TOKEN) as url:
         yield Live(url=url, db_url=db_url, seeded=seeded)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
 
 
 @pytest.fixture(scope="module")
