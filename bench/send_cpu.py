@@ -125,6 +125,7 @@ def drain(backend: str, n: int, settings: Settings, *, profile: bool = False) ->
                     pass
                 if prof is not None:
                     prof.disable()
+                    prof.dump_stats(str(settings.tmp / "send_cpu.prof"))
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 w.stop_process()
                 mailer.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 from oncebeat.provenance import current_source
 from oncebeat.queue import Queue
 from oncebeat.store import open_store
-from oncebeat.store.sqlite import _is_read_only
+from oncebeat.store.base import is_read_only as _is_read_only
 from oncebeat.timebase import SystemClock
 
 HOLD = textwrap.dedent("""

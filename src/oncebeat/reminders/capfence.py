@@ -370,14 +370,21 @@ def check_notice_fence(store: Store, policy: Policy, *, clock: Clock, invoice_id
     return None if stale is None else stale.sentence()
 
 
-def processing_wait(store: Store, *, clock: Clock, reminder_id: int, invoice_id: int) -> None:
+UNREAD: Any = object()  # processing_wait's ``since`` when the caller has not read it
+
+
+def processing_wait(store: Store, *, clock: Clock, reminder_id: int, invoice_id: int,
+                    since: datetime | None = UNREAD) -> None:
     """Snooze the send of reminder ``reminder_id`` while Stripe says a payment of its invoice is processing: not
-    skipped (the payment may still fail), not sent (it may succeed). Raises :class:`Snooze`."""
-    rows = store.read("payment_processing_of", invoice_id=invoice_id)
-    if rows and rows[0]["payment_processing_since"] is not None:
+    skipped (the payment may still fail), not sent (it may succeed). ``since``: the invoice's
+    ``payment_processing_since`` (UTC; None: none processing) when the caller read it with the reminder, else it
+    is read here. Raises :class:`Snooze`."""
+    if since is UNREAD:
+        rows = store.read("payment_processing_of", invoice_id=invoice_id)
+        since = rows[0]["payment_processing_since"] if rows else None
+    if since is not None:
         _wait(store, clock, reminder_id, f"a payment of this invoice is processing at Stripe (since "
-              f"{rows[0]['payment_processing_since'].isoformat()}); the reminder waits for it to succeed or fail",
-              PROCESSING_POLL)
+              f"{since.isoformat()}); the reminder waits for it to succeed or fail", PROCESSING_POLL)
 
 
 def waiting_reminders(store: Store) -> list[dict[str, Any]]:

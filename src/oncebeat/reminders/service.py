@@ -450,27 +450,30 @@ class ReminderService:
             return str(r["state"])  # already decided by an earlier job: nothing to do
         key = reminder_key(reminder_id)
         # If an earlier attempt started the delivery, the ledger decides (sent, in doubt or busy), whatever
-        # happened to the invoice since: calling it skipped could hide an email that went out. The ledger is
-        # read here only for a closed invoice; for an open one the claim says whether an attempt came before.
-        if r["status"] != "open" and ctx.effect_state(key) in (None, "failed"):
+        # happened to the invoice since: calling it skipped could hide an email that went out. The ledger's state
+        # of the key was read with the row (get_reminder_for_send); the claim decides in the end.
+        untried = r["effect_state"] in (None, "failed")
+        if r["status"] != "open" and untried:
             reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
             return self._finish(reminder_id, "skipped", reason)
-        hold = self.store.read("covering_hold", invoice_id=r["invoice_id"], business_date=r["business_date"])
-        if hold and ctx.effect_state(key) in (None, "failed"):  # held before any attempt reached the server
-            return self._hold(reminder_id, hold[0])
+        if r.get("covering_hold_id") is not None and untried:  # held before any attempt reached the server
+            hold = self.store.read("covering_hold", invoice_id=r["invoice_id"], business_date=r["business_date"])
+            if hold:
+                return self._hold(reminder_id, hold[0])
         problem = address_problem(r["email"])
         if problem is not None:  # no attempt can ever deliver it: failed at once, not retried for hours (G6)
             return self._finish(reminder_id, "failed", f"undeliverable address {r['email']!r}: {problem}")
         wait = self._window_wait(r)
-        if wait > 0 and ctx.effect_state(key) in (None, "failed"):  # no attempt reached the server: it may wait
+        if wait > 0 and untried:  # no attempt reached the server: it may wait
             calendar = self._calendar_of(r.get("ladder_version_id"))
             raise Snooze(f"outside the send window ({calendar.describe() if calendar else ''})"
                          f"; it opens in {format_duration(wait)}", delay=wait)
-        if ctx.effect_state(key) in (None, "failed"):  # before any attempt reached the server (issue 23 4-5):
+        if untried:  # before any attempt reached the server (issue 23 4-5):
             # stale payment data, or a Stripe payment processing: wait (Snooze), the reason on the row
             capfence.check_fence(self.store, self.policy, clock=self.clock, reminder_id=reminder_id,
                                   invoice_id=r["invoice_id"])
-            capfence.processing_wait(self.store, clock=self.clock, reminder_id=reminder_id, invoice_id=r["invoice_id"])
+            capfence.processing_wait(self.store, clock=self.clock, reminder_id=reminder_id, invoice_id=r["invoice_id"],
+                                     since=r.get("payment_processing_since", capfence.UNREAD))
             capfence.claim_place(self.store, self.policy, clock=self.clock, reminder_id=reminder_id, r=r,
                                  ladder=self._settings_of(r.get("ladder_version_id")))
         rendered, message_id = self._render(r)

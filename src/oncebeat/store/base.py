@@ -14,6 +14,8 @@ so a library user's business writes and the jobs they enqueue commit together.
 
 from __future__ import annotations
 
+import functools
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -25,7 +27,7 @@ from ..errors import StoreError
 from ..redact import redact_url, unencoded_password
 from .sqlfiles import SqlLine, load_queries, registered_lines
 
-__all__ = ["Json", "Store", "Tx", "redact_url", "instant_text", "clean_database_url"]
+__all__ = ["Json", "Store", "Tx", "redact_url", "instant_text", "clean_database_url", "is_read_only"]
 
 
 def clean_database_url(url: str) -> str:
@@ -56,6 +58,25 @@ def clean_database_url(url: str) -> str:
     return text
 
 _INSTANT_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# Words of a statement that writes, locks, or has an effect outside its own snapshot, on either backend (SQLite's
+# verbs and pragmas; PostgreSQL's row locks FOR UPDATE / FOR SHARE, sequences, advisory locks, NOTIFY, settings).
+_WRITE_WORD = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|PRAGMA|ATTACH|VACUUM|MERGE|TRUNCATE|"
+                         r"LOCK|COPY|INTO|SHARE|NEXTVAL|SETVAL|PG_ADVISORY\w*|PG_TRY_ADVISORY\w*|PG_NOTIFY|"
+                         r"SET_CONFIG)\b", re.IGNORECASE)
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+@functools.lru_cache(maxsize=1024)
+def is_read_only(sql: str) -> bool:
+    """True for a statement that only reads: it starts with SELECT (or WITH … SELECT) and names no word that
+    writes, locks a row or has an effect of its own (``_WRITE_WORD``). Such a statement can run alone, outside
+    any transaction block, and be run again after a dead connection without changing anything.
+
+    Conservative: a column or string containing such a word makes it a write, which only costs a transaction.
+    """
+    text = _COMMENT.sub(" ", sql).strip()
+    first = text.split(None, 1)[0].upper() if text else ""
+    return first in ("SELECT", "WITH") and not _WRITE_WORD.search(text)
 
 
 def instant_text(value: datetime) -> str:

@@ -53,7 +53,7 @@ from psycopg_pool.base import AttemptWithBackoff
 
 from ..errors import MigrationError, StoreError, TransientStoreError, UniqueConflict
 from ..redact import remember_secrets, unencoded_password
-from .base import Json, Store, Tx, clean_database_url, redact_url
+from .base import Json, Store, Tx, clean_database_url, is_read_only, redact_url
 from .migrations import apply_lines, now_utc, versions_by_line
 from .sqlfiles import SqlLine, registered_lines
 
@@ -273,6 +273,40 @@ class PostgresStore(Store):
             raise
         finally:
             self._pool.putconn(conn)
+
+    def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        """Run one named query and return its rows; a read-only query (:func:`~.base.is_read_only`) runs alone.
+
+        A single statement outside a transaction block is its own transaction (autocommit) with one snapshot, as
+        it would be between ``BEGIN`` and ``COMMIT`` at READ COMMITTED: one round trip instead of three (a send
+        job reads before it writes; issue 27). A pooled connection found dead by the read is given back (the pool
+        replaces it) and the read is tried on the next one, as :meth:`_begin` does for a ``BEGIN``: a read-only
+        statement changes nothing, so running it again is safe. Any other query runs in a transaction as before.
+
+        Raises:
+            TransientStoreError: the server could not be reached on ``BEGIN_TRIES`` connections, or the query
+                was cancelled (timeout) or failed to serialise; StoreError for any other failure.
+        """
+        sql = self.query_sql(name)
+        if not is_read_only(sql):
+            return super().read(name, **params)
+        adapted = _params(params)
+        for attempt in range(BEGIN_TRIES):
+            conn = self._pool.getconn()
+            try:
+                if self.before_statement is not None:
+                    self.before_statement(name)
+                cur = cast("psycopg.Connection[dict[str, Any]]", conn).execute(sql, adapted)
+                return cur.fetchall() if cur.description else []
+            except psycopg.OperationalError as exc:
+                if not (conn.closed or conn.broken) or attempt == BEGIN_TRIES - 1:
+                    raise _translate(exc, f"query {name}", self.url) from exc
+                self._pool.check()  # its idle siblings usually died with it (a restart, a terminated backend)
+            except psycopg.Error as exc:
+                raise _translate(exc, f"query {name}", self.url) from exc
+            finally:
+                self._pool.putconn(conn)
+        raise AssertionError("unreachable")
 
     def _begin(self, begin: str) -> psycopg.Connection[Any]:
         """A pooled connection with its transaction begun: ``begin`` is the check that it is alive.

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 import sqlite3
 import threading
 import time
@@ -34,7 +33,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import MigrationError, StoreError, TransientStoreError, UniqueConflict
-from .base import Json, Store, Tx, clean_database_url, instant_text, redact_url
+from .base import Json, Store, Tx, clean_database_url, instant_text, is_read_only, redact_url
 from .migrations import apply_lines, now_utc, versions_by_line
 from .sqlfiles import SqlLine, registered_lines
 from .writelock import WriteLock
@@ -151,21 +150,6 @@ def _close_all(connections: list[sqlite3.Connection], lock: threading.Lock) -> N
         for conn in connections:
             conn.close()
         connections.clear()
-
-
-_WRITE_WORD = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|PRAGMA|ATTACH|VACUUM)\b", re.IGNORECASE)
-_COMMENT = re.compile(r"--[^\n]*")
-
-
-@functools.lru_cache(maxsize=1024)
-def _is_read_only(sql: str) -> bool:
-    """True for a statement that only reads: it starts with SELECT (or WITH … SELECT) and names no writing verb.
-
-    Conservative: a column or string containing such a word makes it a write, which only costs the lock.
-    """
-    text = _COMMENT.sub(" ", sql).strip()
-    first = text.split(None, 1)[0].upper() if text else ""
-    return first in ("SELECT", "WITH") and not _WRITE_WORD.search(text)
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
@@ -291,7 +275,7 @@ class SqliteStore(Store):
         jobs never queue behind the writer lock. A query that writes (a ``read`` verb used for an UPDATE …
         RETURNING) still runs in a write transaction.
         """
-        if not _is_read_only(self.query_sql(name)):
+        if not is_read_only(self.query_sql(name)):
             return super().read(name, **params)
         conn = self._connect()
         if conn.in_transaction:  # inside this thread's own transaction: SQLite would refuse a nested BEGIN anyway

@@ -64,11 +64,21 @@ SELECT 1 AS locked;
 -- name: get_reminder_for_send
 -- resumed_*: the hold this reminder is the first after (reminders 0009), for the template's promise_missed.
 -- ladder_version_id: the ladder version it was created under (its templates and sender; reminders 0014).
+-- The send job's other checks ride along, so a send reads once (issue 27: each read was a round trip):
+-- covering_hold_id, the oldest hold covering the invoice on the reminder's business date (the covering_hold
+-- query's rule); payment_processing_since (Stripe); effect_state, the ledger state of the reminder's effect key
+-- (reminder:<id>; NULL: never claimed).
 SELECT r.id, r.stage, r.state, r.business_date, r.occurrence_id, r.message_id, r.deferred_since, r.hold_id,
        r.resumes_hold_id, h.reason AS resumed_reason, h.promise_until AS resumed_promise_until,
        h.released_at AS resumed_released_at,
        i.id AS invoice_id, i.number, i.currency, i.amount_due, i.issued_on, i.due_on, i.status, i.paid_on,
-       i.payment_url, i.pdf_path, c.email, c.name, c.locale, c.tz, r.ladder_version_id
+       i.payment_url, i.pdf_path, c.email, c.name, c.locale, c.tz, r.ladder_version_id,
+       i.payment_processing_since,
+       (SELECT ch.id FROM reminder_holds ch
+        WHERE (ch.invoice_id = i.id OR ch.customer_id = i.customer_id)
+          AND (ch.resumes_on IS NULL OR r.business_date < ch.resumes_on)
+        ORDER BY ch.id LIMIT 1) AS covering_hold_id,
+       (SELECT e.state FROM effects e WHERE e.key = 'reminder:' || CAST(r.id AS TEXT)) AS effect_state
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 LEFT JOIN reminder_holds h ON h.id = r.resumes_hold_id
 WHERE r.id = :id;
