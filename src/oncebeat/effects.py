@@ -238,10 +238,7 @@ class EffectLedger:
         no_return_at = None if marks else now
         try:
             with self.store.transaction() as tx:
-                self._require_current(tx, key, holder, now)
-                claimed = tx.one("effect_claim", key=key, payload_hash=digest, job_id=holder.job_id,
-                                 attempt=holder.attempt, process_id=holder.process_id, now=now,
-                                 no_return_at=no_return_at, frozen=frozen, **self.source.params())
+                claimed = self._claim(tx, key, digest, holder, now, no_return_at, frozen)
                 row = None if claimed else tx.one("effect_get", key=key)
                 if row is not None:
                     taken = self._decide_existing(tx, key, digest, row, holder, now, no_return_at, frozen)
@@ -258,6 +255,26 @@ class EffectLedger:
             frozen = bytes(claimed["frozen"])  # the input frozen at the first attempt wins over today's rendering
         attempt = self._attempt(key, holder, frozen, taken_over=row is not None) if staged else None
         return True, self._call(key, fn, holder, attempt)
+
+    def _claim(self, tx: Tx, key: str, digest: str, holder: Holder, now: datetime, no_return_at: datetime | None,
+               frozen: bytes | None) -> dict[str, Any] | None:
+        """Claim ``key`` for ``holder`` in ``tx``, fenced (:meth:`_require_current`); the new row's ``key``, or
+        None when the key already exists. The fence and the insert are one statement (``effect_claim_current``:
+        a round trip per effect fewer); only when it inserts nothing is the fence read on its own, to tell a lost
+        job from an existing key.
+
+        Raises:
+            LeaseLost: as :meth:`_require_current`.
+        """
+        params = dict(key=key, payload_hash=digest, job_id=holder.job_id, attempt=holder.attempt,
+                      process_id=holder.process_id, now=now, no_return_at=no_return_at, frozen=frozen,
+                      **self.source.params())
+        if holder.job_id is None:  # outside a job: nothing to fence
+            return tx.one("effect_claim", **params)
+        claimed = tx.one("effect_claim_current", worker_id=holder.process_id, **params)
+        if claimed is None:
+            self._require_current(tx, key, holder, now)
+        return claimed
 
     @staticmethod
     def _require_current(tx: Tx, key: str, holder: Holder, now: datetime) -> None:

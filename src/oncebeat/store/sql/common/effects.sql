@@ -22,6 +22,21 @@ VALUES (:key, 'started', :payload_hash, :job_id, :attempt, :process_id, :src_kin
 ON CONFLICT DO NOTHING
 RETURNING key;
 
+-- name: effect_claim_current
+-- effect_holder_current and effect_claim in one statement (a round trip per effect fewer on PostgreSQL, whose
+-- version also locks the job row): inserted only while the job attempt holds its job with an unexpired lease.
+-- No row: the attempt lost its job or the key exists (the caller tells which). The WHERE is also what lets
+-- SQLite read ON CONFLICT after INSERT … SELECT.
+INSERT INTO effects (key, state, payload_hash, job_id, attempt, process_id, source_kind, source_host, source_pid,
+                     source_name, source_version, started_at, no_return_at, frozen)
+SELECT :key, 'started', :payload_hash, :job_id, :attempt, :process_id, :src_kind, :src_host, :src_pid,
+       :src_name, :src_version, :now, :no_return_at, :frozen
+WHERE EXISTS (SELECT 1 FROM jobs
+              WHERE id = :job_id AND attempt = :attempt AND worker_id = :worker_id AND state = 'running'
+                AND lease_expires_at >= :now)
+ON CONFLICT DO NOTHING
+RETURNING key;
+
 -- name: effect_get
 SELECT * FROM effects WHERE key = :key;
 
