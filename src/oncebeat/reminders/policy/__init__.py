@@ -44,10 +44,10 @@ schedule layer parses it (and reports its own errors) when the clock starts.
 The package's rooms: :mod:`.model` (:class:`Policy` and its checks across fields), :mod:`.loading` (the TOML layout,
 :func:`policy_from_dict`, :func:`load_policy`), the keys of each section (:mod:`.schedule_keys`, :mod:`.reminders_keys`,
 :mod:`.sender_keys`, :mod:`.delivery_keys`), the sections other modules check (:mod:`.sections`), the table of every
-field's check (:mod:`.checks`), how a problem is told (:mod:`.problems`), the stages a scan creates (:mod:`.stages`)
-and the default file (:mod:`.default_file`). Every name is imported from here, as when this was one module (the
-private ``_CHECKS``, ``_Invalid``, ``_describe``, ``_show``, ``_type_name`` and ``_unknown_key`` too:
-:mod:`oncebeat.reminders.ladders` checks ``[[ladders]]`` tables with them).
+field's check (:mod:`.checks`), how a problem is told (:mod:`.problems`) and where a ``[stage.N]`` one sits in the file
+(:mod:`.lines`), the stages a scan creates (:mod:`.stages`) and the default file (:mod:`.default_file`). Every name is
+imported from here, as when this was one module (the private ``_CHECKS``, ``_Invalid``, ``_describe``, ``_show``,
+``_type_name`` and ``_unknown_key`` too: :mod:`oncebeat.reminders.ladders` checks ``[[ladders]]`` tables with them).
 """
 
 from __future__ import annotations

@@ -17,8 +17,17 @@ from oncebeat.reminders.calendar import calendar_config
 from oncebeat.reminders.notices.attachments import attachments_config
 from oncebeat.reminders.notices.escalation import escalation_config
 from oncebeat.reminders.policy.checks import _CHECKS
+from oncebeat.reminders.policy.lines import StageLines
 from oncebeat.reminders.policy.model import Policy
-from oncebeat.reminders.policy.problems import _config_error, _describe, _Invalid, _show, _type_name, _unknown_key
+from oncebeat.reminders.policy.problems import (
+    PolicyProblems,
+    _config_error,
+    _describe,
+    _Invalid,
+    _show,
+    _type_name,
+    _unknown_key,
+)
 from oncebeat.reminders.sources.database import source_config
 from oncebeat.targets.config import target_schedules
 
@@ -52,12 +61,13 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
     ``source`` names the origin in error messages. A relative ``templates``
     folder is resolved against ``base_dir`` when given (``load_policy`` passes
     the folder of the file) and must then exist. ``text``: the file's text, for the line numbers of
-    ``[[ladders]]`` problems.
+    ``[[ladders]]`` and ``[stage.N]`` problems (``line 12: [stage.30] cc[0] ...``).
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a table of sections, got {_type_name(data)}")
     problems: list[str] = []
     values: dict[str, Any] = {}
+    stage_lines = StageLines(text)
     sections = [*_LAYOUT, "source", "calendar", "attachments", "stage"]
     for section, content in data.items():
         if section == "schedules":  # [[schedules]]: the engine's target schedules, checked by their own module
@@ -94,7 +104,7 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
             continue
         if section == "stage":  # [stage.N]: escalation per stage, checked by its own module
             found, bad = escalation_config(content, where=lambda k: f"[stage.{k}]")
-            problems += bad
+            problems += [stage_lines.at(p) for p in bad]
             values["escalation"] = found
             continue
         if section not in _LAYOUT:
@@ -141,7 +151,9 @@ def policy_from_dict(data: dict[str, Any], source: str = "<dict>", *, base_dir: 
         raise _config_error(source, problems)
     try:
         return Policy(**values)
-    except ConfigError as exc:  # a check across sections: named by the file, as the others are
+    except PolicyProblems as exc:  # a check across sections: named by the file (and line), as the others are
+        raise _config_error(source, [stage_lines.at(p) for p in exc.problems]) from None
+    except ConfigError as exc:
         raise ConfigError(f"{source}: {str(exc).removeprefix('Policy: ')}") from None
 
 

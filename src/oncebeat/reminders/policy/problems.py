@@ -63,11 +63,20 @@ def _describe(where: str, inv: _Invalid) -> str:
     return f"{where}{shown} {inv.problem}. {inv.fix}"
 
 
-def _config_error(source: str, problems: list[str]) -> ConfigError:
+class PolicyProblems(ConfigError):
+    """A :class:`~oncebeat.errors.ConfigError` that keeps its problems (``problems``, one message each), so a caller
+    that knows the file can name it and each problem's line (a check across sections, run by ``Policy``)."""
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+def _config_error(source: str, problems: list[str]) -> PolicyProblems:
     if len(problems) == 1:
-        return ConfigError(f"{source}: {problems[0]}")
+        return PolicyProblems(f"{source}: {problems[0]}", problems)
     listing = "\n".join(f"  - {p}" for p in problems)
-    return ConfigError(f"{source}: {len(problems)} problems:\n{listing}")
+    return PolicyProblems(f"{source}: {len(problems)} problems:\n{listing}", problems)
 
 
 def _unknown_key(where: str, key: str, allowed: list[str]) -> str:
