@@ -19,8 +19,8 @@ Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
 def register(group: click.Group, cli_module: ModuleType) -> None:
     """Add ``evidence`` to the ``oncebeat`` command group; ``cli_module`` gives the shared options and helpers
-    (``DB_OPTION``, ``CONFIG_OPTION``, ``_runtime``, ``_operator``, ``_printable``), passed in so this module never
-    imports it back (``python -m oncebeat.cli`` runs it as ``__main__``)."""
+    (``DB_OPTION``, ``CONFIG_OPTION``, ``_runtime``, ``_operator``, ``_printable``), from
+    :mod:`oncebeat.cli_common`, passed in by :mod:`oncebeat.cli`."""
     db_option: Decorator = cli_module.DB_OPTION
     config_option: Decorator = cli_module.CONFIG_OPTION
     h: Any = cli_module

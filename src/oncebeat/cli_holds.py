@@ -17,10 +17,9 @@ Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
 
 def register(group: click.Group, cli_module: ModuleType) -> None:
-    """Add ``hold``, ``release`` and ``holds`` to the ``oncebeat`` command group; ``h`` is the cli module (its
-    options and helpers: ``DB_OPTION``, ``CONFIG_OPTION``, ``_runtime``, ``_operator``, ``_parse_date``,
-    ``_print_json``), passed in so this module never imports it back (``python -m oncebeat.cli`` runs it as
-    ``__main__``)."""
+    """Add ``hold``, ``release`` and ``holds`` to the ``oncebeat`` command group; ``h`` is :mod:`oncebeat.cli_common`
+    (the shared options and helpers: ``DB_OPTION``, ``CONFIG_OPTION``, ``_runtime``, ``_operator``, ``_parse_date``,
+    ``_print_json``), passed in by :mod:`oncebeat.cli`."""
     db_option: Decorator = cli_module.DB_OPTION
     config_option: Decorator = cli_module.CONFIG_OPTION
     h: Any = cli_module

@@ -33,8 +33,9 @@ def _age(text: str) -> timedelta:
 
 
 def register(group: click.Group, cli_module: ModuleType) -> None:
-    """Add ``delete`` to the ``oncebeat jobs`` group; ``cli_module`` gives the options and helpers (``DB_OPTION``,
-    ``_runtime``, ``_operator``, ``_print_json``) without this module importing it back."""
+    """Add ``delete`` to the ``oncebeat jobs`` group; ``cli_module`` gives the options and helpers of
+    :mod:`oncebeat.cli_common` (``DB_OPTION``, ``_runtime``, ``_operator``, ``_print_json``), passed in by
+    :mod:`oncebeat.cli`."""
     db_option: Decorator = cli_module.DB_OPTION
     h: Any = cli_module
 

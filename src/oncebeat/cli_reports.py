@@ -24,7 +24,7 @@ CHOICES = ("all", "dso", "cei", "stages", "aging", "promises", "disputes", "hold
 
 def register(group: click.Group, cli_module: ModuleType) -> None:
     """Add ``report`` to the ``oncebeat`` group; ``cli_module`` gives the shared options and helpers (as in
-    :mod:`oncebeat.cli_holds`, passed in so this module never imports the cli module back)."""
+    :mod:`oncebeat.cli_holds`: :mod:`oncebeat.cli_common`, passed in by :mod:`oncebeat.cli`)."""
     db_option: Decorator = cli_module.DB_OPTION
     config_option: Decorator = cli_module.CONFIG_OPTION
     h: Any = cli_module

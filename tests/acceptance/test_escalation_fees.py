@@ -107,7 +107,7 @@ def test_a_policy_file_with_a_crlf_in_a_cc_address_is_refused_with_its_file_and_
                     'fee = { percent = 1.5, cap = 5000 }\n', encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         load_policy(path)
-    assert str(info.value).startswith(f"{path}: [stage.30] cc[0]") and "line break" in str(info.value)
+    assert str(info.value).startswith(f"{path}: line 5: [stage.30] cc[0]") and "line break" in str(info.value)
     path.write_text(path.read_text().replace("\\r\\nBcc: eve@evil.example", ""), encoding="utf-8")
     [esc] = load_policy(path).escalation
     assert esc.cc == ("owner@example.com",) and esc.fee == FeeRule(percent=Decimal("1.5"), cap=5000)

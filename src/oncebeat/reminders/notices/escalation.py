@@ -183,11 +183,22 @@ def _address(value: Any) -> str:
     return text
 
 
-def _addresses(value: Any) -> tuple[list[str], list[tuple[int | None, str]]]:
-    items = [value] if isinstance(value, str) else value
+def _addresses(value: Any, key: str) -> tuple[list[str], list[tuple[int | None, str]]]:
+    # A string is refused, never read as a list of one: the documented form is an array, and a string passing as one
+    # address hides the mistake until a list of two is written the same way.
+    if isinstance(value, str):
+        try:
+            written = f"{key} = [{_show(_address(value))}]"
+        except ValueError as exc:
+            return [], [(None, f"= {_show(value)} is a string: {key} is an array of addresses. Write e.g. "
+                               f'{key} = ["owner@example.com"] (brackets, even for one address).'),
+                        (None, f"= {_show(value)} {exc}")]
+        return [], [(None, f"= {_show(value)} is a string: {key} is an array of addresses, even for one. Write "
+                           f"{written}.")]
+    items = value
     if not isinstance(items, list):
-        return [], [(None, f"must be a string or an array of strings, got {type(value).__name__}. Write e.g. "
-                           'cc = ["owner@example.com"].')]
+        return [], [(None, f"must be an array of strings, got {type(value).__name__}. Write e.g. "
+                           f'{key} = ["owner@example.com"].')]
     if len(items) > MAX_ADDRESSES:
         return [], [(None, f"lists {len(items)} addresses; at most {MAX_ADDRESSES}. Send to a mailing list "
                            "address instead.")]
@@ -197,7 +208,7 @@ def _addresses(value: Any) -> tuple[list[str], list[tuple[int | None, str]]]:
         try:
             out.append(_address(item))
         except ValueError as exc:
-            problems.append((n if not isinstance(value, str) else None, f"= {_show(item)} {exc}"))
+            problems.append((n, f"= {_show(item)} {exc}"))
     return out, problems
 
 
@@ -281,7 +292,7 @@ def escalation_config(value: Any, *, where: Callable[[str], str],
                 except ValueError as exc:
                     problems.append(f"{here} fee {exc}")
             else:
-                found, bad = _addresses(raw)
+                found, bad = _addresses(raw, k)
                 problems += [f"{here} {k}" + (f"[{n}]" if n is not None else "") + f" {why}" for n, why in bad]
                 lists[k] = tuple(found)
         out.append(StageEscalation(stage=stage, cc=lists["cc"], bcc=lists["bcc"], fee=rule))
