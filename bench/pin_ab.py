@@ -39,9 +39,10 @@ CREATE INDEX IF NOT EXISTS invoice_pins_version ON invoice_pins (ladder_version_
 
 def _phase(query: str) -> str:
     q = " ".join(query.split())
-    if "invoice_pins (invoice_id, ladder_version_id)" in q or q.startswith("UPDATE invoices SET ladder_version_id"):
+    if "INSERT INTO invoice_pins (invoice_id, ladder_version_id)" in q or "UPDATE invoices SET ladder_version_id" in q:
         return "pin"
-    if "INSERT INTO reminders" in q or q.startswith("WITH stages"):  # the text is cut at 1 kB: the insert's CTEs
+    # the text is cut at 1 kB (track_activity_query_size): the insert's leading comment or its first CTE
+    if "INSERT INTO reminders" in q or "is a JSON list of" in q or "WITH stages" in q:
         return "reminders"
     if "INSERT INTO jobs" in q or "pending_send_jobs" in q or "reminder:" in q:
         return "jobs"
@@ -54,6 +55,7 @@ class Sampler(threading.Thread):
     def __init__(self, every: float = 2.0) -> None:
         super().__init__(daemon=True)
         self.every, self.stop = every, threading.Event()
+        self.scan = "first"  # which of the three scans runs (set from the subprocess's log lines)
         self.phases: dict[str, float] = {}
         self.last: dict[int, float] = {}
 
@@ -70,7 +72,7 @@ class Sampler(threading.Thread):
                         continue
                     cpu = t.user + t.system
                     if pid in self.last:
-                        phase = _phase(query)
+                        phase = f"{self.scan}.{_phase(query)}"
                         self.phases[phase] = self.phases.get(phase, 0.0) + cpu - self.last[pid]
                     self.last[pid] = cpu
 
@@ -95,14 +97,21 @@ def run(schema: str, before_src: str, order: list[str]) -> list[dict[str, Any]]:
         env = os.environ | {"PYTHONPATH": f"{src}{os.pathsep}{ROOT}"}
         sampler = Sampler()
         sampler.start()
-        proc = subprocess.run([sys.executable, "-m", "bench.scale", "scan", "--schema", schema], env=env, cwd=ROOT,
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.Popen([sys.executable, "-m", "bench.scale", "scan", "--schema", schema], env=env,
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None and proc.stdout is not None
+        for line in proc.stderr:  # "scan next N first: …" ends the first scan, "… second: …" the duplicate
+            sys.stderr.write(line)
+            if " first: " in line:
+                sampler.scan = "second"
+            elif " second: " in line:
+                sampler.scan = "nextday"
+        stdout = proc.stdout.read()
         sampler.stop.set()
         sampler.join()
-        if proc.returncode:
-            raise RuntimeError(f"{variant}: scan failed\n{proc.stdout}\n{proc.stderr}")
-        sys.stderr.write(proc.stderr)
-        result = json.loads(Path(proc.stdout.strip().splitlines()[-1]).read_text())["result"]
+        if proc.wait():
+            raise RuntimeError(f"{variant}: scan failed\n{stdout}")
+        result = json.loads(Path(stdout.strip().splitlines()[-1]).read_text())["result"]
         row = {"rep": i, "variant": variant, "phases_cpu_s": {k: round(v, 1) for k, v in sampler.phases.items()},
                **result}
         log(f"{variant} (run {i + 1}/{len(order)}): first {result['first']['wall_s']:.1f} s wall, "
