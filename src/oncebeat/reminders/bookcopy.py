@@ -100,8 +100,12 @@ def copy_book(source: Store, target: Store, *, start: date, before: datetime, ba
             if r["status"] == "paid" and r["paid_on"] is not None and r["paid_on"] >= start:
                 done.payments.append(Payment(number=r["number"], paid_on=r["paid_on"]))
                 r.update(status="open", paid_on=None, paid_at=None)
+        pinned = [{"id": r["id"], "ladder_version_id": r["ladder_version_id"]} for r in rows
+                  if r["ladder_version_id"] is not None]
         with target.transaction() as tx:
             tx.many("whatif_copy_invoice", rows)
+            if pinned:
+                tx.many("whatif_copy_pin", pinned)
         done.invoices += len(rows)
     for rows in _pages(lambda after: source.read("whatif_holds_page", after_id=after, limit=batch)):
         with target.transaction() as tx:

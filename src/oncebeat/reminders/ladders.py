@@ -32,7 +32,7 @@ name (:data:`MATCH_COLUMNS`), equal to one of the values (text, compared exactly
 Pinning: each ladder's resolved settings (:class:`LadderSettings`) are stored as numbered versions
 (``ladder_versions``: name, version, content hash, settings JSON). The scan records a new version when the file's
 settings of a ladder changed (audited ``ladders.version``) and pins an invoice to the current version of its
-matching ladder when its first stage comes due (``invoices.ladder_version_id``). From then on its stages, spacing,
+matching ladder when its first stage comes due (``invoice_pins``, reminders 0021). From then on its stages, spacing,
 templates and sender are that version's, whatever the file or the invoice's customer says later, until an
 operator moves the open invoices of a ladder to its current version (:func:`apply_to_open`, audited
 ``ladders.applied``). A stage an invoice already has, in any state, is never created again (the scan creates only

@@ -36,7 +36,7 @@ __all__ = ["ApplyCountChanged", "Holding", "LadderVersion", "all_versions", "app
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LadderVersion:
-    """One recorded version of a ladder: its id (``invoices.ladder_version_id``), number and settings."""
+    """One recorded version of a ladder: its id (``invoice_pins.ladder_version_id``), number and settings."""
 
     id: int
     version: int

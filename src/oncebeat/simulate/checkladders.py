@@ -1,7 +1,7 @@
 """Which ladder each invoice was on at each scan, for the invariant checker (README "Several ladders").
 
 The due set of an invoice comes from the ladder version it was pinned to when a scan ran: its pin
-(``invoices.ladder_version_id``), the operator's moves (``ladders.applied`` in the audit trail, each with the
+(``invoice_pins``), the operator's moves (``ladders.applied`` in the audit trail, each with the
 version it left) and the stored settings of those versions. An invoice never pinned is judged by the ladders the
 policy file's rules gave it while the run went on (:func:`~oncebeat.reminders.ladders.match_ladder` under each
 file the run used, with each value its customer's fields had): a stage due under every one of them should have

@@ -13,8 +13,9 @@ WHERE r.state = 'pending' AND r.deferred_since < :before
 ORDER BY r.deferred_since, r.id;
 
 -- name: doctor_invoice
-SELECT i.*, c.email, c.name, c.tz AS customer_tz
+SELECT i.*, p.ladder_version_id, c.email, c.name, c.tz AS customer_tz
 FROM invoices i JOIN customers c ON c.id = i.customer_id
+     LEFT JOIN invoice_pins p ON p.invoice_id = i.id
 WHERE i.number = :number;
 
 -- name: doctor_reminders_of_occurrence

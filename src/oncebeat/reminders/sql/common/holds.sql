@@ -8,7 +8,8 @@ SELECT id, email, name FROM customers WHERE email = :email;
 -- name: invoice_for_hold
 -- The invoice and the settings of the ladder version it is pinned to (its calendar decides when a hold ends).
 SELECT i.id, i.number, i.status, i.customer_id, c.email, lv.settings AS ladder_settings
-FROM invoices i JOIN customers c ON c.id = i.customer_id LEFT JOIN ladder_versions lv ON lv.id = i.ladder_version_id
+FROM invoices i JOIN customers c ON c.id = i.customer_id LEFT JOIN invoice_pins p ON p.invoice_id = i.id
+     LEFT JOIN ladder_versions lv ON lv.id = p.ladder_version_id
 WHERE i.number = :number;
 
 -- name: insert_hold

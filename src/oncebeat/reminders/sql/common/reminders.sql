@@ -109,8 +109,9 @@ FROM reminders r JOIN invoices i ON i.id = r.invoice_id
 ORDER BY r.id;
 
 -- name: list_invoices
-SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
-FROM invoices i JOIN customers c ON c.id = i.customer_id ORDER BY i.id;
+SELECT i.*, p.ladder_version_id, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
+FROM invoices i JOIN customers c ON c.id = i.customer_id
+     LEFT JOIN invoice_pins p ON p.invoice_id = i.id ORDER BY i.id;
 
 -- name: count_invoices
 SELECT status, COUNT(*) AS n FROM invoices GROUP BY status ORDER BY status;
@@ -122,12 +123,14 @@ WHERE r.state = 'pending' ORDER BY r.id;
 -- Read verbs of the reminder app for operators (dashboard). Each reads a unique or foreign-key index.
 
 -- name: invoice_by_number
-SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
-FROM invoices i JOIN customers c ON c.id = i.customer_id WHERE i.number = :number;
+SELECT i.*, p.ladder_version_id, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
+FROM invoices i JOIN customers c ON c.id = i.customer_id
+     LEFT JOIN invoice_pins p ON p.invoice_id = i.id WHERE i.number = :number;
 
 -- name: invoices_of_email
-SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
+SELECT i.*, p.ladder_version_id, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
 FROM customers c JOIN invoices i ON i.customer_id = c.id
+     LEFT JOIN invoice_pins p ON p.invoice_id = i.id
 WHERE c.email = :email ORDER BY i.id DESC LIMIT :limit;
 
 -- name: reminders_of_invoice

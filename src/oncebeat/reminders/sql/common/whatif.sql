@@ -12,10 +12,11 @@ SELECT id, name, version, content_hash, settings, created_at FROM ladder_version
 ORDER BY id LIMIT :limit;
 
 -- name: whatif_invoices_page
--- ladder_version_id: the pin of an invoice already in dunning (copied, not re-matched).
-SELECT id, number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at, paid_at,
-       entered_at, payment_url, ladder_version_id
-FROM invoices WHERE id > :after_id ORDER BY id LIMIT :limit;
+-- ladder_version_id: the pin of an invoice already in dunning (copied, not re-matched; whatif_copy_pin), else NULL.
+SELECT i.id, i.number, i.customer_id, i.currency, i.amount_due, i.issued_on, i.due_on, i.status, i.paid_on,
+       i.updated_at, i.paid_at, i.entered_at, i.payment_url, p.ladder_version_id
+FROM invoices i LEFT JOIN invoice_pins p ON p.invoice_id = i.id
+WHERE i.id > :after_id ORDER BY i.id LIMIT :limit;
 
 -- name: whatif_holds_page
 SELECT id, invoice_id, customer_id, reason, promise_until, resumes_on, note, external_ref, created_by, created_at,
@@ -37,9 +38,13 @@ VALUES (:id, :name, :version, :content_hash, :settings, :created_at);
 
 -- name: whatif_copy_invoice
 INSERT INTO invoices (id, number, customer_id, currency, amount_due, issued_on, due_on, status, paid_on, updated_at,
-                      paid_at, entered_at, payment_url, ladder_version_id)
+                      paid_at, entered_at, payment_url)
 VALUES (:id, :number, :customer_id, :currency, :amount_due, :issued_on, :due_on, :status, :paid_on, :updated_at,
-        :paid_at, :entered_at, :payment_url, :ladder_version_id);
+        :paid_at, :entered_at, :payment_url);
+
+-- name: whatif_copy_pin
+-- The pin of a copied invoice (the pinned rows of a whatif_invoices_page).
+INSERT INTO invoice_pins (invoice_id, ladder_version_id) VALUES (:id, :ladder_version_id);
 
 -- name: whatif_copy_hold
 INSERT INTO reminder_holds (id, invoice_id, customer_id, reason, promise_until, resumes_on, note, external_ref,

@@ -68,7 +68,7 @@ WITH stages AS (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id GROUP BY r.invoice_id) AS last_stage
     FROM ladder s
     JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
-      AND i.ladder_version_id = s.lv
+      AND EXISTS (SELECT 1 FROM invoice_pins pin WHERE pin.invoice_id = i.id AND pin.ladder_version_id = s.lv)
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
@@ -105,9 +105,9 @@ WITH stages AS MATERIALIZED (
            CAST(e ->> 'lv' AS bigint) AS lv, CAST(e ->> 'nominal' AS integer) AS nominal
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id, pin.ladder_version_id AS lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id GROUP BY r.invoice_id) AS last_stage
-    FROM invoices i
+    FROM invoices i JOIN invoice_pins pin ON pin.invoice_id = i.id
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
@@ -161,17 +161,17 @@ WITH stages AS (
                  ORDER BY l.stage) AS lower
     FROM stages s
 ), due AS (
-    SELECT i.id AS invoice_id, s.stage, s.lower,
+    SELECT i.id AS invoice_id, s.stage, s.lower, s.lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id GROUP BY r.invoice_id) AS last_stage
     FROM ladder s
     JOIN invoices i ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, DATE '-infinity')
-      AND i.ladder_version_id = s.lv
+      AND EXISTS (SELECT 1 FROM invoice_pins pin WHERE pin.invoice_id = i.id AND pin.ladder_version_id = s.lv)
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 )
-SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, i.ladder_version_id AS lv, d.stage,
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, d.lv, d.stage,
        cardinality(ARRAY(SELECT x FROM unnest(d.lower) AS x WHERE d.last_stage IS NULL OR x > d.last_stage))
            AS superseded
 FROM due d JOIN invoices i ON i.id = d.invoice_id JOIN customers c ON c.id = i.customer_id
@@ -186,9 +186,9 @@ WITH stages AS (
            CAST(e ->> 'lv' AS bigint) AS lv, CAST(e ->> 'nominal' AS integer) AS nominal
     FROM jsonb_array_elements(CAST(:stages AS jsonb)) AS e
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id, pin.ladder_version_id AS lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id GROUP BY r.invoice_id) AS last_stage
-    FROM invoices i
+    FROM invoices i JOIN invoice_pins pin ON pin.invoice_id = i.id
     WHERE i.status = 'open' AND i.due_on <= CAST(:max_cutoff AS date)
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
@@ -204,7 +204,7 @@ WITH stages AS (
     WHERE n.last_stage IS NULL OR (n.nominal = 1 AND p.business_date < n.business_date)
        OR p.business_date + (n.stage - n.last_stage) <= n.business_date
 )
-SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, i.ladder_version_id AS lv, r.stage, 0 AS superseded
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, r.lv, r.stage, 0 AS superseded
 FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 ORDER BY i.due_on, i.number;
 
@@ -247,7 +247,8 @@ WHERE number = :number AND status <> CAST(:status AS TEXT)
 
 -- name: invoices_of_customers
 -- The newest invoices of the customers :ids (a JSON array of ids), at most :limit.
-SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
+SELECT i.*, p.ladder_version_id, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
 FROM customers c JOIN invoices i ON i.customer_id = c.id
+     LEFT JOIN invoice_pins p ON p.invoice_id = i.id
 WHERE c.id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
 ORDER BY i.id DESC LIMIT :limit;

@@ -33,7 +33,8 @@ WITH stages AS MATERIALIZED (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
     JOIN invoices i INDEXED BY invoices_open_due
-      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '') AND i.ladder_version_id = s.lv
+      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '')
+      AND EXISTS (SELECT 1 FROM invoice_pins pin WHERE pin.invoice_id = i.id AND pin.ladder_version_id = s.lv)
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
@@ -69,9 +70,9 @@ WITH stages AS MATERIALIZED (
            CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal
     FROM json_each(:stages)
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id, pin.ladder_version_id AS lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
-    FROM invoices i INDEXED BY invoices_open_due
+    FROM invoices i INDEXED BY invoices_open_due JOIN invoice_pins pin ON pin.invoice_id = i.id
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
@@ -122,13 +123,14 @@ WITH stages AS MATERIALIZED (
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
     FROM ladder s
     JOIN invoices i INDEXED BY invoices_open_due
-      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '') AND i.ladder_version_id = s.lv
+      ON i.due_on <= s.cutoff AND i.due_on > COALESCE(s.higher_cutoff, '')
+      AND EXISTS (SELECT 1 FROM invoice_pins pin WHERE pin.invoice_id = i.id AND pin.ladder_version_id = s.lv)
       AND (s.tz IS NULL OR s.tz = (SELECT COALESCE(NULLIF(c.tz, ''), :default_tz) FROM customers c WHERE c.id = i.customer_id))
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
 )
-SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, i.ladder_version_id AS lv, d.stage,
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, d.lv, d.stage,
        CASE WHEN d.last_stage IS NULL THEN json_array_length(d.lower)
             ELSE (SELECT COUNT(*) FROM json_each(d.lower) AS x WHERE x.value > d.last_stage) END AS superseded
 FROM due d JOIN invoices i ON i.id = d.invoice_id JOIN customers c ON c.id = i.customer_id
@@ -143,9 +145,9 @@ WITH stages AS MATERIALIZED (
            CAST(json_extract(value, '$.lv') AS INTEGER) AS lv, CAST(json_extract(value, '$.nominal') AS INTEGER) AS nominal
     FROM json_each(:stages)
 ), open_due AS (
-    SELECT i.id AS invoice_id, i.due_on, i.customer_id, i.ladder_version_id AS lv,
+    SELECT i.id AS invoice_id, i.due_on, i.customer_id, pin.ladder_version_id AS lv,
            (SELECT MAX(r.stage) FROM reminders r WHERE r.invoice_id = i.id) AS last_stage
-    FROM invoices i INDEXED BY invoices_open_due
+    FROM invoices i INDEXED BY invoices_open_due JOIN invoice_pins pin ON pin.invoice_id = i.id
     WHERE i.status = 'open' AND i.due_on <= :max_cutoff
       -- a stage deferred by the cap (reminders 0013) holds back the invoice's later stages: stage order kept
       AND NOT EXISTS (SELECT 1 FROM reminders d WHERE d.invoice_id = i.id AND d.state = 'deferred')
@@ -160,7 +162,7 @@ WITH stages AS MATERIALIZED (
     LEFT JOIN reminders p ON p.invoice_id = n.invoice_id AND p.stage = n.last_stage
     WHERE n.last_stage IS NULL OR (n.nominal = 1 AND p.business_date < n.business_date) OR date(p.business_date, '+' || (n.stage - n.last_stage) || ' days') <= n.business_date
 )
-SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, i.ladder_version_id AS lv, r.stage, 0 AS superseded
+SELECT i.number, c.email, c.name, i.currency, i.amount_due, i.due_on, r.lv, r.stage, 0 AS superseded
 FROM ready r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 ORDER BY i.due_on, i.number;
 
@@ -193,7 +195,8 @@ ORDER BY currency, bucket;
 
 -- name: invoices_of_customers
 -- The newest invoices of the customers :ids (a JSON array of ids), at most :limit.
-SELECT i.*, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
+SELECT i.*, p.ladder_version_id, c.email, c.name, c.locale, c.tz AS customer_tz, c.country AS customer_country, c.tags AS customer_tags
 FROM customers c JOIN invoices i ON i.customer_id = c.id
+     LEFT JOIN invoice_pins p ON p.invoice_id = i.id
 WHERE c.id IN (SELECT value FROM json_each(:ids))
 ORDER BY i.id DESC LIMIT :limit;
