@@ -28,7 +28,8 @@ ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences
                  "processes", "events", "idempotency_keys",
                  "rate_limits", "rate_permits", "paused_queues", "queue_limits"}
 DOMAIN_TABLES = {"customers", "invoices", "reminders", "stripe_events", "reminder_holds", "source_reads",
-                 "payment_watermarks", "ladder_versions", "reminder_attachments", "notices", "reminder_fees"}
+                 "payment_watermarks", "ladder_versions", "reminder_attachments", "notices", "reminder_fees",
+                 "invoice_open_totals"}
 
 
 def created_objects(sql: str, earlier: frozenset[str] = frozenset()) -> list[str]:
