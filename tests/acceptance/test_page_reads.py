@@ -147,3 +147,12 @@ def test_capped_counts_are_exact_below_the_cap_and_say_more_above_it(rt: Runtime
     for r in queue.counts_by_queue_capped(2):
         assert r["capped"] == (exact_jobs[r["queue"], r["state"]] > 2)
         assert r["n"] == min(exact_jobs[r["queue"], r["state"]], 3)
+
+
+def test_the_ascii_shortcut_of_the_name_search_folds_as_unicode_does() -> None:
+    from oncebeat.reminders.service import _folded, _folded_name
+
+    names = ["Müller", "MULLER", "Straße", "ǅemal", "Ｘ Müller 3", "O'Brien & Co.", "ÅSA", "abc\tDEF", "", "İstanbul",
+             "".join(chr(c) for c in range(1, 128))]
+    for name in names:
+        assert _folded_name(name) == _folded(name), name

@@ -800,7 +800,7 @@ class ReminderService:
             page = self.store.read("customer_names_after", after_id=after, limit=_NAME_PAGE)
             if not page:
                 break
-            ids += [int(r["id"]) for r in page if needle in _folded(r["name"])][:customers - len(ids)]
+            ids += [int(r["id"]) for r in page if needle in _folded_name(r["name"])][:customers - len(ids)]
             after = int(page[-1]["id"])
         return self.store.read("invoices_of_customers", ids=Json(ids), limit=limit) if ids else []
 
@@ -961,6 +961,12 @@ def _folded(text: str) -> str:
     """``text`` without case and accents, for matching names as people type them ("Müller" -> "muller")."""
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _folded_name(text: str) -> str:
+    """:func:`_folded`, with a shortcut for ASCII text (most names): NFKD leaves it as it is and its casefold is
+    its lower case, so the result is the same, at a fraction of the cost (the search by name folds every name)."""
+    return text.lower() if text.isascii() else _folded(text)
 
 
 class _Held(Exception):
