@@ -226,7 +226,9 @@ GROUP BY stage, state ORDER BY stage, state;
 -- reminders_stage_state one at a time (a skip scan); a stage recorded superseded in a higher stage's row
 -- (superseded_stages) counts as skipped, from the first rows of reminders_superseded up to the cap (state
 -- 'superseded' here; the caller adds it to skipped; stage -1 'superseded_rows': how many such rows were read, up
--- to the cap). n reaching the cap means there are at least that many.
+-- to the cap). n reaching the cap means there are at least that many. ORDER BY id: the first rows of the
+-- partial index reminders_superseded; without it PostgreSQL chose a sequential scan of every reminder (to find
+-- none: 190 ms at 1.3M reminders).
 WITH RECURSIVE st (stage) AS (
     SELECT MIN(stage) FROM reminders
     UNION ALL
@@ -242,11 +244,11 @@ SELECT stage, state, n FROM (
     WHERE st.stage IS NOT NULL
     UNION ALL
     SELECT -1, 'superseded_rows', COUNT(*) FROM (SELECT 1 AS one FROM reminders WHERE superseded_stages IS NOT NULL
-                                                 LIMIT :cap) AS c
+                                                 ORDER BY id LIMIT :cap) AS c
     UNION ALL
     SELECT stage, 'superseded', COUNT(*) FROM (
         SELECT s.stage FROM (SELECT superseded_stages FROM reminders WHERE superseded_stages IS NOT NULL
-                             LIMIT :cap) AS r
+                             ORDER BY id LIMIT :cap) AS r
         CROSS JOIN LATERAL unnest(r.superseded_stages) AS s (stage)) AS u GROUP BY stage
 ) AS counted
 WHERE n > 0
