@@ -614,6 +614,16 @@ class Queue:
         return [{"queue": r["queue"], "state": r["state"], "n": int(r["n"])}
                 for r in self.store.read("count_unfinished_jobs_by_queue")]
 
+    def counts_by_queue_capped(self, cap: int = 10_000) -> list[dict[str, Any]]:
+        """Unfinished jobs per queue and state, each counted up to ``cap + 1``: ``[{"queue", "state", "n",
+        "capped"}]``, ``capped`` True when there are more than ``cap`` (``n`` is then ``cap + 1``, a lower
+        bound). Reads at most ``cap + 1`` index entries per queue and state whatever the backlog (the overview;
+        :meth:`counts_by_queue` counts them all, for the gauges). Raises ValueError when ``cap`` < 1."""
+        if cap < 1:
+            raise ValueError(f"cap must be at least 1, not {cap}")
+        return [{"queue": r["queue"], "state": r["state"], "n": int(r["n"]), "capped": int(r["n"]) > cap}
+                for r in self.store.read("count_unfinished_jobs_capped", cap=cap + 1)]
+
     def finished_histogram(self, since: datetime, bucket_seconds: int) -> list[dict[str, Any]]:
         """Jobs finished since ``since`` per ``bucket_seconds`` slot and final state.
 

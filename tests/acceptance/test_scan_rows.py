@@ -196,6 +196,7 @@ def _back_to_0006(store: Store) -> None:
                    f"created_at, updated_at) SELECT r.invoice_id, {stage}, 'skipped', 'superseded: stage ' || r.stage "
                    "|| ' became due at the same time', r.occurrence_id, r.business_date, r.created_at, r.created_at "
                    f"FROM reminders r, {expand} WHERE r.superseded_stages IS NOT NULL")
+        tx.execute("DROP INDEX reminders_superseded")  # reminders 0022's, on the column (SQLite refuses the drop)
         tx.execute("ALTER TABLE reminders DROP COLUMN superseded_stages")
         if pg:
             tx.execute("DROP TRIGGER invoices_keep_reminders ON invoices")

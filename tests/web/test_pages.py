@@ -4,9 +4,11 @@ in a URL), escaped customer data, the backfill preview that writes nothing."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import date, timedelta
 
+import pytest
 from starlette.testclient import TestClient
 from web_helpers import csrf_of, dashboard_client, login, runtime  # noqa: F401  (fixtures)
 
@@ -98,3 +100,23 @@ def test_the_doctor_runs_in_the_background_and_its_report_appears(
         time.sleep(0.2)
     assert "No finding" in page or "Fix:" in page
     assert "doctor: errors / warnings / info" in client.get("/").text
+
+
+def test_the_overview_and_reminders_page_show_a_count_over_the_cap_as_more_than_it(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counts stop at a cap (10,000; 2 here) so a page reads a bounded number of rows whatever the backlog
+    (docs/benchmarks.md, round 3b); a count that reached it says so ("2+"), one under it is exact."""
+    from oncebeat.web import overview, reminders
+
+    monkeypatch.setattr(overview, "COUNT_CAP", 2)
+    monkeypatch.setattr(reminders, "COUNT_CAP", 2)
+    q = Queue(runtime.store, clock=runtime.clock, source=current_source("api"))
+    for i in range(3):
+        q.enqueue("noop", {"i": i}, queue="busy")
+    q.enqueue("noop", {}, queue="quiet")
+    client = dashboard_client(token=None)
+    page = client.get("/").text
+    assert re.search(r'href="/jobs\?queue=busy">busy</a></td><td class="num">2\+</td>', page)
+    assert re.search(r'href="/jobs\?queue=quiet">quiet</a></td><td class="num">1</td>', page)
+    assert re.search(r"<b>3\+</b><span>available</span>", page)  # busy's 2+ and quiet's 1: at least 3
+    assert client.get("/reminders").status_code == 200

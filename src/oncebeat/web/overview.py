@@ -24,6 +24,9 @@ __all__ = ["routes"]
 ALIVE_AFTER = timedelta(minutes=2)  # a process whose heartbeat is older than this is shown as silent
 SLOT_SECONDS = 300  # the throughput chart: 12 slots of 5 minutes
 FINAL_STATES = ("completed", "discarded", "cancelled")
+#: The overview counts unfinished jobs up to this many per queue and state, and shows more as "10,000+": the page
+#: reads a bounded number of rows whatever the backlog (docs/benchmarks.md, round 3b).
+COUNT_CAP = 10_000
 
 
 def _throughput(queue: Queue, now: Any) -> Any:
@@ -48,10 +51,13 @@ def overview(request: Request) -> Response:
     for p in processes:
         p["alive"] = now - p["heartbeat_at"] <= ALIVE_AFTER
     chart, totals = _throughput(queue, now)
-    by_queue = _by_queue(queue.counts_by_queue())
+    rows = queue.counts_by_queue_capped(COUNT_CAP)
+    by_queue = _by_queue(rows)
+    capped = {r["state"] for r in rows if r["capped"]}
     return render(request, "overview.html", {
         "title": "Overview", "by_queue": by_queue, "states": UNFINISHED_STATES,
-        "totals": {s: sum(q.get(s, 0) for q in by_queue.values()) for s in UNFINISHED_STATES},
+        "totals": {s: _count_text(sum(min(r["n"], COUNT_CAP) for r in rows if r["state"] == s), s in capped)
+                   for s in UNFINISHED_STATES},
         "processes": processes, "chart": chart, "finished": totals,
         "effects": EffectLedger(rt.store, clock=rt.clock, source=source).counts_unfinished(),
         # The doctor card's own refresh (live, ?part=doctor) starts a background run when the report is missing or
@@ -61,10 +67,16 @@ def overview(request: Request) -> Response:
     })
 
 
-def _by_queue(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
+def _count_text(n: int, capped: bool) -> str:
+    """``12,345``, or ``10,000+`` for a count that reached the cap (a lower bound, as Oban and Sidekiq show)."""
+    return f"{n:,}+" if capped else str(n)
+
+
+def _by_queue(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """``{queue: {state: count text}}`` from :meth:`Queue.counts_by_queue_capped` rows."""
+    out: dict[str, dict[str, str]] = {}
     for r in rows:
-        out.setdefault(r["queue"], {})[r["state"]] = r["n"]
+        out.setdefault(r["queue"], {})[r["state"]] = _count_text(min(r["n"], COUNT_CAP), r["capped"])
     return out
 
 

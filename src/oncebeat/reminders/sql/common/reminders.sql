@@ -222,3 +222,11 @@ SELECT r.id, r.stage, r.sent_at, r.message_id, r.notice_id, i.number, i.currency
 FROM reminders r JOIN invoices i ON i.id = r.invoice_id JOIN customers c ON c.id = i.customer_id
 WHERE r.state = 'sent' AND r.sent_at >= :since
 ORDER BY r.sent_at DESC, r.id DESC LIMIT :limit;
+
+-- name: invoice_open_totals_last
+-- The last row of invoice_open_totals (reminders 0022): the scan's daily fold sums the rows up to it.
+SELECT MAX(id) AS id FROM invoice_open_totals;
+
+-- name: invoice_open_totals_drop
+-- After SQLite's invoice_open_totals_fold: the rows it summed (PostgreSQL's fold deletes them itself).
+DELETE FROM invoice_open_totals WHERE id <= :upto;
