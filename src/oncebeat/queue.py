@@ -396,34 +396,6 @@ class Queue:
         """
         now = self.clock.now()
         lease = now + timedelta(seconds=lease_seconds)
-        if len(queues) == 1 and queues[0] not in self._limited and time.monotonic() - self._limits_read_at < LIMITS_TTL:
-            rows = self._claim_unlimited(worker_id, queues[0], limit, now, lease, complete)
-        else:
-            rows = self._claim_rows(worker_id, queues, limit, now, lease, complete)
-        # The claim returns only what running a job needs; state, worker and lease are the claim's own.
-        jobs = [_claimed_job(r, lease, worker_id) for r in rows]
-        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
-        return jobs
-
-    def _claim_unlimited(self, worker_id: int, queue: str, limit: int, now: datetime, lease: datetime,
-                         complete: Sequence[int]) -> list[dict[str, Any]]:
-        """The usual claim: one queue with no limit (read less than LIMITS_TTL ago), so no statement waits for
-        another's result and the whole transaction goes in one round trip (PostgreSQL's pipeline,
-        :meth:`Store.run_steps`): the completions, then the claim. A limit set on ``queue`` since the last read
-        holds all the same: ``claim_jobs`` with ``capped = 0`` takes nothing from a limited queue; the claim that
-        re-reads the limits (:meth:`_claim_rows`, every LIMITS_TTL) then counts its free slots.
-        """
-        steps: list[tuple[str, dict[str, Any]]] = []
-        if complete:
-            steps.append(("complete_jobs", {"worker_id": worker_id, "ids": list(complete), "now": now}))
-        steps.append(("claim_jobs", {"worker_id": worker_id, "queue": queue, "limit": limit, "now": now,
-                                     "lease_expires_at": lease, "capped": 0}))
-        return self.store.run_steps(steps, bounded=True)[-1]
-
-    def _claim_rows(self, worker_id: int, queues: Sequence[str], limit: int, now: datetime, lease: datetime,
-                    complete: Sequence[int]) -> list[dict[str, Any]]:
-        """The claim of several queues, of a limited one, or re-reading the limits: a step needs the one before's
-        result (the limits, a queue's free slots, what the queue before left of ``limit``)."""
         rows: list[dict[str, Any]] = []
         with self.store.transaction(bounded=True) as tx:
             if complete:
@@ -443,7 +415,10 @@ class Queue:
                                    lease_expires_at=lease, capped=capped)
                 if len(rows) >= limit:
                     break
-        return rows
+        # The claim returns only what running a job needs; state, worker and lease are the claim's own.
+        jobs = [_claimed_job(r, lease, worker_id) for r in rows]
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return jobs
 
     def extend_leases(self, worker_id: int, ids: Sequence[int], *, lease_seconds: float = 30.0) -> dict[int, int]:
         """Heartbeat and fencing check: renew the leases of ``ids`` still held by ``worker_id`` (now + lease).

@@ -15,7 +15,7 @@ so a library user's business writes and the jobs they enqueue commit together.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -193,20 +193,6 @@ class Store(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def run_steps(self, steps: Sequence[tuple[str, Mapping[str, Any]]], /, *,
-                  bounded: bool = False) -> list[list[dict[str, Any]]]:
-        """Run named queries ``steps`` (``(name, params)``, in order) in one transaction; return each one's rows.
-
-        For a transaction none of whose statements needs an earlier one's result (the worker's claim with its
-        completions): PostgreSQL sends it whole — ``BEGIN``, the bounds, the statements, ``COMMIT`` — in one
-        round trip (pipeline mode); here, one statement at a time in :meth:`transaction`. ``bounded`` as there.
-
-        Raises:
-            As :meth:`transaction`; nothing of the steps is committed unless all of them ran.
-        """
-        with self.transaction(bounded=bounded) as tx:
-            return [tx.run(name, **params) for name, params in steps]
 
     def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         """Run one named query in its own transaction and return its rows."""

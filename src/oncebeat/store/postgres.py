@@ -253,9 +253,8 @@ class PostgresStore(Store):
         # SET LOCAL: ends with the transaction, the pooled connection keeps its defaults. The values are
         # durations checked by _duration_option (digits and a unit), so they are written into the statement:
         # one simple query, one round trip with the BEGIN.
-        self._set_bounds = tuple(f"SET LOCAL {name} = '{value}'"
-                                 for name, value in zip(BOUNDED_DEFAULTS, self.bounds, strict=True))
-        self._begin_bounded = "; ".join(("BEGIN", *self._set_bounds))
+        self._begin_bounded = "BEGIN; " + "; ".join(
+            f"SET LOCAL {name} = '{value}'" for name, value in zip(BOUNDED_DEFAULTS, self.bounds, strict=True))
         options["options"] = _server_options(options, self.schema, url)
         options = CONNECTION_DEFAULTS | options  # the URL's own values win
         query = urlencode(options, quote_via=quote)  # %20, not '+': libpq decodes only %XX
@@ -297,49 +296,6 @@ class PostgresStore(Store):
             raise
         finally:
             self._pool.putconn(conn)
-
-    def run_steps(self, steps: Sequence[tuple[str, Mapping[str, Any]]], /, *,
-                  bounded: bool = False) -> list[list[dict[str, Any]]]:
-        """:meth:`Store.run_steps` in one round trip: the whole transaction is sent in pipeline mode.
-
-        ``BEGIN`` is still the pooled connection's liveness check, as in :meth:`_begin`: a connection that the
-        server or the network closed fails the pipeline before anything of it ran (its ``BEGIN`` is the first
-        statement), is given back, and the next one is tried — a dead pooled connection never costs the caller
-        its transaction. A connection that breaks later, after the server may have committed (the answer
-        lost), is retried the same way, which is what the caller's retry of a transient error did: the steps
-        must be safe to run again (a claim's jobs of a lost answer stay leased to the worker, unseen by it,
-        until the rescue puts them back; a completion is fenced and idempotent). Any other error (a lock
-        timeout, a statement error) ends the transaction and is raised, as from :meth:`transaction`.
-        """
-        for name, _ in steps:  # the hook sees every statement before any of them runs (a fault then costs nothing)
-            if self.before_statement is not None:
-                self.before_statement(name)
-        statements = [(self.query_sql(name), _params(params)) for name, params in steps]
-        head = ("BEGIN", *self._set_bounds) if bounded else ("BEGIN",)
-        what = f"transaction ({', '.join(name for name, _ in steps)})"
-        for attempt in range(BEGIN_TRIES):
-            conn = self._pool.getconn()
-            try:
-                with conn.pipeline():  # one flush, one sync: the first error is raised at the block's end
-                    for sql in head:
-                        conn.execute(sql)
-                    cursors = [conn.execute(sql, params) for sql, params in statements]
-                    conn.execute("COMMIT")
-                return cast("list[list[dict[str, Any]]]",  # kwargs set dict_row
-                            [cur.fetchall() if cur.description else [] for cur in cursors])
-            except psycopg.Error as exc:
-                dead = conn.broken or conn.closed
-                if not dead:  # the server refused a statement: nothing was committed
-                    _rollback(conn)
-                if not dead or attempt == BEGIN_TRIES - 1:
-                    raise _translate(exc, what, self.url) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
-            finally:
-                self._pool.putconn(conn)  # the pool replaces a closed connection
-            self._pool.check()  # the others died with it, usually: the next try gets a live one
-        raise AssertionError("unreachable")
 
     def _begin(self, begin: str) -> psycopg.Connection[Any]:
         """A pooled connection with its transaction begun: ``begin`` is the check that it is alive.
