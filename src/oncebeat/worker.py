@@ -415,13 +415,18 @@ class Worker:
         :class:`StoreError` that outlasted the retries (nothing is recorded either: the lease runs out).
         """
         started = time.monotonic()
-        telemetry.emit("job.started", {"job_id": job.id, "task": job.task, "queue": job.queue, "attempt": job.attempt,
-                                       "occurrence_id": job.occurrence_id,
-                                       "latency_seconds": max(0.0, (self.clock.now() - job.run_at).total_seconds())})
+        # Each event's data (a dict, the clock read for the latency) is built only for a subscriber: nobody listening
+        # is the embedded worker's usual case, and building both cost ~2.5 us of a no-op job's ~20 (round 3b).
+        if telemetry.listening("job.started"):
+            latency = max(0.0, (self.clock.now() - job.run_at).total_seconds())
+            telemetry.emit("job.started", {"job_id": job.id, "task": job.task, "queue": job.queue,
+                                           "attempt": job.attempt, "occurrence_id": job.occurrence_id,
+                                           "latency_seconds": latency})
         outcome = self._execute(job)
-        telemetry.emit("job.finished", {"job_id": job.id, "task": job.task, "queue": job.queue,
-                                        "attempt": job.attempt, "outcome": outcome,
-                                        "seconds": time.monotonic() - started})
+        if telemetry.listening("job.finished"):
+            telemetry.emit("job.finished", {"job_id": job.id, "task": job.task, "queue": job.queue,
+                                            "attempt": job.attempt, "outcome": outcome,
+                                            "seconds": time.monotonic() - started})
         return outcome == "completed"
 
     def _execute(self, job: Job) -> str:
