@@ -797,16 +797,27 @@ class ClockProcess:
             # statements start (and its jobs become visible) that much sooner; a failed batch does not keep the
             # ones committed before it from moving their cursors.
             recorded_listened = telemetry.listening("occurrence.recorded")
+            logged = self._echoes or log.isEnabledFor(logging.INFO)  # 10,000 fires at once: format only if read
+            floor, nxt = self._floor, self._next
             for batch, batch_fires in committed:
                 for f in batch_fires:
                     c = batch.pop(f.schedule_key)
-                    if f.inserted and recorded_listened:
-                        telemetry.emit("occurrence.recorded", {"schedule": c.key, "outcome": "enqueued",
-                                                               "lag_seconds": (now - c.fire_at).total_seconds(),
-                                                               "occurrence_id": f.occurrence_id, "job_id": f.job_id,
-                                                               "fire_at": c.fire_at, "recorded_at": now})
-                    # c.after is the instant next_after(horizon) gives (none lies in (fire_at, horizon]), known
-                    self._after_commit(c.key, ([f], None), horizon, next_fire=c.after)
+                    if f.inserted:
+                        self.fires += 1
+                        if recorded_listened:
+                            telemetry.emit("occurrence.recorded", {"schedule": c.key, "outcome": "enqueued",
+                                                                   "lag_seconds": (now - c.fire_at).total_seconds(),
+                                                                   "occurrence_id": f.occurrence_id,
+                                                                   "job_id": f.job_id, "fire_at": c.fire_at,
+                                                                   "recorded_at": now})
+                        if logged:
+                            text = f.describe()
+                            log.info("fired %s", text, extra={"event": "clock.fired", "schedule": c.key})
+                            self.echo(f"fired {text}")
+                    # _after_commit for one on-time fire: the decided instant is the floor, and c.after is the
+                    # instant next_after(horizon) gives (none lies in (fire_at, horizon]), already known
+                    floor[c.key] = c.fire_at
+                    nxt[c.key] = c.after
                 fires.extend(batch_fires)
                 left.extend(batch)
         return fires, left
