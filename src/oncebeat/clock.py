@@ -638,16 +638,18 @@ class ClockProcess:
         """Fire every schedule whose next instant has come; return the decisions made by this clock."""
         now = self.clock.now()
         self._notice_step(now)
-        if self.process_id is not None and (self._last_heartbeat is None or
-                                            abs((now - self._last_heartbeat).total_seconds()) >= HEARTBEAT_SECONDS):
-            processes.heartbeat(self.store, self.process_id, now)  # the doctor's multiple-clocks check reads it
-            self._last_heartbeat = now
         due = self._next.due(now)
         if self._resync_due(now, busy=bool(due)):
             self._load(now)
             due = self._next.due(now)
         self._release_buffered(now)
-        return self._fire_due(due, now, now, startup=startup)
+        try:
+            return self._fire_due(due, now, now, startup=startup)
+        finally:  # after the fire: a burst's first batch does not wait for this transaction
+            if self.process_id is not None and (self._last_heartbeat is None or abs(
+                    (now - self._last_heartbeat).total_seconds()) >= HEARTBEAT_SECONDS):
+                processes.heartbeat(self.store, self.process_id, now)  # the doctor's multiple-clocks check reads it
+                self._last_heartbeat = now
 
     def _resync_due(self, now: datetime, *, busy: bool) -> bool:
         """Whether this tick re-reads the schedules table before firing.
