@@ -60,6 +60,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from importlib import metadata
@@ -88,6 +89,7 @@ MAX_LEDGER_ROWS_PER_TICK = 1000  # older late instants are summarised in one aud
 PASSED_OVER_ROWS = 100  # instants before the catch-up window recorded one by one (`missed`), then one summary row
 FIRE_BATCH = 200  # schedules recorded per transaction when many are due at once
 FIRE_SET_BATCH = 2000  # on-time schedules recorded per transaction by the set-based fire (a few statements each)
+FIRE_SET_THREADS = 2  # PostgreSQL: batches of one burst recorded at once, each in its own transaction and connection
 PERIOD_SERVED = "period already served"
 OVERLAP_RUNNING = "overlap: previous run still running"
 OVERLAP_FULL = "overlap: previous run still running and one run already waiting"
@@ -782,18 +784,25 @@ class ClockProcess:
         fires: list[Fire] = []
         left: list[str] = []
         committed: list[tuple[dict[str, _OnTime], list[Fire]]] = []
+        chunks = [due[start:start + FIRE_SET_BATCH] for start in range(0, len(due), FIRE_SET_BATCH)]
         try:
-            for start in range(0, len(due), FIRE_SET_BATCH):
-                batch = {c.key: c for c in due[start:start + FIRE_SET_BATCH]}
-                rows = "[" + ",".join(c.row for c in batch.values()) + "]"
-                with self.store.transaction(bounded=True) as tx:  # a stalled fire must not hold other clocks long
-                    recorded = tx.run("fire_on_time", rows=rows, horizon=horizon, now=now,
-                                      tzdata_version=TZDATA_VERSION, **self.source.params())
-                    inserted = {r["schedule_key"]: int(r["id"]) for r in recorded if r["id"] is not None}
-                    passed = dict.fromkeys(r["schedule_key"] for r in recorded)  # in order; inserted or a duplicate
-                    jobs = self._enqueue_runs(tx, batch, inserted)
-                    batch_fires = [self._on_time_fire(tx, batch[key], inserted.get(key), jobs, now) for key in passed]
-                committed.append((batch, batch_fires))
+            if len(chunks) > 1 and FIRE_SET_THREADS > 1 and self.store.backend == "postgres":
+                # Batches hold disjoint schedules and each is checked and inserted in its own transaction, so
+                # they may run at once: the server works on two backends (on a loaded machine, two runnable
+                # processes instead of one). SQLite has one writer: its batches go one after another.
+                with ThreadPoolExecutor(max_workers=FIRE_SET_THREADS, thread_name_prefix="clock-fire") as pool:
+                    futures = [pool.submit(self._fire_batch, chunk, now, horizon) for chunk in chunks]
+                    failed: BaseException | None = None
+                    for future in futures:  # every batch ends (commits or rolls back) before any is reported
+                        try:
+                            committed.append(future.result())
+                        except BaseException as exc:  # noqa: BLE001 - re-raised below, after the others ended
+                            failed = failed or exc
+                    if failed is not None:
+                        raise failed
+            else:
+                for chunk in chunks:
+                    committed.append(self._fire_batch(chunk, now, horizon))
         finally:
             # The bookkeeping of each committed batch waits until every batch is committed, so the next batch's
             # statements start (and its jobs become visible) that much sooner; a failed batch does not keep the
@@ -823,6 +832,21 @@ class ClockProcess:
                 fires.extend(batch_fires)
                 left.extend(batch)
         return fires, left
+
+    def _fire_batch(self, chunk: list[_OnTime], now: datetime,
+                    horizon: datetime) -> tuple[dict[str, _OnTime], list[Fire]]:
+        """Record one batch of :meth:`_fire_on_time` in its own transaction; returns it (key -> prepared instant)
+        and its fires (the keys the ledger passed, in order). Touches no clock state but the store, so batches
+        may run in threads."""
+        batch = {c.key: c for c in chunk}
+        rows = "[" + ",".join(c.row for c in batch.values()) + "]"
+        with self.store.transaction(bounded=True) as tx:  # a stalled fire must not hold other clocks long
+            recorded = tx.run("fire_on_time", rows=rows, horizon=horizon, now=now,
+                              tzdata_version=TZDATA_VERSION, **self.source.params())
+            inserted = {r["schedule_key"]: int(r["id"]) for r in recorded if r["id"] is not None}
+            passed = dict.fromkeys(r["schedule_key"] for r in recorded)  # in order; inserted or a duplicate
+            jobs = self._enqueue_runs(tx, batch, inserted)
+            return batch, [self._on_time_fire(tx, batch[key], inserted.get(key), jobs, now) for key in passed]
 
     def _enqueue_runs(self, tx: Tx, batch: dict[str, _OnTime], inserted: dict[str, int]) -> dict[int, int]:
         """Enqueue the runs of the occurrences ``inserted`` (key -> occurrence id), each under its occurrence's job id.
