@@ -118,6 +118,33 @@ def drop_schema(schema: str) -> None:
         c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def pg_backend_pids(store: Any) -> list[int]:
+    """Process ids of the PostgreSQL backends serving this process's connections (found by client port).
+
+    For :func:`pg_backend_cpu`; asks the server once (one short transaction), so call it outside what is timed.
+    """
+    import psutil
+
+    ports = [c.laddr.port for c in psutil.Process().net_connections(kind="tcp") if c.raddr and c.raddr.port == 5432]
+    with store.transaction() as tx:
+        rows = tx.execute("SELECT pid FROM pg_stat_activity WHERE client_port = ANY(%s)", (ports,))
+    return sorted(int(r["pid"]) for r in rows)
+
+
+def pg_backend_cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system, 10 ms ticks) the backends ``pids`` have used so far (``/proc/PID/stat``; a
+    backend gone since is counted as 0). The server must run on this machine."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 class FreshDb:
     """A fresh, migrated oncebeat database: a PostgreSQL schema (dropped on exit) or a SQLite file."""
 

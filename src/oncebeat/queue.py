@@ -327,9 +327,11 @@ class Queue:
         ``occurrence_id`` and ``run_of`` (the occurrence the job runs); defaults as in :meth:`enqueue`.
 
         Returns:
-            ``(job id, run_of)`` of each job inserted.
+            ``(job id, run_of)`` of each job inserted (one per source row).
         Raises:
-            As :meth:`enqueue_select`.
+            As :meth:`enqueue_select`; also StoreError when a row's id, ``run_of`` or unique key is already taken
+            (a plain insert, no skip: the ids were just drawn and the occurrences just inserted in ``tx``, so only a
+            broken database conflicts; the caller's transaction rolls back).
         """
         queue, priority, max_attempts = self._defaults(task, queue, priority, max_attempts)
         if max_attempts < 1:

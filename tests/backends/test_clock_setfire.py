@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from oncebeat import clock as clock_module
 from oncebeat.app import App
 from oncebeat.clock import ClockProcess, Fire
+from oncebeat.errors import StoreError
 from oncebeat.schedule_admin import set_schedule
 from oncebeat.store import Store, open_store
 from oncebeat.timebase import SimulatedClock
@@ -223,3 +225,93 @@ def test_a_waiting_clock_prepares_the_instants_due_within_its_horizon_once(store
     fires = clock.tick()
     assert sorted(f.schedule_key for f in fires) == KEYS and "fire_on_time" in seen
     assert all(f.inserted and f.job_id is not None for f in fires)
+
+
+def test_a_failed_batch_leaves_the_batches_committed_before_it_fired_once_and_the_rest_to_the_next_tick(
+        store: Store, sim_clock: SimulatedClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The bookkeeping of committed batches (cursors, fire counts) runs once all are committed; a batch that fails
+    # after others committed must not leave those to fire again, nor lose its own and the later ones.
+    monkeypatch.setattr(clock_module, "FIRE_SET_BATCH", 10)
+    clock = started(many_app(), store, sim_clock)
+    calls: list[str] = []
+
+    def second_batch_fails(query: str) -> None:
+        if query == "fire_on_time":
+            calls.append(query)
+            if len(calls) == 2:
+                raise StoreError("the database went away")
+
+    store.before_statement = second_batch_fails
+    sim_clock.set(at(13, 0, 1))
+    with pytest.raises(StoreError):
+        clock.tick()
+    first = sorted(o["schedule_key"] for o in occurrences(store))
+    # SQLite stops at the failed batch; PostgreSQL runs the batches in two threads, so the other two commit
+    committed = 20 if store.backend == "postgres" else 10
+    assert len(first) == committed and len(jobs(store)) == committed, "the other batches committed, with their jobs"
+    assert clock.fires == committed
+    assert all(clock._next[k] == at(14) for k in first), "the committed batches' cursors moved"
+    assert all(clock._next[k] == at(13) for k in KEYS if k not in first), "the rest are still due"
+    store.before_statement = None
+    sim_clock.set(at(13, 0, 3))
+    fires = clock.tick()
+    assert sorted(f.schedule_key for f in fires) == sorted(set(KEYS) - set(first))
+    assert all(f.inserted for f in fires) and clock.fires == len(KEYS)
+    occ = occurrences(store)
+    assert len(occ) == len(jobs(store)) == len(KEYS) and len({o["schedule_key"] for o in occ}) == len(KEYS)
+
+
+def test_a_run_whose_job_id_is_taken_fails_its_batch_and_no_occurrence_stays_without_its_job(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    # The runs go in with a plain insert (no ON CONFLICT): their ids were just drawn from the jobs' sequence. A
+    # database where one is taken anyway (a sequence set back) fails the batch instead of skipping the job.
+    if store.backend != "postgres":
+        pytest.skip("SQLite draws the ids after the highest one held: none can be taken")
+    clock = started(many_app(), store, sim_clock)
+    with store.transaction() as tx:
+        taken = clock.queue.enqueue("report", tx=tx)
+        assert taken is not None
+        tx.execute("SELECT setval(pg_get_serial_sequence('jobs', 'id'), %s, false)", (taken,))  # next: taken
+    sim_clock.set(at(13, 0, 1))
+    with pytest.raises(StoreError):
+        clock.tick()
+    assert occurrences(store) == [] and list(jobs(store)) == [taken], "the batch rolled back whole"
+    with store.transaction() as tx:
+        tx.execute("SELECT setval(pg_get_serial_sequence('jobs', 'id'), %s)", (taken,))
+    sim_clock.set(at(13, 0, 3))
+    fires = clock.tick()
+    assert len(fires) == len(KEYS) and all(f.inserted for f in fires)
+    occ, by_id = occurrences(store), jobs(store)
+    assert len(occ) == len(KEYS) and len(by_id) == len(KEYS) + 1
+    assert all(by_id[o["job_id"]]["run_of"] == o["id"] for o in occ)
+
+
+def test_on_postgresql_the_batches_of_one_burst_are_recorded_in_two_transactions_at_once(
+        store: Store, sim_clock: SimulatedClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    if store.backend != "postgres":
+        pytest.skip("SQLite has one writer: its batches go one after another")
+    monkeypatch.setattr(clock_module, "FIRE_SET_BATCH", 5)
+    clock = started(many_app(), store, sim_clock)
+    threads: set[int] = set()
+    calls: list[int] = []
+    both = threading.Barrier(2, timeout=10)
+
+    def meet(query: str) -> None:
+        if query == "fire_on_time":
+            threads.add(threading.get_ident())
+            calls.append(1)
+            if len(calls) <= 2:
+                try:
+                    both.wait()  # the first two batches are both inside their transactions here
+                except threading.BrokenBarrierError:
+                    pass
+
+    store.before_statement = meet
+    sim_clock.set(at(13, 0, 1))
+    fires = clock.tick()
+    store.before_statement = None
+    assert len(threads) == 2 and not both.broken, "two batches were open at once"
+    assert [f.schedule_key for f in fires] == KEYS and all(f.inserted for f in fires)
+    occ, by_id = occurrences(store), jobs(store)
+    assert len(occ) == len(by_id) == len(KEYS) and len({o["schedule_key"] for o in occ}) == len(KEYS)
+    assert all(by_id[o["job_id"]]["run_of"] == o["id"] for o in occ)

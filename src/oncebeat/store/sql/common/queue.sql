@@ -71,13 +71,13 @@ RETURNING id, occurrence_id;
 -- named SELECT put at the source slot: columns id (the job id the occurrence already names: the clock drew it from
 -- the jobs' id sequence when it inserted the occurrence), args, unique_key, occurrence_id and run_of. The job and
 -- its occurrence point at each other from their inserts: no update of either afterwards.
+-- No ON CONFLICT: the ids were just drawn and each occurrence was just inserted in this transaction, so no other
+-- row can hold a job's id or run_of; a conflict is a broken database and fails the statement (and the batch).
 INSERT INTO jobs (id, queue, task, args, state, priority, max_attempts, run_at, unique_key, occurrence_id, run_of,
                   source_kind, source_host, source_pid, source_name, source_version, created_at)
 SELECT s.id, :queue, :task, s.args, 'available', :priority, :max_attempts, :now, s.unique_key, s.occurrence_id,
        s.run_of, :src_kind, :src_host, :src_pid, :src_name, :src_version, :now
 FROM (/*source*/) AS s
-WHERE true
-ON CONFLICT DO NOTHING
 RETURNING id, run_of;
 
 -- name: job_copy
