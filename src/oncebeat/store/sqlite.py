@@ -298,6 +298,10 @@ class SqliteStore(Store):
             return super().read(name, **params)
         return _SqliteTx(self, conn).run(name, **params)
 
+    def write_waited(self) -> bool:
+        """True if this thread's last write transaction found ``<db>-lock`` held by another process and waited."""
+        return bool(getattr(self._local, "waited", False))
+
     def _take_writer_lock(self) -> WriteLock | None:
         """Queue on ``<db>-lock`` within ``busy_timeout``; the lock taken, or None (in memory, unwritable dir, nested).
 
@@ -317,6 +321,7 @@ class SqliteStore(Store):
         if not got:
             raise TransientStoreError(f"begin transaction: database is locked (another process held the writer "
                                       f"lock {writers.path} for {self.busy_timeout:g} s)")
+        self._local.waited = writers.waited
         return writers
 
     def migrate(self, target: int | None = None, *, lines: tuple[SqlLine, ...] | None = None
