@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from conftest import flock_held_elsewhere
 from oncebeat import App
 from oncebeat.store import open_store
 from oncebeat.store.base import Store
@@ -116,5 +117,29 @@ def test_the_worker_claims_twice_its_batch_while_its_writes_queue_behind_another
         assert len(second) == 10
         assert worker._claim_size() == 5  # that claim found the lock free: back to one batch
         assert len({j.id for j in first + second}) == 15
+    finally:
+        store.close()
+
+
+def test_the_wal_is_checkpointed_after_the_writer_lock_is_released_and_stays_bounded(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    store = open_store(f"sqlite:///{db}")
+    try:
+        with store.transaction() as tx:
+            tx.execute("CREATE TABLE pad (x BLOB)")
+        lock_held: list[bool] = []  # at each checkpoint the store runs: was the writer lock held?
+
+        def trace(sql: str) -> None:
+            if "wal_checkpoint" in sql:
+                lock_held.append(flock_held_elsewhere(Path(f"{db}-lock")))
+
+        store._connect().set_trace_callback(trace)
+        for _ in range(400):  # ~6 pages per transaction: 2,400 frames, past SQLite's own checkpoint size
+            with store.transaction() as tx:
+                tx.execute("INSERT INTO pad VALUES (zeroblob(20000))")
+        assert lock_held and not any(lock_held)
+        assert db.with_name("c.db-wal").stat().st_size < 2000 * 4096  # SQLite's safety net never had to run
+        with store.transaction() as tx:
+            assert tx.execute("SELECT COUNT(*) AS n FROM pad") == [{"n": 400}]
     finally:
         store.close()
