@@ -263,7 +263,8 @@ class Worker:
 
     Args:
         concurrency: handler slots (threads) in :meth:`run`.
-        batch_size: jobs claimed per statement (default 10 per slot).
+        batch_size: jobs claimed per statement (default 10 per slot); :meth:`run` on SQLite claims up to twice it
+            while its writes queue behind another process's (one commit per claim, see ``_claim_size``).
         lease_seconds: lease taken at claim and renewed by heartbeat (every third of it).
         poll_interval: seconds to wait when the queue is empty.
         grace_seconds: how long running jobs may take to finish after SIGTERM.
