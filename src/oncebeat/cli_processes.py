@@ -88,7 +88,8 @@ def _worker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--concurrency", "-c", default=4, show_default=True, type=click.IntRange(1, 256)),
         click.option("--queue", "queues", multiple=True, default=["default"], show_default=True),
         click.option("--batch-size", default=None, type=click.IntRange(1, 10000),
-                     help="Jobs claimed per statement (default 10 per slot)."),
+                     help="Jobs claimed per statement (default 10 per slot; on SQLite up to twice that "
+                          "while another process's writes queue with this worker's)."),
         click.option("--lease", default=30.0, show_default=True, type=SECONDS_POSITIVE,
                      help="Lease seconds, renewed by heartbeat."),
         click.option("--grace", default=25.0, show_default=True, type=SECONDS_NONNEGATIVE,

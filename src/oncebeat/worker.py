@@ -263,7 +263,8 @@ class Worker:
 
     Args:
         concurrency: handler slots (threads) in :meth:`run`.
-        batch_size: jobs claimed per statement (default 10 per slot).
+        batch_size: jobs claimed per statement (default 10 per slot); :meth:`run` on SQLite claims up to twice it
+            while its writes queue behind another process's (one commit per claim, see ``_claim_size``).
         lease_seconds: lease taken at claim and renewed by heartbeat (every third of it).
         poll_interval: seconds to wait when the queue is empty.
         grace_seconds: how long running jobs may take to finish after SIGTERM.
@@ -697,6 +698,17 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - reported to the main loop
             return exc
 
+    def _claim_size(self) -> int:
+        """Jobs to hold after the next claim: ``batch_size``, or twice it while another process writes beside us.
+
+        Why: SQLite lets one process write at a time, and each claim is one transaction with its fsync under that
+        lock. When this worker's last write waited for another process's (``Store.write_waited``), the lock is
+        the bottleneck, and two batches' worth per claim halves the commits per job. It is self-limiting: the
+        lock is contended only while claims come back to back, i.e. while jobs are short (slow jobs leave the
+        lock free, and batches stay at ``batch_size``). PostgreSQL never reports a wait: always ``batch_size``.
+        """
+        return 2 * self.batch_size if self.store.write_waited() else self.batch_size
+
     def _claim(self, wid: int, done: list[int], *, limit: int) -> list[Job] | None:
         """Rescue when due, then commit ``done`` with a claim of up to ``limit`` jobs; None if the store failed."""
         try:
@@ -806,7 +818,8 @@ class Worker:
                 # A free slot claims as soon as it is free, whatever the others still run; the claim tops the
                 # work in hand up to a batch, so slots that finish together still share one claim statement.
                 if left < self.concurrency and time.monotonic() >= next_claim:
-                    jobs = self._claim(wid, done, limit=self.batch_size - left)
+                    want = self._claim_size() - left
+                    jobs = self._claim(wid, done, limit=want)
                     if jobs is not None:
                         done = []  # committed with the claim
                     if jobs:
@@ -814,7 +827,7 @@ class Worker:
                         outcomes.expect(j.id for j in jobs)
                         for job in jobs:
                             inbox.put(job)
-                    if jobs is None or len(jobs) < self.batch_size - left:
+                    if jobs is None or len(jobs) < want:
                         next_claim = time.monotonic() + self.poll_interval  # drained for now, or the store failed
                     continue
                 claim_open = time.monotonic() >= next_claim

@@ -178,6 +178,15 @@ class Store(ABC):
             StoreError: any other database failure.
         """
 
+    def write_waited(self) -> bool:
+        """True if this thread's last write transaction had to wait for another process's writer to finish.
+
+        SQLite serialises every writer of a file (one lock), so a True here means another process is writing
+        too: the worker then claims a larger batch (fewer commits, each with its fsync, per job). PostgreSQL
+        writers do not queue on one lock: always False there.
+        """
+        return False
+
     @abstractmethod
     def migrate(self, target: int | None = None, *, lines: tuple[SqlLine, ...] | None = None
                 ) -> list[tuple[str, int]]:

@@ -8,7 +8,10 @@ side file ``<db>-lock`` (:mod:`oncebeat.store.writelock`): a waiting process is
 woken the moment the lock is released instead of sleeping in SQLite's busy
 handler, so a second worker process adds throughput. That lock is advisory and
 released by the kernel when a process dies; SQLite's lock stays the one that
-decides. ``synchronous=FULL`` by default: a committed job
+decides. The WAL is checkpointed by the store after a write transaction has
+released that lock (a passive checkpoint copies pages while others write), not
+inside ``COMMIT`` where SQLite's automatic checkpoint would hold every other
+writer up; that one stays as a safety net at twice the size. ``synchronous=FULL`` by default: a committed job
 survives power loss (``?synchronous=normal`` trades that for speed).
 
 Instants are stored as fixed-width UTC text (``2026-03-08T14:00:00.000000Z``)
@@ -43,6 +46,13 @@ __all__ = ["SqliteStore"]
 log = logging.getLogger("oncebeat.store")
 
 _ts_to_text = instant_text
+
+#: WAL frames (pages) a store lets accumulate between its own passive checkpoints: SQLite's default automatic
+#: checkpoint size. SQLite's automatic checkpoint is set to twice this (_AUTOCHECKPOINT) as a safety net.
+_CHECKPOINT_FRAMES = 1000
+_AUTOCHECKPOINT = 2 * _CHECKPOINT_FRAMES
+#: Bounds of the number of write transactions between two checkpoints (adapted to the frames each writes).
+_CHECKPOINT_EVERY = (1, 256)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -198,6 +208,11 @@ class SqliteStore(Store):
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._writers = WriteLock(f"{path}-lock") if path != ":memory:" else None
+        # Write transactions since this store's last checkpoint, and how many to let pass between two (adapted
+        # so that each checkpoint copies about _CHECKPOINT_FRAMES frames). Shared by threads: a lost count only
+        # moves a checkpoint by one transaction.
+        self._writes = 0
+        self._checkpoint_every = 16
         # The store owns its per-thread connections: one dropped without close() closes them when collected
         # (Python 3.13 warns about every sqlite3 connection left for the garbage collector).
         weakref.finalize(self, _close_all, self._all, self._lock)
@@ -219,6 +234,7 @@ class SqliteStore(Store):
             conn.row_factory = _dict_row
             self._set_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT}")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}. Check the path in "
@@ -246,6 +262,7 @@ class SqliteStore(Store):
     def transaction(self, *, bounded: bool = False) -> Iterator[Tx]:
         conn = self._connect()  # bounded: every wait is already bounded by busy_timeout
         held = self._take_writer_lock()
+        committed = False
         try:
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -263,9 +280,36 @@ class SqliteStore(Store):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise _translate(exc, "commit") from exc
+            committed = True
         finally:
             if held is not None:
                 held.release()
+        if committed and held is not None:
+            self._checkpoint_now_and_then(conn)
+
+    def _checkpoint_now_and_then(self, conn: sqlite3.Connection) -> None:
+        """After a committed write, once the lock is released: a passive checkpoint every few transactions.
+
+        Why here: SQLite's automatic checkpoint runs inside ``COMMIT``, while this process still holds the writer
+        lock, so every other writer waits for its page copies and fsyncs (milliseconds, every ~1,000 frames); a
+        passive checkpoint needs no writer lock and runs beside the next writer's transaction. Durability is
+        unchanged: a transaction is durable in the WAL at its ``COMMIT`` (``synchronous``), before any checkpoint.
+        A checkpoint that fails (another one running, the disk) is left to the next one, or to SQLite's own at
+        ``_AUTOCHECKPOINT`` frames.
+        """
+        self._writes += 1
+        if self._writes < self._checkpoint_every:
+            return
+        self._writes = 0
+        try:
+            row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            log.debug("passive checkpoint of %s skipped: %s", self.path, exc, extra={"event": "store.checkpoint"})
+            return
+        frames = int(row["log"]) if row and row["log"] is not None else -1  # frames in the WAL; -1: not in WAL mode
+        every = self._checkpoint_every
+        every = every * 2 if frames <= 0 else round(every * _CHECKPOINT_FRAMES / frames)
+        self._checkpoint_every = min(max(every, _CHECKPOINT_EVERY[0]), _CHECKPOINT_EVERY[1])
 
     def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         """Run one named query and return its rows; a read-only query takes no write lock.
@@ -281,6 +325,10 @@ class SqliteStore(Store):
         if conn.in_transaction:  # inside this thread's own transaction: SQLite would refuse a nested BEGIN anyway
             return super().read(name, **params)
         return _SqliteTx(self, conn).run(name, **params)
+
+    def write_waited(self) -> bool:
+        """True if this thread's last write transaction found ``<db>-lock`` held by another process and waited."""
+        return bool(getattr(self._local, "waited", False))
 
     def _take_writer_lock(self) -> WriteLock | None:
         """Queue on ``<db>-lock`` within ``busy_timeout``; the lock taken, or None (in memory, unwritable dir, nested).
@@ -301,6 +349,7 @@ class SqliteStore(Store):
         if not got:
             raise TransientStoreError(f"begin transaction: database is locked (another process held the writer "
                                       f"lock {writers.path} for {self.busy_timeout:g} s)")
+        self._local.waited = writers.waited
         return writers
 
     def migrate(self, target: int | None = None, *, lines: tuple[SqlLine, ...] | None = None

@@ -58,6 +58,9 @@ class WriteLock:
         self._fd: int | None = None
         self._owner: int | None = None  # the thread holding the lock (a nested transaction must not wait for itself)
         self._requests: queue.SimpleQueue[_Wait | None] | None = None
+        #: The last acquire found the lock held by another process (and waited for it). Read by the holder
+        #: (the store's transaction) while it holds the lock: the worker claims a larger batch when writers queue.
+        self.waited = False
         _LIVE.add(self)
 
     def acquire(self, timeout: float) -> bool:
@@ -73,14 +76,15 @@ class WriteLock:
             fd = self._open()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                got = True
+                got, waited = True, False
             except BlockingIOError:
-                got = self._wait(fd, deadline - time.monotonic())
+                got, waited = self._wait(fd, deadline - time.monotonic()), True
         except BaseException:
             self._threads.release()
             raise
         if got:
             self._owner = threading.get_ident()
+            self.waited = waited
         return got  # not got: the waiter thread releases _threads once its late flock is undone
 
     def held_here(self) -> bool:
