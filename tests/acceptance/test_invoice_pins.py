@@ -53,7 +53,7 @@ def test_migration_0021_moves_every_pin_into_invoice_pins(make_db_url: Callable[
                            f"('{number}', (SELECT id FROM customers), 'USD', 100, '2026-02-01', '2026-03-01', "
                            f"'{status}', '2026-03-01T00:00:00Z', {pin})")
             ids = {int(r["version"]): int(r["id"]) for r in tx.execute("SELECT id, version FROM ladder_versions")}
-        assert store.migrate() == [("reminders", 21)]
+        assert store.migrate(21, lines=(reminders,)) == [("reminders", 21)]
         assert _pins(store) == {"OPEN-1": ids[1], "OPEN-2": ids[2], "PAID-1": ids[1]}
         rows = {r["number"]: r for r in store.read("list_invoices")}
         assert {n: r["ladder_version_id"] for n, r in rows.items()} == {
