@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--n", type=int, default=1000, help="reminders sent in the drain (default 1,000; 0 = steps only)")
     p.add_argument("--backend", default="postgres", choices=("postgres", "sqlite"))
     p.add_argument("--reps", type=int, default=3, help="drains (default 3; median reported with all values)")
-    p.add_argument("--profile", action="store_true", help="one more drain under cProfile (CPU timer): top functions")
+    p.add_argument("--profile", action="store_true", help="one more drain under cProfile (CPU timer): top functions "
+                   "(the whole profile: send_cpu.prof in the run's temporary folder)")
     a = p.parse_args(argv)
     settings = Settings.make(reps=a.reps, quick=False)
     out: dict[str, Any] = {"engine": engine_version(), "steps_cpu_us": steps()}

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["LadderLines"]
+__all__ = ["LadderLines", "assigns"]
 
 _HEADER = re.compile(r"\s*\[\[\s*ladders\s*\]\]\s*(#.*)?$")
 _OWN_SUBTABLE = re.compile(r"\s*\[\s*ladders\s*\.")
 _ANY_HEADER = re.compile(r"\s*\[")
 
 
-def _assigns(line: str, key: str) -> bool:
+def assigns(line: str, key: str) -> bool:
+    """Whether TOML ``line`` assigns ``key`` (bare or quoted) at its start."""
     return re.match(rf"""\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""", line) is not None
 
 
@@ -45,7 +46,7 @@ class LadderLines:
         if key is None:
             return start + 1
         body = range(start + 1, end)
-        found = next((i for i in body if _assigns(self._lines[i], key)), None)
+        found = next((i for i in body if assigns(self._lines[i], key)), None)
         if sub is not None:
             if found is not None and re.search(rf"\b{re.escape(sub)}\s*=", self._lines[found]):
                 return found + 1  # match = { sub = ... } on one line
@@ -53,7 +54,7 @@ class LadderLines:
                                                            self._lines[i])), None)
             after = found if found is not None else sub_header
             if after is not None:
-                exact = next((i for i in range(after, end) if _assigns(self._lines[i], sub)
+                exact = next((i for i in range(after, end) if assigns(self._lines[i], sub)
                               or re.search(rf"[{{,]\s*{re.escape(sub)}\s*=", self._lines[i])), None)
                 return (exact if exact is not None else after) + 1
         return (found if found is not None else start) + 1

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from ..ladder_lines import assigns as _assigns
+
 __all__ = ["StageLines"]
 
 _KEY = r"""(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<bare>[A-Za-z0-9_-]+))"""
@@ -18,10 +20,6 @@ _STAGE_HEADER = re.compile(rf"\s*\[\s*stage\s*\.\s*{_KEY}\s*\]\s*(#.*)?$")
 _STAGE_TABLE = re.compile(r"\s*\[\s*stage\s*\]\s*(#.*)?$")
 _ANY_HEADER = re.compile(r"\s*\[")
 _PROBLEM = re.compile(r"\[stage\.(?P<stage>[^\]\s]*)\](?: (?P<key>\w+))?")
-
-
-def _assigns(line: str, key: str) -> bool:
-    return re.match(rf"""\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""", line) is not None
 
 
 class StageLines:
