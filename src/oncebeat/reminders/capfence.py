@@ -370,18 +370,11 @@ def check_notice_fence(store: Store, policy: Policy, *, clock: Clock, invoice_id
     return None if stale is None else stale.sentence()
 
 
-UNREAD: Any = object()  # processing_wait's ``since`` when the caller has not read it
-
-
-def processing_wait(store: Store, *, clock: Clock, reminder_id: int, invoice_id: int,
-                    since: datetime | None = UNREAD) -> None:
+def processing_wait(store: Store, *, clock: Clock, reminder_id: int, since: datetime | None) -> None:
     """Snooze the send of reminder ``reminder_id`` while Stripe says a payment of its invoice is processing: not
     skipped (the payment may still fail), not sent (it may succeed). ``since``: the invoice's
-    ``payment_processing_since`` (UTC; None: none processing) when the caller read it with the reminder, else it
-    is read here. Raises :class:`Snooze`."""
-    if since is UNREAD:
-        rows = store.read("payment_processing_of", invoice_id=invoice_id)
-        since = rows[0]["payment_processing_since"] if rows else None
+    ``payment_processing_since`` as the send read it with the reminder (UTC; None: no payment processing).
+    Raises :class:`Snooze`."""
     if since is not None:
         _wait(store, clock, reminder_id, f"a payment of this invoice is processing at Stripe (since "
               f"{since.isoformat()}); the reminder waits for it to succeed or fail", PROCESSING_POLL)

@@ -457,7 +457,7 @@ class ReminderService:
         if r["status"] != "open" and untried:
             reason = f"invoice {r['status']}" + (f" on {r['paid_on'].isoformat()}" if r["paid_on"] else "")
             return self._finish(reminder_id, "skipped", reason)
-        if r.get("covering_hold_id") is not None and untried:  # held before any attempt reached the server
+        if r["covering_hold_id"] is not None and untried:  # held before any attempt reached the server
             hold = self.store.read("covering_hold", invoice_id=r["invoice_id"], business_date=r["business_date"])
             if hold:
                 return self._hold(reminder_id, hold[0])
@@ -473,8 +473,8 @@ class ReminderService:
             # stale payment data, or a Stripe payment processing: wait (Snooze), the reason on the row
             capfence.check_fence(self.store, self.policy, clock=self.clock, reminder_id=reminder_id,
                                   invoice_id=r["invoice_id"])
-            capfence.processing_wait(self.store, clock=self.clock, reminder_id=reminder_id, invoice_id=r["invoice_id"],
-                                     since=r.get("payment_processing_since", capfence.UNREAD))
+            capfence.processing_wait(self.store, clock=self.clock, reminder_id=reminder_id,
+                                     since=r["payment_processing_since"])
             capfence.claim_place(self.store, self.policy, clock=self.clock, reminder_id=reminder_id, r=r,
                                  ladder=self._settings_of(r.get("ladder_version_id")))
         rendered, message_id = self._render(r)

@@ -88,9 +88,6 @@ UPDATE invoices SET payment_source = :source WHERE number = :number;
 UPDATE invoices SET payment_processing_since = :now WHERE number = :number
 RETURNING id;
 
--- name: payment_processing_of
-SELECT payment_processing_since FROM invoices WHERE id = :invoice_id;
-
 -- name: fence_wait
 -- A pending reminder's send waits (fresher payment data, a processing payment): its reason says why.
 UPDATE reminders SET reason = :reason, updated_at = :now

@@ -232,7 +232,7 @@ ORDER BY currency, bucket;
 
 -- name: aging_from_invoices
 -- The aging computed from the invoices themselves: what invoice_open_totals (reminders 0022) must always give
--- (tests/reminders/test_page_reads.py compares the two). Reads every open invoice: not for a page.
+-- (tests/acceptance/test_page_reads.py compares the two). Reads every open invoice: not for a page.
 -- Grouped per (currency, due date) first, in the order of the partial index invoices_open_aging (a streaming
 -- aggregate, no per-invoice bucket text to hash); the few hundred groups are then put in their buckets.
 SELECT currency,

@@ -13,7 +13,7 @@ CREATE INDEX reminders_outage_waiting ON reminders (deferred_since) WHERE state 
 -- an invoice becomes open or enters a group, -1 and its amount when it leaves): writers only ever insert. The
 -- scan folds the rows into one per group each day (invoice_open_totals_fold); the aging sums whatever rows
 -- there are, so it equals the aging of the invoices themselves at every moment
--- (tests/reminders/test_page_reads.py compares them).
+-- (tests/acceptance/test_page_reads.py compares them).
 CREATE TABLE invoice_open_totals (
     id       INTEGER PRIMARY KEY,
     currency TEXT NOT NULL,
