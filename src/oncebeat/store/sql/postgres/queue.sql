@@ -50,10 +50,15 @@ SELECT max_running FROM queue_limits WHERE queue = :queue FOR UPDATE;
 -- over; only a run is looked up (two primary-key probes), so a queue of plain jobs pays nothing per row.
 -- The rows picked are updated by their physical address (ctid, a Tid Scan), not looked up again in jobs_pkey:
 -- the row lock taken by the pick keeps that address current until the update, which is in the same statement.
+-- The pick is an ARRAY(...) sub-select, which PostgreSQL runs once (an InitPlan) before the update: as a
+-- subquery in FROM it was a join input the planner may rescan (a nested loop with it on the inner side), and
+-- each rescan runs LIMIT … FOR UPDATE SKIP LOCKED again, skips the rows the statement already updated and
+-- claims more than :limit (seen: a limit of 10 claimed 25). Queue.claim orders the rows (a Tid Scan returns
+-- them in physical order).
 UPDATE jobs
 SET state = 'running', attempt = attempt + 1, worker_id = :worker_id, lease_expires_at = :lease_expires_at,
     started_at = :now
-FROM (
+WHERE jobs.ctid = ANY(ARRAY(
     SELECT ctid FROM jobs
     WHERE queue = :queue AND state IN ('available', 'scheduled', 'retryable') AND run_at <= :now
       AND NOT EXISTS (SELECT 1 FROM paused_queues p WHERE p.queue = :queue)
@@ -63,8 +68,7 @@ FROM (
           WHERE o.id = jobs.run_of), '') <> 'paused')
     ORDER BY priority, run_at, id
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED) AS picked
-WHERE jobs.ctid = picked.ctid
+    FOR UPDATE SKIP LOCKED))
 RETURNING jobs.id, queue, task, args, priority, attempt, max_attempts, run_at, occurrence_id, unique_key,
           source_kind, source_host, source_pid, source_name, source_version;
 
