@@ -80,9 +80,12 @@ def message(number: str = "INV-1") -> bytes:
 
 def test_a_mail_client_sees_the_body_then_each_pdf_with_its_name_and_bytes() -> None:
     pdf = fake_pdf("one")
-    data = attach(message(), [Attachment(filename="INV-1.pdf", content_type="application/pdf", data=pdf),
-                              Attachment(filename="Rechnung-Müller-€.pdf", content_type="application/pdf",
-                                         data=b"%PDF-2")], seed="<x@example.com>")
+    # One message for both calls: its Date header is the wall clock, and a second boundary between two builds
+    # would make the determinism check below compare two different inputs.
+    base = message()
+    data = attach(base, [Attachment(filename="INV-1.pdf", content_type="application/pdf", data=pdf),
+                         Attachment(filename="Rechnung-Müller-€.pdf", content_type="application/pdf",
+                                    data=b"%PDF-2")], seed="<x@example.com>")
     msg = parsed(data)
     assert msg.get_content_type() == "multipart/mixed" and msg["Subject"] == "Invoice INV-1 is overdue"
     body, first, second = msg.iter_parts()
@@ -93,9 +96,9 @@ def test_a_mail_client_sees_the_body_then_each_pdf_with_its_name_and_bytes() -> 
     assert second.get_filename() == "Rechnung-Müller-_.pdf"  # RFC 2231, decoded back whole
     assert b"filename*=utf-8''Rechnung-M%C3%BCller-_.pdf" in data
     assert all(len(line) <= 78 for line in data.split(b"\r\n")), "every line within RFC 5322's 78"
-    assert data == attach(message(), [Attachment(filename="INV-1.pdf", content_type="application/pdf", data=pdf),
-                                      Attachment(filename="Rechnung-Müller-€.pdf", content_type="application/pdf",
-                                                 data=b"%PDF-2")], seed="<x@example.com>"), "deterministic"
+    assert data == attach(base, [Attachment(filename="INV-1.pdf", content_type="application/pdf", data=pdf),
+                                 Attachment(filename="Rechnung-Müller-€.pdf", content_type="application/pdf",
+                                            data=b"%PDF-2")], seed="<x@example.com>"), "deterministic"
 
 
 @pytest.mark.parametrize("hostile", ['INV-"7"\r\nBcc: eve@evil.example', "INV-7\nContent-Type: text/html",
