@@ -12,10 +12,6 @@ FROM receivable_moves WHERE CAST(:currency AS TEXT) IS NULL OR currency = :curre
 GROUP BY currency, month, kind HAVING SUM(n) <> 0
 ORDER BY currency, month, kind;
 
--- name: receivable_moves_last
--- The last row of receivable_moves: compact_receivable_moves folds the rows up to it.
-SELECT MAX(id) AS id FROM receivable_moves;
-
 -- name: receivable_moves_fold
 -- compact_receivable_moves: the rows up to the upto id become one row per (currency, month, kind), a key that came
 -- back to nothing none. One statement, one snapshot: a row a concurrent write adds meanwhile (even one with a lower
@@ -25,10 +21,6 @@ WITH folded AS (DELETE FROM receivable_moves WHERE id <= :upto RETURNING currenc
 INSERT INTO receivable_moves (currency, month, kind, amount, n)
 SELECT currency, month, kind, SUM(amount), SUM(n) FROM folded GROUP BY currency, month, kind
 HAVING SUM(n) <> 0 OR SUM(amount) <> 0;
-
--- name: receivable_moves_drop
--- Only SQLite runs it (after its two-statement fold); PostgreSQL's fold deletes the rows it summed itself.
-DELETE FROM receivable_moves WHERE id <= :upto;
 
 -- name: report_receivable_moves_from_invoices
 -- The reference: what receivable_moves must always sum to, computed from the invoices themselves (every invoice

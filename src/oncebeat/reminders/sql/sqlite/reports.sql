@@ -13,10 +13,6 @@ FROM receivable_moves WHERE :currency IS NULL OR currency = :currency
 GROUP BY currency, month, kind HAVING SUM(n) <> 0
 ORDER BY currency, month, kind;
 
--- name: receivable_moves_last
--- The last row of receivable_moves: compact_receivable_moves folds the rows up to it.
-SELECT MAX(id) AS id FROM receivable_moves;
-
 -- name: receivable_moves_fold
 -- compact_receivable_moves: the rows up to the upto id summed per (currency, month, kind) into new rows (a key that
 -- came back to nothing gets none); receivable_moves_drop then deletes the summed rows, in the same transaction
@@ -24,10 +20,6 @@ SELECT MAX(id) AS id FROM receivable_moves;
 INSERT INTO receivable_moves (currency, month, kind, amount, n)
 SELECT currency, month, kind, SUM(amount), SUM(n) FROM receivable_moves WHERE id <= :upto
 GROUP BY currency, month, kind HAVING SUM(n) <> 0 OR SUM(amount) <> 0;
-
--- name: receivable_moves_drop
--- After receivable_moves_fold: the rows it summed.
-DELETE FROM receivable_moves WHERE id <= :upto;
 
 -- name: report_receivable_moves_from_invoices
 -- The reference: what receivable_moves must always sum to, computed from the invoices themselves (every invoice
