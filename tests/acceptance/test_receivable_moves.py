@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import shared_data
 
+from conftest import shared_data
 from oncebeat.provenance import current_source
 from oncebeat.reminders.bookcopy import copy_book
 from oncebeat.reminders.model import Customer, Invoice, Payment

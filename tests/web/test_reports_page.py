@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-
 from starlette.testclient import TestClient
 from web_helpers import dashboard_client, runtime  # noqa: F401  (fixtures)
 

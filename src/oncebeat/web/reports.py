@@ -3,9 +3,10 @@ currency for DSO and CEI, stage effectiveness against the not-yet-reminded basel
 the late fees recorded (one per invoice and stage; the CSV to post them is ``oncebeat report fees --csv``).
 
 Entry point only: reads ``?from=YYYY-MM&to=YYYY-MM&currency=EUR&kind=dso`` (all optional, as ``oncebeat report``;
-``kind`` shows that report's section only, and only the reports that section shows are computed), calls :func:`oncebeat.reminders.reports.build_many` off the event loop
-and renders; a bad month, currency or kind is the library's error, shown as a 400 page naming the field (an unknown
-kind lists the kinds). A read: login needed (as every page), no action, no CSRF.
+``kind`` shows that report's section only, and only the reports that section shows are computed), calls
+:func:`oncebeat.reminders.reports.build_many` off the event loop and renders; a bad month, currency or kind is the
+library's error, shown as a 400 page naming the field (an unknown kind lists the kinds). A read: login needed (as
+every page), no action, no CSRF.
 """
 
 from __future__ import annotations
