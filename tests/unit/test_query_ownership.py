@@ -46,7 +46,7 @@ OWNERS: dict[tuple[str, str], str] = {
 NOT_RUN = {"count_invoices": "tests count imported invoices", "list_stripe_events": "tests read the webhook log",
            "aging_from_invoices": "tests compare the aging kept in invoice_open_totals with the invoices' own",
            "report_receivable_moves_from_invoices": "tests compare the moves kept in receivable_moves with the "
-                                                    "invoices' own; bench.scale measures both"}
+                                                    "invoices' own"}
 
 QUERY_VERBS = {"run", "one", "read", "many", "query_sql"}
 

@@ -24,7 +24,7 @@ HAVING SUM(n) <> 0 OR SUM(amount) <> 0;
 
 -- name: report_receivable_moves_from_invoices
 -- The reference: what receivable_moves must always sum to, computed from the invoices themselves (every invoice
--- read; the tests compare them, `bench.scale` measures both).
+-- read; tests/acceptance/test_receivable_moves.py compares them).
 -- Per (currency, month, kind): the amounts whose running sums give each month end's receivables.
 --   sales:       issued that month (credit sales).
 --   settled:     paid that month; the payment date counts from the issue date on (a payment dated before the
