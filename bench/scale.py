@@ -5,14 +5,23 @@ in ``--schema`` and dropped only by ``drop``), and logs the load average beside 
 
     python -m bench.scale build --schema S [--invoices 10000000] [--customers 1000000]
     python -m bench.scale scan --schema S [--collapse next]      # first, duplicate and next-day scan, timed
-    python -m bench.scale pages --schema S [--reps 10]           # dashboard pages over the book
+    python -m bench.scale pages --schema S [--reps 10] [--only reports,api]   # dashboard pages over the book
+    python -m bench.scale compare --schema S --before DIR [--only reports] [--reps 5] [--rounds 3]
+    python -m bench.scale triggers --schema S [--rows 20000] [--rounds 3]   # what invoices' triggers cost writers
     python -m bench.scale drain [--finished 10000000] [--jobs 20000] [--reps 2]
     python -m bench.scale drop --schema S
 
 ``build`` migrates the schema and loads the book with ``COPY`` (:mod:`bench.invoices`, ``n_customers``), timed
 per table, then ``VACUUM ANALYZE``. ``scan`` is W2's three scans from no reminders and no jobs, each with the
 CPU of this process and of its PostgreSQL backend (on a shared machine, the work itself). ``drain`` compares
-W1's drain (2 worker processes, batch 100) of ``--jobs`` no-op jobs in a schema with no history and in one
+``pages --only`` times some kinds of page only (``overview``, ``reminders``, ``search``, ``invoice``, ``jobs``,
+``metrics``, ``reports``: the Reports page whole and per section, ``api``: ``GET /api/v1/reports``). ``compare``
+runs ``pages`` in a child process per round and side, alternating an export of another tree (``--before``: its
+``src`` comes first on ``PYTHONPATH``, this harness runs it) and this one, and prints after/before ratios per
+round and page. ``triggers`` inserts ``--rows`` invoices (copies of existing ones) and pays as many open ones, in
+a transaction rolled back, once with the receivable-moves triggers (reminders 0023) and once with them disabled,
+interleaved per round: the difference per row is what the triggers cost a writer. ``drain`` compares W1's drain
+(2 worker processes, batch 100) of ``--jobs`` no-op jobs in a schema with no history and in one
 holding ``--finished`` completed jobs (one ``INSERT … SELECT generate_series``), interleaved per repetition.
 JSON of each step goes to ``bench/results/``.
 """
@@ -20,12 +29,15 @@ JSON of each step goes to ``bench/results/``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from bench import invoices
@@ -167,7 +179,11 @@ def _time(call: Callable[[], Any], reps: int) -> dict[str, float]:
             "max_ms": samples[-1], "first_ms": first_ms, "n": len(samples)}
 
 
-def pages(schema: str, reps: int) -> list[dict[str, Any]]:
+#: ``pages --only`` keys: every page kind the bench times.
+PAGE_KINDS = ("overview", "reminders", "search", "invoice", "jobs", "metrics", "reports", "api")
+
+
+def pages(schema: str, reps: int, only: tuple[str, ...] = PAGE_KINDS) -> list[dict[str, Any]]:
     import re
 
     from starlette.testclient import TestClient
@@ -178,7 +194,9 @@ def pages(schema: str, reps: int) -> list[dict[str, Any]]:
     number, name, email = db.query(
         "SELECT i.number, c.name, c.email FROM invoices i JOIN customers c ON c.id = i.customer_id "
         "WHERE i.id = (SELECT max(id) / 2 FROM invoices)")[0]
-    app = create_app(WebSettings(database_url=db.url, token="bench", migrate=False))
+    app = create_app(WebSettings(database_url=db.url, token="bench", migrate=False,
+                                 api_tokens="bench:read:" + "b" * 40))
+    api = {"Authorization": "Bearer " + "b" * 40}
     out = []
     with TestClient(app, base_url="http://127.0.0.1:8000", follow_redirects=False) as client:
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get("/login").text)
@@ -189,26 +207,97 @@ def pages(schema: str, reps: int) -> list[dict[str, Any]]:
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get("/reminders").text)
         assert csrf is not None
         token = csrf.group(1)
-        cases: list[tuple[str, Callable[[], Any]]] = [
-            ("/ (overview)", lambda: client.get("/")),
-            ("/reminders (counts, aging charts)", lambda: client.get("/reminders")),
-            ("POST /reminders/search (invoice number)",
+        cases: list[tuple[str, str, Callable[[], Any]]] = [
+            ("overview", "/ (overview)", lambda: client.get("/")),
+            ("reminders", "/reminders (counts, aging charts)", lambda: client.get("/reminders")),
+            ("search", "POST /reminders/search (invoice number)",
              lambda: client.post("/reminders/search", data={"csrf": token, "q": number})),
-            ("POST /reminders/search (customer name)",
+            ("search", "POST /reminders/search (customer name)",
              lambda: client.post("/reminders/search", data={"csrf": token, "q": name})),
-            ("POST /reminders/search (email)",
+            ("search", "POST /reminders/search (email)",
              lambda: client.post("/reminders/search", data={"csrf": token, "q": email})),
-            ("/reminders/invoices/NUMBER", lambda: client.get(f"/reminders/invoices/{number}")),
-            ("/jobs", lambda: client.get("/jobs")),
-            ("/metrics (scrape)", lambda: client.get("/metrics")),
-            ("/reports (collection reports)", lambda: client.get("/reports")),
+            ("invoice", "/reminders/invoices/NUMBER", lambda: client.get(f"/reminders/invoices/{number}")),
+            ("jobs", "/jobs", lambda: client.get("/jobs")),
+            ("metrics", "/metrics (scrape)", lambda: client.get("/metrics")),
+            ("reports", "/reports (collection reports)", lambda: client.get("/reports")),
+            *[("reports", f"/reports?kind={k}", lambda k=k: client.get(f"/reports?kind={k}"))
+              for k in ("dso", "stages", "holds", "aging", "fees")],
+            ("api", "GET /api/v1/reports?kind=dso,cei", lambda: client.get("/api/v1/reports?kind=dso,cei",
+                                                                            headers=api)),
+            ("api", "GET /api/v1/reports (all)", lambda: client.get("/api/v1/reports", headers=api)),
         ]
-        for label, call in cases:
+        for kind, label, call in cases:
+            if kind not in only:
+                continue
             status = call().status_code
             timing = _time(call, reps)
             out.append({"page": label, "status": status, **timing, "load": load_avg()})
             log(f"  {label}: {status}, median {timing['median_ms']:.1f} ms, p95 {timing['p95_ms']:.1f} ms "
                 f"(load {load_avg()})")
+    return out
+
+
+def compare(schema: str, before: Path, only: tuple[str, ...], reps: int, rounds: int) -> dict[str, Any]:
+    """``pages`` of the tree at ``before`` and of this one, alternating per round in child processes; the
+    after/before ratio of each page's median per round."""
+    here = Path(__file__).resolve().parents[1]
+    runs: list[dict[str, Any]] = []
+    for n in range(rounds):
+        for side, src in (("before", before / "src"), ("after", here / "src")):
+            env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{here}"}
+            load = load_avg()
+            child = subprocess.run([sys.executable, "-m", "bench.scale", "pages", "--schema", schema, "--reps",
+                                    str(reps), "--only", ",".join(only), "--print-only"],
+                                   env=env, cwd=here, check=True, capture_output=True, text=True)
+            result = json.loads(child.stdout.strip().splitlines()[-1])
+            runs.append({"round": n + 1, "side": side, "load_start": load, "load_end": load_avg(),
+                         "pages": result})
+            log(f"round {n + 1} {side}: load {load} -> {load_avg()}")
+    ratios: list[dict[str, Any]] = []
+    for n in range(rounds):
+        b, a = (next(r for r in runs if r["round"] == n + 1 and r["side"] == s) for s in ("before", "after"))
+        for pb, pa in zip(b["pages"], a["pages"], strict=True):
+            ratios.append({"round": n + 1, "page": pa["page"], "before_ms": pb["median_ms"],
+                           "after_ms": pa["median_ms"], "ratio": pa["median_ms"] / pb["median_ms"],
+                           "status": (pb["status"], pa["status"]), "load": (b["load_start"], a["load_end"])})
+            log(f"  round {n + 1} {pa['page']}: {pb['median_ms']:.1f} -> {pa['median_ms']:.1f} ms, "
+                f"ratio {pa['median_ms'] / pb['median_ms']:.3f}")
+    return {"runs": runs, "ratios": ratios}
+
+
+_MOVES_TRIGGERS = ("receivable_moves_insert", "receivable_moves_update", "receivable_moves_delete")
+
+
+def triggers(schema: str, rows: int, rounds: int) -> list[dict[str, Any]]:
+    """Per round, with the receivable-moves triggers on and then off (each in a transaction rolled back): insert
+    ``rows`` copies of existing invoices, then pay ``rows`` open invoices; seconds each and the cost per row."""
+    out = []
+    with pg_connect(schema) as c:
+        for n in range(rounds):
+            timing: dict[str, dict[str, float]] = {}
+            for mode in ("on", "off"):
+                with c.transaction(force_rollback=True):
+                    if mode == "off":
+                        for name in _MOVES_TRIGGERS:
+                            c.execute(f"ALTER TABLE invoices DISABLE TRIGGER {name}")
+                    t = time.perf_counter()
+                    c.execute("INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, "
+                              "status, paid_on, updated_at) SELECT 'T' || number, customer_id, currency, amount_due, "
+                              "issued_on, due_on, status, paid_on, updated_at FROM invoices WHERE id <= %s", (rows,))
+                    inserted = time.perf_counter() - t
+                    t = time.perf_counter()
+                    c.execute("UPDATE invoices SET status = 'paid', paid_on = due_on + 3, paid_at = now() WHERE id IN "
+                              "(SELECT id FROM invoices WHERE status = 'open' AND number NOT LIKE 'T%%' ORDER BY id "
+                              "LIMIT %s)", (rows,))
+                    paid = time.perf_counter() - t
+                timing[mode] = {"insert_s": inserted, "pay_s": paid}
+            row = {"round": n + 1, **{f"{m}_{k}": v for m, t in timing.items() for k, v in t.items()},
+                   "insert_us_per_row": (timing["on"]["insert_s"] - timing["off"]["insert_s"]) / rows * 1e6,
+                   "pay_us_per_row": (timing["on"]["pay_s"] - timing["off"]["pay_s"]) / rows * 1e6,
+                   "insert_ratio": timing["on"]["insert_s"] / timing["off"]["insert_s"],
+                   "pay_ratio": timing["on"]["pay_s"] / timing["off"]["pay_s"], "load": load_avg()}
+            out.append(row)
+            log(f"round {n + 1}: {row}")
     return out
 
 
@@ -266,7 +355,12 @@ def drain(finished: int, n_jobs: int, reps: int) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=("build", "scan", "pages", "drain", "drop"))
+    p.add_argument("step", choices=("build", "scan", "pages", "compare", "triggers", "drain", "drop"))
+    p.add_argument("--only", default=",".join(PAGE_KINDS), help=f"pages: some of {','.join(PAGE_KINDS)}")
+    p.add_argument("--before", type=Path, help="compare: an export of the tree to compare with")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rows", type=int, default=20_000)
+    p.add_argument("--print-only", action="store_true", help="pages: print the JSON result, write no file")
     p.add_argument("--schema", default="scale_book")
     p.add_argument("--invoices", type=int, default=10_000_000)
     p.add_argument("--customers", type=int, default=1_000_000)
@@ -281,7 +375,20 @@ def main(argv: list[str]) -> int:
     elif a.step == "scan":
         out = scan(a.schema, a.collapse)
     elif a.step == "pages":
-        out = pages(a.schema, a.reps or 10)
+        only = tuple(k.strip() for k in a.only.split(",") if k.strip())
+        if unknown := [k for k in only if k not in PAGE_KINDS]:
+            p.error(f"--only: unknown {unknown}; choose from {', '.join(PAGE_KINDS)}")
+        out = pages(a.schema, a.reps or 10, only)
+        if a.print_only:
+            print(json.dumps(out))
+            return 0
+    elif a.step == "compare":
+        if a.before is None:
+            p.error("compare needs --before DIR (e.g. git archive fde1b3c | tar -x -C DIR)")
+        out = compare(a.schema, a.before, tuple(k.strip() for k in a.only.split(",") if k.strip()), a.reps or 5,
+                      a.rounds)
+    elif a.step == "triggers":
+        out = triggers(a.schema, a.rows, a.rounds)
     elif a.step == "drain":
         out = drain(a.finished, a.jobs, a.reps or 2)
     else:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
+import pytest
 from starlette.testclient import TestClient
 from web_helpers import dashboard_client, runtime  # noqa: F401  (fixtures)
 
@@ -63,3 +65,38 @@ def test_reports_page_refuses_an_unknown_kind_and_shows_only_the_kind_asked(
     assert '<option selected>aging</option>' in aging.text
     every = client.get("/reports").text
     assert all(h in every for h in ("DSO and CEI per currency", "Stage effectiveness", "Promises to pay", "Aging on"))
+
+
+def test_reports_page_computes_only_the_sections_it_shows(runtime: Runtime, dashboard_client: Callable[..., TestClient],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A section not asked is not computed: the real report functions run, counted by a pass-through wrapper."""
+    import oncebeat.reminders.reports as reports
+
+    _on_as_of(runtime)
+    calls: list[str] = []
+
+    def counted(name: str) -> None:
+        real = getattr(reports, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            return real(*args, **kwargs)
+        monkeypatch.setattr(reports, name, wrapper)
+
+    for name in ("month_figures", "stage_effectiveness", "promises", "disputes", "fees_table", "_aging"):
+        counted(name)
+    client = dashboard_client()
+    page = client.get("/reports?kind=aging")
+    assert page.status_code == 200 and "<h2>Aging on" in page.text
+    assert calls == ["_aging"]
+    calls.clear()
+    page = client.get("/reports?kind=dso")
+    assert page.status_code == 200 and "DSO and CEI per currency" in page.text and "Aging on" not in page.text
+    assert calls == ["month_figures"]  # DSO and CEI: one read of the receivables, nothing else
+    calls.clear()
+    assert client.get("/reports?kind=stages").status_code == 200
+    assert calls == ["stage_effectiveness"]
+    calls.clear()
+    assert client.get("/reports").status_code == 200
+    assert sorted(calls) == sorted(["month_figures", "stage_effectiveness", "promises", "disputes", "fees_table",
+                                    "_aging"])

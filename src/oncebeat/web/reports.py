@@ -3,9 +3,10 @@ currency for DSO and CEI, stage effectiveness against the not-yet-reminded basel
 the late fees recorded (one per invoice and stage; the CSV to post them is ``oncebeat report fees --csv``).
 
 Entry point only: reads ``?from=YYYY-MM&to=YYYY-MM&currency=EUR&kind=dso`` (all optional, as ``oncebeat report``;
-``kind`` shows that report's section only), calls :func:`oncebeat.reminders.reports.build_many` off the event loop
-and renders; a bad month, currency or kind is the library's error, shown as a 400 page naming the field (an unknown
-kind lists the kinds). A read: login needed (as every page), no action, no CSRF.
+``kind`` shows that report's section only, and only the reports that section shows are computed), calls
+:func:`oncebeat.reminders.reports.build_many` off the event loop and renders; a bad month, currency or kind is the
+library's error, shown as a 400 page naming the field (an unknown kind lists the kinds). A read: login needed (as
+every page), no action, no CSRF.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from .charts import Chart, grouped_bars, stacked_bars
 
 __all__ = ["routes"]
 
-KINDS = ("dso", "cei", "stages", "aging", "holds", "fees")
+#: The report kinds each section of the page shows: a section not shown is not computed (stage effectiveness joins
+#: every sent reminder with its invoice; a page asked for ``?kind=dso`` never pays for it).
+SECTION_KINDS = {"dso_cei": ("dso", "cei"), "stages": ("stages",), "holds": ("holds",), "fees": ("fees",),
+                 "aging": ("aging",)}
 #: ``?kind=`` (as ``oncebeat report KIND``) → the page's sections it shows.
 SECTIONS = {"all": ("dso_cei", "stages", "holds", "fees", "aging"), "dso": ("dso_cei",), "cei": ("dso_cei",),
             "stages": ("stages",), "aging": ("aging",), "promises": ("holds",), "disputes": ("holds",),
@@ -93,9 +97,13 @@ async def reports_page(request: Request) -> Response:
     first = Month.parse(first_text, "from") if first_text else None
     last = Month.parse(last_text, "to") if last_text else None
     start, end = default_range(today, first, last)
-    tables = await run_in_threadpool(build_many, rt.store, KINDS, first=start, last=end, as_of=today,
-                                     currency=currency)
-    dso, cei, stages, aging, promises, disputes, fees = tables
+    kinds = tuple(k for section in SECTIONS[kind] for k in SECTION_KINDS[section])
+    built = await run_in_threadpool(build_many, rt.store, kinds, first=start, last=end, as_of=today,
+                                    currency=currency)
+    tables: dict[str, Table | None] = dict.fromkeys(("dso", "cei", "stages", "aging", "promises", "disputes",
+                                                     "fees"))
+    tables.update((t.name, t) for t in built)
+    dso, cei, stages, promises = tables["dso"], tables["cei"], tables["stages"], tables["promises"]
     locale = "en_US"
 
     def cell(table: Table, row: dict[str, Any], key: str) -> str:
@@ -106,10 +114,10 @@ async def reports_page(request: Request) -> Response:
         "title": "Reports", "today": today, "tz": rt.policy.tz, "start": start, "end": end,
         "q": {"from": first_text or "", "to": last_text or "", "currency": currency or ""},
         "kind": kind, "kinds": tuple(SECTIONS), "shown": SECTIONS[kind],
-        "currencies": _per_currency(dso, cei), "dso": dso, "cei": cei, "stages": stages, "aging": aging,
-        "promises": promises, "disputes": disputes, "fees": fees, "cell": cell, "windows": WINDOWS,
-        "stage_charts": [_stages_chart(stages, n) for n in WINDOWS] if stages.rows else [],
-        "promises_chart": _promises_chart(promises) if promises.rows else None,
+        "currencies": _per_currency(dso, cei) if dso is not None and cei is not None else [], **tables,
+        "cell": cell, "windows": WINDOWS,
+        "stage_charts": [_stages_chart(stages, n) for n in WINDOWS] if stages is not None and stages.rows else [],
+        "promises_chart": _promises_chart(promises) if promises is not None and promises.rows else None,
     })
 
 

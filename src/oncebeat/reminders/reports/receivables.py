@@ -32,10 +32,10 @@ from datetime import date
 from fractions import Fraction
 from typing import Any
 
-from ...store import Store
+from ...store import Store, Tx
 from .months import Month, month_range
 
-__all__ = ["MonthFigures", "countback_dso", "month_figures"]
+__all__ = ["MonthFigures", "compact_receivable_moves", "countback_dso", "month_figures"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,6 +88,19 @@ def countback_dso(receivables: int, sales: Callable[[Month], int], month: Month,
         days += current.days
         current = current.shift(-1)
     return days
+
+
+def compact_receivable_moves(tx: Tx) -> None:
+    """Fold ``receivable_moves`` (reminders 0023: rows of differences the triggers on invoices add) into one row per
+    (currency, month, kind), so DSO and CEI read about as many rows as there are months with invoices times five
+    kinds, plus a day's changes. The sums, and so every figure, are the same before and after; on PostgreSQL the
+    fold is one statement (one snapshot), so concurrent writers neither wait on it nor lose a row."""
+    last = tx.run("receivable_moves_last")
+    if not last or last[0]["id"] is None:
+        return
+    tx.run("receivable_moves_fold", upto=int(last[0]["id"]))
+    if tx.backend == "sqlite":  # PostgreSQL's fold deleted the rows it summed in the same statement
+        tx.run("receivable_moves_drop", upto=int(last[0]["id"]))
 
 
 def month_figures(store: Store, *, first: Month, last: Month, as_of: date,

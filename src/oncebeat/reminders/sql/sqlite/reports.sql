@@ -4,6 +4,26 @@
 -- Void invoices count nowhere (as if never issued); uncollectible ones stay receivable (never collected).
 
 -- name: report_receivable_moves
+-- Per (currency, month, kind): the sums of receivable_moves (reminders 0023: rows of differences the triggers on
+-- invoices add, folded daily by compact_receivable_moves), a key whose invoices all left dropped. The same rows as
+-- report_receivable_moves_from_invoices (tests/acceptance/test_receivable_moves.py), from a few hundred rows
+-- instead of every invoice.
+SELECT currency, month, kind, SUM(amount) AS amount, SUM(n) AS n
+FROM receivable_moves WHERE :currency IS NULL OR currency = :currency
+GROUP BY currency, month, kind HAVING SUM(n) <> 0
+ORDER BY currency, month, kind;
+
+-- name: receivable_moves_fold
+-- compact_receivable_moves: the rows up to the upto id summed per (currency, month, kind) into new rows (a key that
+-- came back to nothing gets none); receivable_moves_drop then deletes the summed rows, in the same transaction
+-- (SQLite has one writer at a time, so no row joins in between).
+INSERT INTO receivable_moves (currency, month, kind, amount, n)
+SELECT currency, month, kind, SUM(amount), SUM(n) FROM receivable_moves WHERE id <= :upto
+GROUP BY currency, month, kind HAVING SUM(n) <> 0 OR SUM(amount) <> 0;
+
+-- name: report_receivable_moves_from_invoices
+-- The reference: what receivable_moves must always sum to, computed from the invoices themselves (every invoice
+-- read; tests/acceptance/test_receivable_moves.py compares them).
 -- Per (currency, month, kind): the amounts whose running sums give each month end's receivables.
 --   sales:       issued that month (credit sales).
 --   settled:     paid that month; the payment date counts from the issue date on (a payment dated before the
