@@ -38,18 +38,22 @@ def created_objects(sql: str, earlier: frozenset[str] = frozenset()) -> list[str
     SQLite cannot alter a constraint, so it rebuilds the table (``ALTER TABLE t RENAME TO t_before_NNNN``,
     create, copy, drop) where PostgreSQL alters it in place: a rebuilt table's re-creation (the table and its
     indexes named in ``earlier`` migrations) counts as that alteration, and other statements (copies,
-    constraint changes) are not compared.
+    constraint changes) are not compared. Nor is an index of ``earlier`` dropped and created again under its
+    name (engine 0014 on SQLite: the same index, its condition spelled for SQLite's planner).
     """
     statements = split_statements(sql)
     rebuilt = {m.group(1) for s in statements
                if (m := re.match(r"ALTER\s+TABLE\s+(\w+)\s+RENAME\s+TO\s+\w+_before_\d+", s, re.IGNORECASE))}
+    respelled = {m.group(1) for s in statements
+                 if (m := re.match(r"DROP\s+INDEX\s+(\w+)", s, re.IGNORECASE)) and m.group(1) in earlier}
     out = []
     for statement in statements:
         create = re.match(r"CREATE\s+(UNIQUE\s+)?(TABLE|INDEX)\s+(\w+)(?:\s+ON\s+(\w+))?", statement, re.IGNORECASE)
         column = re.match(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", statement, re.IGNORECASE)
         if create is not None:
             unique, kind, name, table = create.groups()
-            if (kind.upper() == "TABLE" and name in rebuilt) or (table in rebuilt and name in earlier):
+            if (kind.upper() == "TABLE" and name in rebuilt) or (table in rebuilt and name in earlier) \
+                    or (kind.upper() == "INDEX" and name in respelled):
                 continue
             out.append(f"{'UNIQUE ' if unique else ''}{kind.upper()} {name}")
         elif column is not None:
