@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from oncebeat.store.sqlfiles import (
     query_files,
     registered_lines,
     split_statements,
+    to_sqlite,
 )
 
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
@@ -288,3 +290,25 @@ def test_a_library_app_migrating_a_0_1_database_first_leaves_the_reminder_versio
         reminders = [v for v, _, _ in load_migrations("sqlite", LINES[1])]
         assert old.migrate() == [("reminders", v) for v in reminders if v > 5]
         assert old.schema_versions() == {"engine": engine, "reminders": reminders}
+
+
+def test_sqlite_spells_a_list_of_states_as_ors_with_the_same_truth_value() -> None:
+    """Engine 0014's partial indexes on SQLite are written with ORs; the loader spells the queries alike."""
+    sql = ("j.state IN ('available', 'scheduled', 'retryable') AND state in ('a','b','c','d') AND x.state NOT IN "
+           "('a', 'b', 'c') AND state IN ('pending', 'in_doubt') AND mystate IN ('a', 'b', 'c') AND state IN (:s)")
+    assert to_sqlite(sql) == (
+        "(j.state = 'available' OR j.state = 'scheduled' OR j.state = 'retryable') AND (state = 'a' OR state = 'b' "
+        "OR state = 'c' OR state = 'd') AND x.state NOT IN ('a', 'b', 'c') AND state IN ('pending', 'in_doubt') "
+        "AND mystate IN ('a', 'b', 'c') AND state IN (:s)")
+    conn = sqlite3.connect(":memory:")
+    for state in (None, "available", "scheduled", "retryable", "running", ""):
+        for form in ("state IN ('available', 'scheduled', 'retryable')", "NOT state IN ('available', 'scheduled', "
+                     "'retryable')", "COALESCE(state IN ('available', 'scheduled', 'retryable'), -1)"):
+            expected = conn.execute(f"SELECT {form} FROM (SELECT ? AS state)", (state,)).fetchone()
+            assert conn.execute(f"SELECT {to_sqlite(form)} FROM (SELECT ? AS state)", (state,)).fetchone() == expected
+    conn.close()
+
+
+def test_every_engine_query_on_sqlite_spells_its_state_lists_as_ors() -> None:
+    for name, sql in line_queries("sqlite", ENGINE).items():
+        assert not re.search(r"(?<![\w.])(\w+\.)?state\s+IN\s*\(\s*'[^']*'\s*,\s*'[^']*'\s*,", sql, re.IGNORECASE), name
