@@ -107,3 +107,34 @@ def test_the_claim_and_completion_keep_their_results_through_the_new_indexes(tmp
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         conn.close()
+
+
+def test_a_database_with_jobs_upgrades_to_0014_and_its_unique_indexes_still_refuse(tmp_path: Path) -> None:
+    path = _migrated(tmp_path / "upgrade.db", target=13)
+    states = ("available", "scheduled", "running", "retryable", "completed", "discarded", "cancelled")
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.executemany("INSERT INTO jobs (queue, task, args, state, run_at, unique_key, run_of, source_kind, "
+                         "source_host, source_pid, source_name, source_version, created_at) VALUES ('q', 't', '[]', "
+                         "?, '2026-01-01', ?, ?, 'k', 'h', 1, 'n', 'v', '2026-01-01')",
+                         [(state, f"key{i % 2}", i % 2 + 100) for i, state in enumerate(states)
+                          if state in ("completed", "discarded", "cancelled") or i == 0])
+    finally:
+        conn.close()
+    with open_store(f"sqlite:///{path}") as store:
+        assert store.migrate(lines=(ENGINE,)) == [("engine", 14)]
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        unique = "INSERT INTO jobs (queue, task, args, state, run_at, unique_key, run_of, source_kind, source_host, " \
+                 "source_pid, source_name, source_version, created_at) VALUES ('q', 't', '[]', ?, '2026-01-01', ?, " \
+                 "?, 'k', 'h', 1, 'n', 'v', '2026-01-01')"
+        for state in ("scheduled", "running", "retryable"):  # key0 and run_of 100 are held by the available job
+            with pytest.raises(sqlite3.IntegrityError, match="unique_key"):
+                conn.execute(unique, (state, "key0", None))
+            with pytest.raises(sqlite3.IntegrityError, match="run_of"):
+                conn.execute(unique, (state, None, 100))
+        conn.execute(unique, ("completed", "key0", 100))  # a finished job holds neither
+        conn.execute(unique, ("available", "key1", 101))  # key1's jobs are all finished
+    finally:
+        conn.close()
