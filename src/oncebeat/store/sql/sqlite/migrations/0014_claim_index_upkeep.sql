@@ -2,7 +2,7 @@
 -- Every UPDATE of jobs.state re-evaluates the WHERE of each partial index that names state, for the old row and
 -- the new one, and deletes or inserts its entry. Written `state IN ('a', 'b', 'c')`, each evaluation of a list of
 -- three or more constants probes an ephemeral b-tree that the statement first fills; written as ORs it is a few
--- comparisons. The claim's and the completion's statements take ~0.65 of their CPU with this migration
+-- comparisons. The claim's and the completion's statements take ~0.6 of their CPU with this migration
 -- (docs/benchmarks.md, "### 10. SQLite drain, round 3c").
 -- SQLite uses a partial index only when the query's WHERE implies the index's: the engine's SQLite queries spell
 -- their literal state lists as ORs too, in the same order (oncebeat.store.sqlfiles.to_sqlite), and a query that
