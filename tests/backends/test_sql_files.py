@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from oncebeat.store.sqlfiles import (
     query_files,
     registered_lines,
     split_statements,
+    to_sqlite,
 )
 
 ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences", "jobs", "effects",
@@ -38,18 +40,22 @@ def created_objects(sql: str, earlier: frozenset[str] = frozenset()) -> list[str
     SQLite cannot alter a constraint, so it rebuilds the table (``ALTER TABLE t RENAME TO t_before_NNNN``,
     create, copy, drop) where PostgreSQL alters it in place: a rebuilt table's re-creation (the table and its
     indexes named in ``earlier`` migrations) counts as that alteration, and other statements (copies,
-    constraint changes) are not compared.
+    constraint changes) are not compared. Nor is an index of ``earlier`` dropped and created again under its
+    name (engine 0014 on SQLite: the same index, its condition spelled for SQLite's planner).
     """
     statements = split_statements(sql)
     rebuilt = {m.group(1) for s in statements
                if (m := re.match(r"ALTER\s+TABLE\s+(\w+)\s+RENAME\s+TO\s+\w+_before_\d+", s, re.IGNORECASE))}
+    respelled = {m.group(1) for s in statements
+                 if (m := re.match(r"DROP\s+INDEX\s+(\w+)", s, re.IGNORECASE)) and m.group(1) in earlier}
     out = []
     for statement in statements:
         create = re.match(r"CREATE\s+(UNIQUE\s+)?(TABLE|INDEX)\s+(\w+)(?:\s+ON\s+(\w+))?", statement, re.IGNORECASE)
         column = re.match(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", statement, re.IGNORECASE)
         if create is not None:
             unique, kind, name, table = create.groups()
-            if (kind.upper() == "TABLE" and name in rebuilt) or (table in rebuilt and name in earlier):
+            if (kind.upper() == "TABLE" and name in rebuilt) or (table in rebuilt and name in earlier) \
+                    or (kind.upper() == "INDEX" and name in respelled):
                 continue
             out.append(f"{'UNIQUE ' if unique else ''}{kind.upper()} {name}")
         elif column is not None:
@@ -284,3 +290,25 @@ def test_a_library_app_migrating_a_0_1_database_first_leaves_the_reminder_versio
         reminders = [v for v, _, _ in load_migrations("sqlite", LINES[1])]
         assert old.migrate() == [("reminders", v) for v in reminders if v > 5]
         assert old.schema_versions() == {"engine": engine, "reminders": reminders}
+
+
+def test_sqlite_spells_a_list_of_states_as_ors_with_the_same_truth_value() -> None:
+    """Engine 0014's partial indexes on SQLite are written with ORs; the loader spells the queries alike."""
+    sql = ("j.state IN ('available', 'scheduled', 'retryable') AND state in ('a','b','c','d') AND x.state NOT IN "
+           "('a', 'b', 'c') AND state IN ('pending', 'in_doubt') AND mystate IN ('a', 'b', 'c') AND state IN (:s)")
+    assert to_sqlite(sql) == (
+        "(j.state = 'available' OR j.state = 'scheduled' OR j.state = 'retryable') AND (state = 'a' OR state = 'b' "
+        "OR state = 'c' OR state = 'd') AND x.state NOT IN ('a', 'b', 'c') AND state IN ('pending', 'in_doubt') "
+        "AND mystate IN ('a', 'b', 'c') AND state IN (:s)")
+    conn = sqlite3.connect(":memory:")
+    for state in (None, "available", "scheduled", "retryable", "running", ""):
+        for form in ("state IN ('available', 'scheduled', 'retryable')", "NOT state IN ('available', 'scheduled', "
+                     "'retryable')", "COALESCE(state IN ('available', 'scheduled', 'retryable'), -1)"):
+            expected = conn.execute(f"SELECT {form} FROM (SELECT ? AS state)", (state,)).fetchone()
+            assert conn.execute(f"SELECT {to_sqlite(form)} FROM (SELECT ? AS state)", (state,)).fetchone() == expected
+    conn.close()
+
+
+def test_every_engine_query_on_sqlite_spells_its_state_lists_as_ors() -> None:
+    for name, sql in line_queries("sqlite", ENGINE).items():
+        assert not re.search(r"(?<![\w.])(\w+\.)?state\s+IN\s*\(\s*'[^']*'\s*,\s*'[^']*'\s*,", sql, re.IGNORECASE), name

@@ -27,7 +27,7 @@ from functools import cache
 from importlib import resources
 
 __all__ = ["SqlLine", "Block", "ENGINE", "register_line", "registered_lines", "load_queries", "load_migrations",
-           "line_blocks", "query_files", "split_statements", "BACKENDS"]
+           "line_blocks", "query_files", "split_statements", "to_sqlite", "BACKENDS"]
 
 BACKENDS = ("sqlite", "postgres")
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -93,6 +93,24 @@ def _split(text: str, source: str) -> dict[str, str]:
 def to_pyformat(sql: str) -> str:
     """Rewrite ``:name`` parameters to ``%(name)s`` and escape literal ``%``."""
     return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+_STATE_LIST = re.compile(r"(?<![\w.])((?:\w+\.)?state)\s+IN\s*\(\s*('[^']*'(?:\s*,\s*'[^']*'){2,})\s*\)",
+                         re.IGNORECASE)
+
+
+def to_sqlite(sql: str) -> str:
+    """Spell each ``state IN ('a', 'b', 'c', …)`` (optionally ``alias.state``) as ``(state = 'a' OR state = 'b' …)``.
+
+    Only lists of three or more string literals are rewritten, in their order (not ``NOT IN``, not a subquery or
+    parameter; a list of one or two SQLite already evaluates as comparisons). Why (engine migration 0014, whose
+    SQLite partial indexes on ``jobs.state`` are written as such ORs): SQLite uses a partial index only when it can
+    prove that the query's WHERE implies the index's, and it proves an OR from the same OR or from any one of its
+    terms (``state = 'running'``), never from an IN list unless the index has the same list. Same truth value for
+    every input, NULL included.
+    """
+    return _STATE_LIST.sub(
+        lambda m: "(" + " OR ".join(f"{m.group(1)} = {v}" for v in re.findall(r"'[^']*'", m.group(2))) + ")", sql)
 
 
 def _folder(line: SqlLine, backend: str) -> resources.abc.Traversable:
@@ -173,7 +191,8 @@ def line_blocks(line: SqlLine) -> tuple[Block, ...]:
 def line_queries(backend: str, line: SqlLine) -> dict[str, str]:
     """The named queries of one line: name -> SQL text in the backend's parameter style.
 
-    A backend's block replaces the common block of the same name (see :func:`line_blocks`).
+    A backend's block replaces the common block of the same name (see :func:`line_blocks`). On SQLite a
+    literal list of states is spelled as ORs (:func:`to_sqlite`).
 
     Raises:
         ValueError: the line's files break a rule of :func:`line_blocks`, or ``backend`` is unknown.
@@ -183,7 +202,8 @@ def line_queries(backend: str, line: SqlLine) -> dict[str, str]:
     queries: dict[str, str] = {}
     for block in line_blocks(line):
         if block.folder in ("common", backend):
-            queries[block.name] = to_pyformat(block.sql) if backend == "postgres" else block.sql
+            queries[block.name] = (to_pyformat(block.sql) if backend == "postgres"
+                                   else to_sqlite(block.sql))
     return queries
 
 

@@ -140,8 +140,8 @@ FROM jobs WHERE finished_at >= :since
 GROUP BY slot, state ORDER BY slot, state;
 
 -- name: list_jobs_page
--- Newest first, keyset on id; each filter may be NULL. Reads jobs_state_id_resting (a waiting or failed state,
--- engine 0013), jobs_running_lease (running) or the primary key backwards (completed, task, queue, instants).
+-- Newest first, keyset on id; each filter may be NULL. Walks the primary key backwards (SQLite cannot match
+-- `:state IS NULL OR state = :state` to an index; engine 0014 dropped jobs_state_id_resting, which it never read).
 -- held: what holds a waiting job ('queue Q paused', 'schedule K paused'), else NULL.
 SELECT id, queue, task, args, state, priority, attempt, max_attempts, run_at, lease_expires_at, worker_id,
        unique_key, occurrence_id, source_kind, source_host, source_pid, source_name, source_version,
@@ -251,3 +251,14 @@ SELECT task, CAST((julianday(finished_at) - julianday(:since)) * 86400.0 / :buck
        state, COUNT(*) AS n
 FROM jobs WHERE finished_at >= :since
 GROUP BY task, slot, state ORDER BY task, slot, state;
+
+-- name: running_jobs
+-- What each worker runs now: jobs under a lease, oldest start first, with the process holding it (its last
+-- heartbeat; NULL when the process row is gone). INDEXED BY jobs_running_lease: since engine 0014 the query's
+-- `state = 'running'` also implies jobs_unfinished_queue's condition, and without statistics SQLite would walk
+-- that one, every unclaimed job of a backlog included.
+SELECT j.id, j.queue, j.task, j.attempt, j.max_attempts, j.started_at, j.lease_expires_at, j.worker_id,
+       p.host, p.pid, p.name AS process_name, p.heartbeat_at, p.stopped_at
+FROM jobs j INDEXED BY jobs_running_lease LEFT JOIN processes p ON p.id = j.worker_id
+WHERE j.state = 'running'
+ORDER BY j.started_at, j.id LIMIT :limit;

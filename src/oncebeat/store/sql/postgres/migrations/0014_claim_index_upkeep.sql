@@ -1,0 +1,5 @@
+-- engine 0014: nothing to do on PostgreSQL; the number keeps both backends' lines aligned.
+-- On SQLite this migration re-creates the jobs table's partial indexes with their state lists written as ORs and
+-- drops jobs_state_id_resting (see sqlite/migrations/0014_claim_index_upkeep.sql). PostgreSQL matches a partial
+-- index through `state = ANY (...)` and maintains one by its predicate without an ephemeral table, and its job
+-- list reads jobs_state_id_resting (postgres/queue.sql, list_jobs_page), so its indexes stay as engine 0013 left them.
