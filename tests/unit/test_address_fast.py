@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from oncebeat.mail.message import _UNSAFE_HEADER_CHARS, _address_problem, _plainly_valid, _validator_problem
+from oncebeat.mail.addresses import _UNSAFE_HEADER_CHARS, _address_problem, _plainly_valid, _validator_problem
 
 HAND = [
     "a@example.com", "A@EXAMPLE.COM", "zoe.muller@example.co.uk", "o'brien+tag@example.org", "x@a.b.c.d.example",
