@@ -88,9 +88,12 @@ def steps(n: int = 300) -> dict[str, float]:
         out["envelope of frozen bytes (Mailer.send)"] = _cpu_per_call(lambda: reader(frozen), n)
     digest = __import__("oncebeat.reminders.notices.digest", fromlist=["x"])
     out["message facts (read back from the bytes)"] = _cpu_per_call(lambda: digest.message_facts(frozen), n)
-    compose = getattr(__import__("oncebeat.mail", fromlist=["x"]), "compose_message", None)
-    if compose is not None:
-        composed = compose(**args)
+    try:  # the builder's own facts since round 3c
+        from oncebeat.mail.compose import compose_message  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        compose_message = None
+    if compose_message is not None:
+        composed = compose_message(**args)
         out["message facts (from the builder)"] = _cpu_per_call(lambda: digest.composed_facts(composed), n)
     try:  # the address check has its own module since round 3c
         from oncebeat.mail import addresses as where  # type: ignore[attr-defined,unused-ignore]

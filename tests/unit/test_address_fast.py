@@ -57,3 +57,11 @@ def test_the_fast_path_takes_the_common_addresses() -> None:
     """Not a no-op: the addresses of ordinary customer data are decided without the validator."""
     for address in ["zoe.muller@example.co.uk", "c17850@example.com", "O'Brien+tag@Sub.Example.ORG", "a@x.test"]:
         assert _plainly_valid(address), address
+
+
+def test_the_special_use_names_are_email_validators() -> None:
+    from email_validator import SPECIAL_USE_DOMAIN_NAMES
+
+    from oncebeat.mail.addresses import _SPECIAL_USE
+
+    assert set(_SPECIAL_USE) == set(SPECIAL_USE_DOMAIN_NAMES) - {"test"}

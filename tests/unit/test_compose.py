@@ -1,7 +1,7 @@
 """compose_message: the builder's own header facts say exactly what a reader of its bytes says.
 
 The proof of notice records the decoded headers of the bytes that went out; the send takes them from the builder
-(:func:`oncebeat.mail.compose_message`) instead of parsing them back. Every generated message below is read both
+(:func:`oncebeat.mail.compose.compose_message`) instead of parsing them back. Every generated message below is read both
 ways: the builder's facts, :func:`message_facts` of its bytes and the email package's registry must agree.
 """
 
@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from oncebeat.mail import build_message_envelope, compose_message
+from oncebeat.mail import build_message_envelope
+from oncebeat.mail.compose import compose_message
 from oncebeat.reminders.notices.digest import _headers_registry, composed_facts, message_facts
 
 NAMES = ["Ana", "Zoë Müller", "Müller, Zoë", 'Zoë "Zo" Müller', "Zoë\tMüller", "Zoë  Müller", "Zoë (Büro)",

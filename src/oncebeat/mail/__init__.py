@@ -15,7 +15,6 @@ Layer rule: this package uses only the stdlib, aiosmtpd, :mod:`oncebeat.errors`,
 
 from __future__ import annotations
 
-from .compose import ComposedMessage, compose_message
 from .message import (
     RESERVED_HEADERS,
     Envelope,
@@ -42,7 +41,6 @@ from .smtp import DEFAULT_TIMEOUT, Mailer, SmtpUrl, envelope_of_bytes, message_b
 
 __all__ = [
     "DEFAULT_TIMEOUT",
-    "ComposedMessage",
     "RESERVED_HEADERS",
     "Envelope",
     "MailSink",
@@ -55,7 +53,6 @@ __all__ = [
     "build_message",
     "build_message_bytes",
     "build_message_envelope",
-    "compose_message",
     "count_by_header",
     "envelope_of_bytes",
     "idna_domain",

@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from email_validator import SPECIAL_USE_DOMAIN_NAMES, EmailNotValidError, validate_email
-
 __all__ = ["address_problem"]
 
 # Every character str.splitlines() splits on, plus the other C0 controls
@@ -57,7 +55,9 @@ _PLAIN_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _PLAIN_ADDRESS = re.compile(rf"(?P<local>{_PLAIN_ATEXT}(?:\.{_PLAIN_ATEXT})*)@"
                             r"(?P<domain>(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+"
                             r"[A-Za-z0-9-]{0,61}[A-Za-z])")
-_SPECIAL_USE = tuple(d for d in SPECIAL_USE_DOMAIN_NAMES if d != "test")  # test_environment=True allows .test
+#: email-validator's ``SPECIAL_USE_DOMAIN_NAMES`` without ``test`` (``test_environment=True`` allows it): kept here so
+#: that the fast path never imports email-validator (~0.1 s); a unit test checks the copy against the package's.
+_SPECIAL_USE = ("arpa", "invalid", "local", "localhost", "onion")
 
 
 def _plainly_valid(addr_spec: str) -> bool:
@@ -73,6 +73,8 @@ def _plainly_valid(addr_spec: str) -> bool:
 
 def _validator_problem(addr_spec: str) -> str | None:
     """email-validator's verdict on ``addr_spec`` with the options :func:`address_problem` states."""
+    from email_validator import EmailNotValidError, validate_email  # here: imported by the few processes that need it
+
     try:
         validate_email(addr_spec, check_deliverability=False, test_environment=True, allow_quoted_local=False,
                        allow_domain_literal=False)

@@ -56,11 +56,11 @@ from ..errors import (
 from ..mail import (
     Mailer,
     address_problem,
-    compose_message,
     make_message_id,
     parse_address,
     sanitize_header_text,
 )
+from ..mail.compose import compose_message
 from ..provenance import Source, current_source
 from ..queue import Queue
 from ..ratelimit import RateLimit
