@@ -13,7 +13,8 @@ busy shared machine changes them little:
    ``oncebeat worker`` builds it (``Worker.run_batch()`` loop, batch 100, a
    ``Mailer`` keeping its connection) against the SMTP sink in its own process;
    CPU of this process / ``n`` — everything a worker spends per reminder,
-   database client work included.
+   database client work included — and, on PostgreSQL, the SQL statements
+   and transactions per reminder (:class:`StatementCount`, counted at psycopg).
 
 To measure the engine before a change, run it against that engine's sources:
 ``PYTHONPATH=/path/to/other/checkout/src python -m bench.send_cpu``. Prints one
@@ -28,6 +29,7 @@ import json
 import pstats
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -84,8 +86,79 @@ def steps(n: int = 300) -> dict[str, float]:
     reader = getattr(__import__("oncebeat.mail.smtp", fromlist=["x"]), "envelope_of_bytes", None)
     if reader is not None:
         out["envelope of frozen bytes (Mailer.send)"] = _cpu_per_call(lambda: reader(frozen), n)
+    digest = __import__("oncebeat.reminders.notices.digest", fromlist=["x"])
+    out["message facts (read back from the bytes)"] = _cpu_per_call(lambda: digest.message_facts(frozen), n)
+    try:  # the builder's own facts since round 3c
+        from oncebeat.mail.compose import compose_message  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        compose_message = None
+    if compose_message is not None:
+        composed = compose_message(**args)
+        out["message facts (from the builder)"] = _cpu_per_call(lambda: digest.composed_facts(composed), n)
+    try:  # the address check has its own module since round 3c
+        from oncebeat.mail import addresses as where  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        where = message  # type: ignore[assignment,unused-ignore]
+    check = getattr(where._address_problem, "__wrapped__", where._address_problem)  # without its cache
+    out["address check (uncached)"] = _cpu_per_call(lambda: check("c17850@example.com"), n)
     out["message size (bytes)"] = float(len(frozen))
     return out
+
+
+class StatementCount:
+    """SQL round trips of this process on PostgreSQL, counted at psycopg (``Connection.execute``,
+    ``Cursor.execute``/``executemany``) while in a ``with`` block: every statement sent (``BEGIN``, ``COMMIT``
+    and ``ROLLBACK`` included; an ``executemany`` is one), the transactions (``BEGIN …``) and the statements
+    run alone in autocommit outside one (the store's single-statement reads). Works against any checkout's
+    store (it wraps psycopg, not oncebeat); the engine's own statements only, the sink has no database."""
+
+    def __init__(self) -> None:
+        self.statements = 0
+        self.transactions = 0
+        self.autocommit = 0
+        self._open: set[int] = set()
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def _seen(self, conn: Any, sql: Any) -> None:
+        text = sql if isinstance(sql, str) else sql.decode() if isinstance(sql, bytes) else ""  # sql.Composed: other
+        head = text.lstrip()[:8].upper()
+        self.statements += 1
+        if head.startswith("BEGIN"):
+            self.transactions += 1
+            self._open.add(id(conn))
+        elif head.startswith(("COMMIT", "ROLLBACK")):
+            self._open.discard(id(conn))
+        elif id(conn) not in self._open:
+            self.autocommit += 1
+
+    def __enter__(self) -> StatementCount:
+        import psycopg
+
+        count = self
+
+        def wrap(cls: Any, name: str, conn_of: Callable[[Any], Any]) -> None:
+            original = getattr(cls, name)
+
+            def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+                count._seen(conn_of(self), query)
+                return original(self, query, *args, **kwargs)
+
+            self._saved.append((cls, name, original))
+            setattr(cls, name, counted)
+
+        wrap(psycopg.Cursor, "execute", lambda cur: cur.connection)  # Connection.execute calls Cursor.execute
+        wrap(psycopg.Cursor, "executemany", lambda cur: cur.connection)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for cls, name, original in reversed(self._saved):
+            setattr(cls, name, original)
+        self._saved.clear()
+
+    def per(self, n: int) -> dict[str, float]:
+        """Per reminder: ``statements``, ``transactions``, ``autocommit_statements``."""
+        return {"statements": round(self.statements / n, 2), "transactions": round(self.transactions / n, 2),
+                "autocommit_statements": round(self.autocommit / n, 2)}
 
 
 def drain(backend: str, n: int, settings: Settings, *, profile: bool = False) -> dict[str, Any]:
@@ -118,15 +191,17 @@ def drain(backend: str, n: int, settings: Settings, *, profile: bool = False) ->
                 w = Worker(build_app(service), store, concurrency=1, batch_size=100, lease_seconds=30.0)
                 w.register()
                 prof = cProfile.Profile(time.process_time) if profile else None
-                cpu, wall = time.process_time(), time.perf_counter()
-                if prof is not None:
-                    prof.enable()
-                while w.run_batch():
-                    pass
-                if prof is not None:
-                    prof.disable()
-                    prof.dump_stats(str(settings.tmp / "send_cpu.prof"))
-                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                counted = StatementCount()
+                with counted if backend == "postgres" else nullcontext():
+                    cpu, wall = time.process_time(), time.perf_counter()
+                    if prof is not None:
+                        prof.enable()
+                    while w.run_batch():
+                        pass
+                    if prof is not None:
+                        prof.disable()
+                        prof.dump_stats(str(settings.tmp / "send_cpu.prof"))
+                    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 w.stop_process()
                 mailer.close()
         finally:
@@ -136,6 +211,8 @@ def drain(backend: str, n: int, settings: Settings, *, profile: bool = False) ->
     if sent != n or accepted != n:
         raise RuntimeError(f"send_cpu: {sent} sent, {accepted} accepted by the sink; expected {n}")
     out: dict[str, Any] = {"reminders": n, "cpu_ms_per_reminder": cpu / n * 1e3, "reminders_per_s_wall": n / wall}
+    if backend == "postgres":
+        out["sql_per_reminder"] = counted.per(n)
     if prof is not None:
         out["profile"] = _top(prof, n)
     return out

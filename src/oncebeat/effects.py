@@ -341,10 +341,11 @@ class EffectLedger:
         log.error("%s (job %s)", conflict, holder.job_id, extra={"event": "effect.conflict", "job_id": holder.job_id})
 
     def _mark_no_return(self, key: str, holder: Holder) -> None:
-        with self.store.transaction() as tx:
-            ok = tx.one("effect_no_return", key=key, now=self.clock.now(), job_id=holder.job_id,
-                        attempt=holder.attempt)
-        if ok is None:
+        # One statement, its own transaction, that the store may safely run again (a repeat sets the mark of the
+        # same holder's started key, or finds it no longer held): on PostgreSQL one round trip instead of three.
+        ok = self.store.run_idempotent("effect_no_return", key=key, now=self.clock.now(), job_id=holder.job_id,
+                                       attempt=holder.attempt)
+        if not ok:
             raise EffectBusy(f"effect {key!r} is no longer held by job {holder.job_id} attempt {holder.attempt}; "
                              "not going past the point of no return")
         telemetry.emit("effect.no_return", {"key": key})

@@ -326,3 +326,27 @@ def test_the_built_in_templates_render_for_every_stage_of_a_long_ladder():
         email = render(renderer, stage=stage, days_past_due=stage)
         assert email.subject and email.text and email.html
         assert Path(renderer.template_path(stage, "html")).parent == BUILTIN_TEMPLATES
+
+
+def test_one_lines_control_class_is_exactly_the_categories_cc_zl_zp() -> None:
+    """The compiled class replaced a per-character ``unicodedata.category`` check: same set, every code point."""
+    import sys
+    import unicodedata
+
+    from oncebeat.reminders.render import _CONTROL_OR_BREAK
+
+    for cp in range(sys.maxunicode + 1):
+        ch = chr(cp)
+        expected = unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+        assert (_CONTROL_OR_BREAK.fullmatch(ch) is not None) == expected, hex(cp)
+
+
+def test_templates_are_read_once_per_process(tmp_path: Path) -> None:
+    """An edited template file takes effect with a new Renderer (a worker restart), never mid-run."""
+    (tmp_path / "reminder_second.subject.j2").write_text("Old {{ invoice_number }}", encoding="utf-8")
+    renderer = Renderer(tmp_path)
+    assert render(renderer).subject == "Old INV-1042"
+    (tmp_path / "reminder_second.subject.j2").write_text("New {{ invoice_number }}", encoding="utf-8")
+    assert render(renderer).subject == "Old INV-1042"
+    assert render(Renderer(tmp_path)).subject == "New INV-1042"
+    assert renderer._env("subject").auto_reload is False

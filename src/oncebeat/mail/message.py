@@ -60,10 +60,10 @@ from email.message import EmailMessage
 from functools import lru_cache
 from typing import Any
 
-from email_validator import EmailNotValidError, validate_email
-
 from oncebeat.textsafe import strip_format_characters
 from oncebeat.timebase import SystemClock, require_aware
+
+from .addresses import _UNSAFE_HEADER_CHARS, address_problem
 
 __all__ = [
     "Envelope",
@@ -80,9 +80,6 @@ __all__ = [
     "RESERVED_HEADERS",
 ]
 
-# Every character str.splitlines() splits on, plus the other C0 controls
-# (except TAB) and DEL: none of them belongs in a header value.
-_UNSAFE_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]+")
 # The start of an RFC 2047 encoded-word; see the module docstring (CVE-2024-6923).
 _ENCODED_WORD_START = re.compile(r"=(?=\?)")
 
@@ -145,40 +142,6 @@ def sanitize_header_text(value: str) -> str:
         str: The sanitised single-line text.
     """
     return _ENCODED_WORD_START.sub("= ", _UNSAFE_HEADER_CHARS.sub(" ", strip_format_characters(value))).strip()
-
-
-def address_problem(addr_spec: str) -> str | None:
-    """Why ``addr_spec`` can never be delivered to, or ``None``: the one rule for imports and sends.
-
-    Syntax only (no DNS): ``email-validator`` with deliverability checks off and quoted local parts,
-    domain literals and special-use domains refused, except ``.test`` (RFC 6761), which development and
-    test data use with a local sink. On top, a local part holding ``=?`` (an RFC 2047 encoded-word)
-    or a control character is refused (see the module docstring, CVE-2024-6923). Refused, for example:
-    ``"a,b"@example.test``, ``bob@-example-.test``, ``bob@exa_mple.test``, a local part over 64
-    characters, an address over 254.
-
-    Args:
-        addr_spec: A bare address such as ``zoe@example.com`` (no display name).
-
-    Returns:
-        str | None: A short reason (``"the part after the @-sign contains invalid characters: '_'"``),
-        or ``None`` when the address is fine.
-    """
-    return _address_problem(addr_spec)
-
-
-@lru_cache(maxsize=4096)  # a pure function of the text; a send checks its recipient twice (service, builder)
-def _address_problem(addr_spec: str) -> str | None:
-    local = addr_spec.rpartition("@")[0]
-    if "=?" in local or _UNSAFE_HEADER_CHARS.search(addr_spec):
-        return "its local part holds an RFC 2047 encoded-word ('=?') or a control character"
-    try:
-        validate_email(addr_spec, check_deliverability=False, test_environment=True, allow_quoted_local=False,
-                       allow_domain_literal=False)
-    except EmailNotValidError as exc:
-        reason = str(exc).rstrip(".")
-        return reason[:1].lower() + reason[1:]
-    return None
 
 
 def idna_domain(domain: str) -> str:
@@ -553,30 +516,41 @@ def with_recipients(envelope: Envelope, extra: Sequence[str | Address]) -> Envel
         s.isascii() for s in specs))
 
 
-def _bytes_of(p: _Prepared, *, text: str, html: str | None, args: dict[str, Any]) -> bytes:
+def _bytes_of(p: _Prepared, *, text: str, html: str | None, args: dict[str, Any],
+              fields: list[tuple[str, str]] | None = None) -> bytes:
     """The RFC 5322 bytes of prepared headers ``p`` and the bodies (``args``: the builder's own arguments, for
-    the SMTPUTF8 path, which stays the email package's)."""
+    the SMTPUTF8 path, which stays the email package's). ``fields``: if given, receives each top-level header's
+    ``(name, unfolded value)`` in order (left empty on the SMTPUTF8 path)."""
     mailboxes = (p.sender, p.to, *p.cc) if p.reply_to is None else (p.sender, p.to, *p.cc, p.reply_to)
     if not all(a.username.isascii() for a in mailboxes):
         from .smtp import message_bytes  # the SMTPUTF8 path stays the email package's
 
         return message_bytes(build_message(**args))
-    out = [_fold("From", _mailbox_tokens(p.sender)), _fold("To", _mailbox_tokens(p.to))]
+    head = [("From", _mailbox_tokens(p.sender)), ("To", _mailbox_tokens(p.to))]
     if p.cc:
-        out.append(_fold("Cc", [t for n, a in enumerate(p.cc) for t in _cc_tokens(a, last=n == len(p.cc) - 1)]))
+        head.append(("Cc", [t for n, a in enumerate(p.cc) for t in _cc_tokens(a, last=n == len(p.cc) - 1)]))
     if p.reply_to is not None:
-        out.append(_fold("Reply-To", _mailbox_tokens(p.reply_to)))
-    out += [_fold("Subject", _text_tokens(p.subject)), f"Date: {p.date}\r\n", f"Message-ID: {p.message_id}\r\n"]
-    out += [_fold(name, _text_tokens(value)) for name, value in p.extra]
+        head.append(("Reply-To", _mailbox_tokens(p.reply_to)))
+    head += [("Subject", _text_tokens(p.subject)), ("Date", [p.date]), ("Message-ID", [p.message_id])]
+    head += [(name, _text_tokens(value)) for name, value in p.extra]
+    out = [_fold(name, tokens) for name, tokens in head]
     out.append("MIME-Version: 1.0\r\n")
+    if fields is not None:  # folding only inserts CRLF before a space: the value unfolded is the tokens joined
+        fields += [(name, " ".join(tokens)) for name, tokens in head]
+        fields.append(("MIME-Version", "1.0"))
     parts = [_text_part("plain", text)] + ([_text_part("html", html)] if html is not None else [])
     if len(parts) == 1:
         out.append(parts[0])
+        if fields is not None:
+            cte = parts[0].split("\r\n", 2)[1].partition(": ")[2]
+            fields += [("Content-Type", 'text/plain; charset="utf-8"'), ("Content-Transfer-Encoding", cte)]
     else:
         boundary = "=_oncebeat_" + hashlib.sha256(p.message_id.encode("ascii")).hexdigest()[:24]
         while any(f"--{boundary}" in part for part in parts):  # only a 7bit part can hold it
             boundary += "_"
         out.append(f'Content-Type: multipart/alternative;\r\n boundary="{boundary}"\r\n\r\n')
+        if fields is not None:
+            fields.append(("Content-Type", f'multipart/alternative; boundary="{boundary}"'))
         for part in parts:
             out.append(f"--{boundary}\r\n{part}\r\n")  # that CRLF belongs to the next delimiter (RFC 2046)
         out.append(f"--{boundary}--\r\n")

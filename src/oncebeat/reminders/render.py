@@ -30,6 +30,9 @@ Parts are looked up independently: a folder holding only
 built-in subject and text. The built-in bodies extend ``layout.txt.j2`` and
 ``layout.html.j2``, which a user folder may override as well.
 
+Templates are read once per process (each :class:`Renderer` compiles a template on first use and Jinja's
+``auto_reload`` is off): to pick up an edited template file, restart the workers.
+
 Safety
 ------
 The HTML environment autoescapes every value; the subject and text
@@ -93,7 +96,6 @@ from __future__ import annotations
 
 import copy
 import re
-import unicodedata
 from dataclasses import dataclass
 from datetime import date
 from decimal import Context, Decimal, localcontext
@@ -292,10 +294,21 @@ _ASCII_SPACE = "\t\n\x0b\x0c\r "
 _WRAP_POINTS = re.compile(f"[{_ASCII_SPACE}]+")
 
 
+#: Every character of the Unicode categories Cc (C0, DEL, C1), Zl (U+2028) and Zp (U+2029): one regex instead of a
+#: ``unicodedata.category`` call per character (``tests/unit/test_render.py`` checks it against every code point).
+_CONTROL_OR_BREAK = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def _one_line(value: str) -> str:
     """Collapse line breaks, control characters and whitespace runs into single spaces (no-break spaces stay)."""
-    cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in str(value))
-    return _BREAKING_SPACES.sub(" ", cleaned).strip(" ")
+    return _BREAKING_SPACES.sub(" ", _CONTROL_OR_BREAK.sub(" ", str(value))).strip(" ")
+
+
+@lru_cache(maxsize=4096)
+def _long_date(day: date, locale: Locale) -> str:
+    """``day`` in ``locale``'s long format, its spaces no-break (e.g. ``20.\u00a0Februar\u00a02026``); kept per
+    (day, locale): a send renders two or three dates and a run repeats the same few dozen (Babel: ~20 µs each)."""
+    return _unbreakable(format_date(day, format="long", locale=locale))
 
 
 def _unbreakable(value: str) -> str:
@@ -415,6 +428,7 @@ class Renderer:
             "trim_blocks": True,
             "lstrip_blocks": True,
             "keep_trailing_newline": True,
+            "auto_reload": False,  # read once per process: a changed template file takes effect at a restart
             "extensions": [_TransAtCompile],
         }
         self.templates = templates
@@ -422,8 +436,9 @@ class Renderer:
         self._envs: dict[tuple[str, bool], Environment] = {}
         # Compiled templates per (stage, part, language): looked up once, not per reminder (Jinja would
         # otherwise resolve the name through the loaders and stat the file on every render). A Renderer
-        # therefore keeps the templates it first loaded; a changed file is read by a new Renderer
-        # (``oncebeat worker`` builds one at start-up).
+        # therefore keeps the templates it first loaded (and Jinja, with ``auto_reload=False``, never stats
+        # them again); a changed file is read by a new Renderer: ``oncebeat worker`` builds one at start-up, so an
+        # operator restarts the workers to pick up an edited template.
         self._templates: dict[tuple[int, str, str], Template] = {}
 
     def _env(self, part: str, language: str = "en") -> Environment:
@@ -506,8 +521,8 @@ class Renderer:
             "amount_due": amount_due,
             "due_on": due_on,
             "issued_on": issued_on,
-            "due_date": _unbreakable(format_date(due_on, format="long", locale=loc)),
-            "issued_date": _unbreakable(format_date(issued_on, format="long", locale=loc)),
+            "due_date": _long_date(due_on, loc),
+            "issued_date": _long_date(issued_on, loc),
             "stage": stage,
             "stage_label": _stage_label(t, stage),
             "kind": template_kind(stage),
@@ -519,7 +534,7 @@ class Renderer:
             "locale": str(loc),
             "language": language,
             "promise_missed": promise_missed is not None,
-            "promise_date": _unbreakable(format_date(promise_missed, format="long", locale=loc))
+            "promise_date": _long_date(promise_missed, loc)
             if promise_missed is not None else "",
             "payment_url": payment_url or "",
             "late_fee_minor": late_fee,

@@ -56,11 +56,11 @@ from ..errors import (
 from ..mail import (
     Mailer,
     address_problem,
-    build_message_envelope,
     make_message_id,
     parse_address,
     sanitize_header_text,
 )
+from ..mail.compose import compose_message
 from ..provenance import Source, current_source
 from ..queue import Queue
 from ..ratelimit import RateLimit
@@ -84,7 +84,7 @@ from .model import (
 )
 from .notices import grouping
 from .notices.attachments import AttachmentError
-from .notices.digest import message_facts
+from .notices.digest import composed_facts, message_facts
 from .notices.escalation import StageEscalation, escalation_of
 from .notices.fees import FEE_HEADER, Fee, fee_for
 from .notices.notify import after_sent
@@ -484,14 +484,16 @@ class ReminderService:
         esc, fee = self._escalation_and_fee(r)  # CC, BCC and the late fee of this stage (notices.escalation)
         bcc = esc.bcc if esc else ()
         # The RFC 5322 bytes directly (the email package's EmailMessage cost ~1 ms of CPU per reminder), and
-        # their envelope from the same parsed addresses (the mailer need not parse the header block back).
-        data, envelope = build_message_envelope(sender=sender, to=_mailbox(r["name"], r["email"]),
+        # their envelope from the same parsed addresses (the mailer need not parse the header block back), and the
+        # header facts the proof of notice keeps (mail.compose: not parsed back either).
+        composed = compose_message(sender=sender, to=_mailbox(r["name"], r["email"]),
                                    subject=rendered.subject, text=rendered.text, html=rendered.html,
                                    message_id=message_id, reply_to=reply_to, date=self.clock.now(),
                                    headers={"X-Oncebeat-Invoice": r["number"], "X-Oncebeat-Stage": str(r["stage"]),
                                             "X-Oncebeat-Reminder": str(reminder_id)}
                                    | ({FEE_HEADER: fee.header()} if fee else {}),
                                    cc=esc.cc if esc else (), bcc=bcc)
+        data, envelope = composed.data, composed.envelope
         try:  # the invoice PDF / statement, built once: a retry sends the message as first frozen (notices.sending)
             data = with_attachments(self.store, self.clock, self.policy.attachments, r, key=key, data=data,
                                     message_id=message_id, stages=self._escalations_of(r.get("ladder_version_id"))[0],
@@ -520,8 +522,10 @@ class ReminderService:
             # The sent bytes' SHA-256 and headers stay in the result (the ledger drops the bytes once done): the
             # proof of notice names exactly what went out (notices.evidence). A key longer than the others: jsonb
             # sorts keys by length, so the doctor's 200-character glimpse of a result still shows the Message-ID.
+            # The builder's own header facts when these are its bytes (no attachment, no earlier frozen copy).
             return {"message_id": message_id, "reply": reply,
-                    "message_facts": message_facts(attempt.frozen)}
+                    "message_facts": composed_facts(composed) if attempt.frozen == composed.data
+                    else message_facts(attempt.frozen)}
 
         recorded: list[bool] = []
 

@@ -229,6 +229,23 @@ class Store(ABC):
         with self.transaction() as tx:
             return tx.run(name, **params)
 
+    def run_idempotent(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        """Run one named statement as its own transaction and return its rows (e.g. ``[{"key": "r:1"}]``, or
+        ``[]`` when its ``WHERE`` matched nothing); for a statement that is **idempotent**: run twice, it leaves
+        the data and returns the rows it did run once (``UPDATE … SET x = :v WHERE … RETURNING …``).
+
+        That lets the store run it again when it cannot tell whether a first run committed: PostgreSQL sends it
+        alone in autocommit (one round trip instead of ``BEGIN``, statement, ``COMMIT``) and, on a pooled
+        connection found dead, runs it on the next one, as :meth:`read` does for a read. Here (and on SQLite): one
+        write transaction, as ``with store.transaction() as tx: tx.run(name, **params)``.
+
+        Raises:
+            TransientStoreError: as :meth:`transaction` (PostgreSQL: no live connection in ``BEGIN_TRIES``).
+            StoreError: any other failure.
+        """
+        with self.transaction() as tx:
+            return tx.run(name, **params)
+
     def iter_chunks(self, items: list[Any], size: int) -> Iterator[list[Any]]:
         for start in range(0, len(items), size):
             yield items[start : start + size]

@@ -313,6 +313,16 @@ class PostgresStore(Store):
         sql = self.query_sql(name)
         if not is_read_only(sql):
             return super().read(name, **params)
+        return self._alone(name, sql, params)
+
+    def run_idempotent(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        """One idempotent named statement alone in autocommit, run again on the next pooled connection when the
+        one it used is found dead (see :meth:`Store.run_idempotent`): one round trip instead of three."""
+        return self._alone(name, self.query_sql(name), params)
+
+    def _alone(self, name: str, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Run ``sql`` alone in autocommit: a statement safe to run again (a read, an idempotent write), so a
+        pooled connection found dead is replaced and the statement tried on the next one."""
         adapted = _params(params)
         for attempt in range(BEGIN_TRIES):
             conn = self._pool.getconn()

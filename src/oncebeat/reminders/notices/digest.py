@@ -20,7 +20,9 @@ import re
 from email.parser import BytesHeaderParser
 from typing import Any
 
-__all__ = ["message_facts"]
+from ...mail.compose import ComposedMessage
+
+__all__ = ["composed_facts", "message_facts"]
 
 # Every send records these facts, and the email package's header registry cost ~0.9 ms of CPU per message (a
 # fifth of a reminder's worker CPU, issue 27). Most header values the registry would hand back unchanged: those
@@ -56,6 +58,17 @@ def message_facts(data: bytes) -> dict[str, Any]:
     if headers is None:
         headers = _headers_registry(data)
     return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "headers": headers}
+
+
+def composed_facts(message: ComposedMessage) -> dict[str, Any]:
+    """:func:`message_facts` of ``message.data``, the header values taken from what its builder knows
+    (:class:`~oncebeat.mail.compose.ComposedMessage`) instead of parsed back: the same dict, ~20 µs instead of ~300 µs
+    for a reminder with a non-ASCII name and subject (``tests/unit/test_compose.py`` compares both)."""
+    if not message.fields:
+        return message_facts(message.data)
+    headers = [[name, known if known is not None else value if _plain(name.lower(), value)
+                else _registry_value(name, value)] for name, value, known in message.fields]
+    return {"sha256": hashlib.sha256(message.data).hexdigest(), "size": len(message.data), "headers": headers}
 
 
 def _headers_registry(data: bytes) -> list[list[str]]:
