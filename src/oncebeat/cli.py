@@ -128,7 +128,8 @@ def migrate(database_url: str | None, app: str | None) -> None:
             folded = backfill_folded_names(store)
     done = ", ".join(f"{line} {version:04d}" for line, version in applied) or "nothing"
     at = ", ".join(f"{line} {max(v):04d}" for line, v in sorted(versions.items()) if line)
-    click.echo(f"{store.url}: applied {done}; schema at {at}" + (f"; folded {folded:,} customers' names" if folded else ""))
+    names = f"; folded {folded:,} customers' names" if folded else ""
+    click.echo(f"{store.url}: applied {done}; schema at {at}{names}")
 
 
 def _add_logging_options(group: click.Group) -> None:

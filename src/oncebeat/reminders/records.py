@@ -54,8 +54,8 @@ def customer_params(customer: Customer) -> dict[str, Any]:
 
     ``name``/``locale``/``tz``/``country``/``tags``: the value to store over a known customer, None to keep it
     (``""`` locale is stored as ``en_US``, ``""`` zone, country or tags as none); ``new_*``: the values of a
-    customer not stored yet; ``name_folded``/``new_name_folded``: their folds (:func:`oncebeat.reminders.names.fold_name`,
-    stored with the name for the search by name).
+    customer not stored yet; ``name_folded``/``new_name_folded``: the folds of ``name``/``new_name``
+    (:func:`oncebeat.reminders.names.fold_name`), stored with the name for the search by name.
     """
     locale = None if customer.locale is None else customer.locale or DEFAULT_LOCALE
     name, new_name = customer.name or None, customer.name or customer.email

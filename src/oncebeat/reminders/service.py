@@ -72,7 +72,6 @@ from .holds import hold_scan_rows, list_holds
 from .importing import InvoiceImport, RowProblem
 from .ladder_calendars import ladder_calendar
 from .ladders import LadderSettings
-from .names import fold_text, matching_customers
 from .model import (
     Customer,
     Invoice,
@@ -82,6 +81,7 @@ from .model import (
     superseded_stages,
     with_superseded,
 )
+from .names import fold_text, matching_customers
 from .notices import grouping
 from .notices.attachments import AttachmentError
 from .notices.digest import composed_facts, message_facts
