@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from click.testing import CliRunner
+from reminder_harness import FIRST_FIRE, Harness, invoice, maildir_sink
 
+from oncebeat.cli import cli
+from oncebeat.reminders import tasks
 from oncebeat.reminders.bookcopy import copy_book
 from oncebeat.reminders.model import Customer, Invoice
 from oncebeat.reminders.names import backfill_folded_names, fold_name, like_pattern, matching_customers
 from oncebeat.reminders.policy import write_default_config
 from oncebeat.reminders.runtime import Runtime, load_runtime
 from oncebeat.store import Store, open_store
+from oncebeat.timebase import SimulatedClock
 
 PEOPLE = [("anna@example.de", "Anna Müller GmbH"), ("zoe@example.fr", "Zoë Martin"), ("bob@example.com", "Bob"),
           ("sale@example.com", "50% Off Ltd"), ("fifty@example.com", "5000 Off Ltd"), ("ab@example.com", "A_B GmbH"),
@@ -133,6 +138,39 @@ def test_an_unfolded_book_is_searched_correctly_and_folded_in_batches(rt: Runtim
     assert _folds(store) == {e: fold_name(n) for e, n in PEOPLE}
     assert backfill_folded_names(store) == 0
     _check_search(rt)
+
+
+def test_oncebeat_migrate_folds_every_unfolded_name(rt: Runtime, db_url: str) -> None:
+    with rt.store.transaction() as tx:
+        tx.execute("UPDATE customers SET name_folded = NULL")
+    result = CliRunner().invoke(cli, ["migrate", "--db", db_url])
+    assert result.exit_code == 0, result.output
+    assert f"folded {len(PEOPLE)} customers' names" in result.output
+    assert _folds(rt.store) == {e: fold_name(n) for e, n in PEOPLE}
+    again = CliRunner().invoke(cli, ["migrate", "--db", db_url])
+    assert again.exit_code == 0 and "folded" not in again.output
+
+
+def test_the_scan_folds_a_bounded_share_of_the_unfolded_names(store: Store, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasks, "SCAN_BACKFILL", 3)  # the share per scan (50,000 in production)
+    h = Harness(store=store, sink=maildir_sink(tmp_path), clock=SimulatedClock(FIRST_FIRE - timedelta(hours=1)))
+    try:
+        h.add_invoices(invoice("INV-1", date(2026, 2, 20), email="anna@example.de"),
+                       customers=tuple(Customer(email=e, name=n) for e, n in PEOPLE))
+        with store.transaction() as tx:
+            tx.execute("UPDATE customers SET name_folded = NULL")
+        worker = h.new_worker()
+        h.tick_to(FIRST_FIRE)
+        worker.drain()
+        assert h.reminders()  # the scan ran
+        assert sum(v is None for v in _folds(store).values()) == len(PEOPLE) - 3
+        h.tick_to(FIRST_FIRE + timedelta(days=1))
+        worker.drain()
+        assert sum(v is None for v in _folds(store).values()) == len(PEOPLE) - 6
+    finally:
+        h.close()
+        h.sink.stop()
 
 
 def test_the_backfill_never_stores_the_fold_of_a_name_changed_meanwhile(rt: Runtime) -> None:
