@@ -14,7 +14,8 @@ in ``--schema`` and dropped only by ``drop``), and logs the load average beside 
 ``build`` migrates the schema and loads the book with ``COPY`` (:mod:`bench.invoices`, ``n_customers``), timed
 per table, then ``VACUUM ANALYZE``. ``scan`` is W2's three scans from no reminders and no jobs, each with the
 CPU of this process and of its PostgreSQL backend (on a shared machine, the work itself). ``drain`` compares
-``pages --only`` times some kinds of page only (``overview``, ``reminders``, ``search``, ``invoice``, ``jobs``,
+``pages --only`` times some kinds of page only (``overview``, ``reminders``, ``search``, ``names``: searches by
+one and two letters that match no name (the search's worst case: every name is read), ``invoice``, ``jobs``,
 ``metrics``, ``reports``: the Reports page whole and per section, ``api``: ``GET /api/v1/reports``). ``compare``
 runs ``pages`` in a child process per round and side, alternating an export of another tree (``--before``: its
 ``src`` comes first on ``PYTHONPATH``, this harness runs it) and this one, and prints after/before ratios per
@@ -180,7 +181,7 @@ def _time(call: Callable[[], Any], reps: int) -> dict[str, float]:
 
 
 #: ``pages --only`` keys: every page kind the bench times.
-PAGE_KINDS = ("overview", "reminders", "search", "invoice", "jobs", "metrics", "reports", "api")
+PAGE_KINDS = ("overview", "reminders", "search", "names", "invoice", "jobs", "metrics", "reports", "api")
 
 
 def pages(schema: str, reps: int, only: tuple[str, ...] = PAGE_KINDS) -> list[dict[str, Any]]:
@@ -214,6 +215,10 @@ def pages(schema: str, reps: int, only: tuple[str, ...] = PAGE_KINDS) -> list[di
              lambda: client.post("/reminders/search", data={"csrf": token, "q": number})),
             ("search", "POST /reminders/search (customer name)",
              lambda: client.post("/reminders/search", data={"csrf": token, "q": name})),
+            ("names", "POST /reminders/search (one letter, no name holds it)",
+             lambda: client.post("/reminders/search", data={"csrf": token, "q": "x"})),
+            ("names", "POST /reminders/search (two letters, no name holds them)",
+             lambda: client.post("/reminders/search", data={"csrf": token, "q": "qz"})),
             ("search", "POST /reminders/search (email)",
              lambda: client.post("/reminders/search", data={"csrf": token, "q": email})),
             ("invoice", "/reminders/invoices/NUMBER", lambda: client.get(f"/reminders/invoices/{number}")),

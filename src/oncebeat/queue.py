@@ -638,6 +638,20 @@ class Queue:
         return [{"queue": r["queue"], "state": r["state"], "n": int(r["n"]), "capped": int(r["n"]) > cap}
                 for r in self.store.read("count_unfinished_jobs_capped", cap=cap + 1)]
 
+    def counts_capped(self, cap: int = 10_000) -> dict[str, dict[str, Any]]:
+        """Jobs per state, each counted up to ``cap + 1``: ``{state: {"n", "capped"}}`` for every state of
+        :data:`JOB_STATES`, ``capped`` True when there are more than ``cap`` (``n`` is then ``cap + 1``, a lower
+        bound). Reads at most ``cap + 1`` index entries per state (per queue and state for the unfinished ones)
+        whatever the number of jobs (the job list; :meth:`counts` counts them all). Raises ValueError when
+        ``cap`` < 1."""
+        unfinished = self.counts_by_queue_capped(cap)
+        totals = {state: 0 for state in JOB_STATES}
+        for r in unfinished:
+            totals[r["state"]] += r["n"]
+        for r in self.store.read("count_finished_jobs_capped", cap=cap + 1):
+            totals[r["state"]] = int(r["n"])
+        return {state: {"n": min(n, cap + 1), "capped": n > cap} for state, n in totals.items()}
+
     def finished_histogram(self, since: datetime, bucket_seconds: int) -> list[dict[str, Any]]:
         """Jobs finished since ``since`` per ``bucket_seconds`` slot and final state.
 

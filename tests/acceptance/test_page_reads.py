@@ -150,9 +150,9 @@ def test_capped_counts_are_exact_below_the_cap_and_say_more_above_it(rt: Runtime
 
 
 def test_the_ascii_shortcut_of_the_name_search_folds_as_unicode_does() -> None:
-    from oncebeat.reminders.service import _folded, _folded_name
+    from oncebeat.reminders.names import fold_name, fold_text
 
     names = ["Müller", "MULLER", "Straße", "ǅemal", "Ｘ Müller 3", "O'Brien & Co.", "ÅSA", "abc\tDEF", "", "İstanbul",
              "".join(chr(c) for c in range(1, 128))]
     for name in names:
-        assert _folded_name(name) == _folded(name), name
+        assert fold_name(name) == fold_text(name), name

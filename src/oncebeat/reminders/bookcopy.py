@@ -33,6 +33,7 @@ from typing import Any
 from ..errors import OncebeatError
 from ..store import Store
 from .model import Payment
+from .names import fold_name
 
 __all__ = ["BookCopy", "copy_book", "iter_outcomes"]
 
@@ -87,7 +88,7 @@ def copy_book(source: Store, target: Store, *, start: date, before: datetime, ba
     done = BookCopy()
     for rows in _pages(lambda after: source.read("whatif_customers_page", after_id=after, limit=batch)):
         with target.transaction() as tx:
-            tx.many("whatif_copy_customer", rows)
+            tx.many("whatif_copy_customer", [{**r, "name_folded": fold_name(r["name"])} for r in rows])
         done.zones |= {str(r["tz"] or "") for r in rows}
         done.customers += len(rows)
     for rows in _pages(lambda after: source.read("whatif_ladder_versions_page", after_id=after, limit=batch)):

@@ -44,6 +44,7 @@ from typing import Any
 
 from ..store import Tx
 from .model import DEFAULT_LOCALE, DEFAULT_TZ, Customer, Invoice
+from .names import fold_name
 
 __all__ = ["InvoiceWrites", "customer_params", "mark_paid", "move_status", "write_customers", "write_invoices"]
 
@@ -53,12 +54,15 @@ def customer_params(customer: Customer) -> dict[str, Any]:
 
     ``name``/``locale``/``tz``/``country``/``tags``: the value to store over a known customer, None to keep it
     (``""`` locale is stored as ``en_US``, ``""`` zone, country or tags as none); ``new_*``: the values of a
-    customer not stored yet.
+    customer not stored yet; ``name_folded``/``new_name_folded``: the folds of ``name``/``new_name``
+    (:func:`oncebeat.reminders.names.fold_name`), stored with the name for the search by name.
     """
     locale = None if customer.locale is None else customer.locale or DEFAULT_LOCALE
-    return {"email": customer.email, "name": customer.name or None, "locale": locale, "tz": customer.tz,
+    name, new_name = customer.name or None, customer.name or customer.email
+    return {"email": customer.email, "name": name, "locale": locale, "tz": customer.tz,
             "country": customer.country, "tags": customer.tags,
-            "new_name": customer.name or customer.email, "new_locale": locale or DEFAULT_LOCALE,
+            "name_folded": None if name is None else fold_name(name), "new_name_folded": fold_name(new_name),
+            "new_name": new_name, "new_locale": locale or DEFAULT_LOCALE,
             "new_tz": customer.tz or DEFAULT_TZ, "new_country": customer.country or "", "new_tags": customer.tags or ""}
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
@@ -82,6 +81,7 @@ from .model import (
     superseded_stages,
     with_superseded,
 )
+from .names import fold_text, matching_customers
 from .notices import grouping
 from .notices.attachments import AttachmentError
 from .notices.digest import composed_facts, message_facts
@@ -796,21 +796,15 @@ class ReminderService:
     def search_invoices(self, query: str, *, limit: int = 50, customers: int = 20) -> list[dict[str, Any]]:
         """The dashboard's search: :meth:`find_invoices`, else (no ``@``, no such number) the invoices of customers
         whose name holds ``query`` compared without case and accents ("muller" and "MULLER" find "Müller";
-        "mueller" does not: folding is Unicode's, not a transliteration); newest first, at most
-        ``limit`` invoices of at most ``customers`` customers. Names are read a page at a time (bounded memory;
-        time grows with the number of customers: about a second per million)."""
+        "mueller" does not: folding is Unicode's, not a transliteration); newest first, at most ``limit``
+        invoices of at most ``customers`` customers (which ones, when more match, is not specified). Reads the
+        stored folds (:mod:`oncebeat.reminders.names`: an index on PostgreSQL with pg_trgm), plus the names not
+        folded yet."""
         found = self.find_invoices(query, limit=limit)
-        needle = _folded(query.strip())
+        needle = fold_text(query.strip())
         if found or "@" in query or not needle:
             return found
-        ids: list[int] = []
-        after = 0
-        while len(ids) < customers:
-            page = self.store.read("customer_names_after", after_id=after, limit=_NAME_PAGE)
-            if not page:
-                break
-            ids += [int(r["id"]) for r in page if needle in _folded_name(r["name"])][:customers - len(ids)]
-            after = int(page[-1]["id"])
+        ids = matching_customers(self.store, needle, limit=customers)
         return self.store.read("invoices_of_customers", ids=Json(ids), limit=limit) if ids else []
 
     def invoice_story(self, number: str) -> dict[str, Any] | None:
@@ -943,7 +937,6 @@ class _Preview(Exception):
     """Rolls back the preview's transaction: it pinned and recorded versions only to see what a scan would do."""
 
 
-_NAME_PAGE = 5000  # customers' names read per statement by the search by name
 
 
 def compact_open_totals(tx: Tx) -> None:
@@ -964,18 +957,6 @@ def _file_digest(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
-
-
-def _folded(text: str) -> str:
-    """``text`` without case and accents, for matching names as people type them ("Müller" -> "muller")."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
-def _folded_name(text: str) -> str:
-    """:func:`_folded`, with a shortcut for ASCII text (most names): NFKD leaves it as it is and its casefold is
-    its lower case, so the result is the same, at a fraction of the cost (the search by name folds every name)."""
-    return text.lower() if text.isascii() else _folded(text)
 
 
 class _Held(Exception):

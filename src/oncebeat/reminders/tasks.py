@@ -19,6 +19,7 @@ from ..app import App
 from ..errors import Discard
 from ..worker import JobContext
 from . import metrics as reminder_metrics
+from .names import SCAN_BACKFILL, backfill_folded_names
 from .notices import grouping
 from .notices.grouping import SEND_NOTICE_TASK
 from .notices.notify import NOTIFY_MAX_ATTEMPTS, NOTIFY_TASK, send_notification
@@ -58,6 +59,9 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
             _sync_quietly(service, current.source)
         service.scan(occurrence_id=occurrence["id"], business_date=occurrence["business_date"],
                      source=ctx.source, fire_at=occurrence["fire_at"])
+        # Customers whose name has no stored fold yet (a book migrated to 0024, renamed ones): a bounded share
+        # per scan, in transactions of their own after the scan's (oncebeat.reminders.names).
+        backfill_folded_names(service.store, at_most=SCAN_BACKFILL)
 
     @app.task(SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS)
     def send(ctx: JobContext, reminder_id: int) -> None:

@@ -375,7 +375,10 @@ class PostgresStore(Store):
 
                 conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(coalesce(%s, current_schema())))",
                              (_MIGRATION_LOCK, self.schema))
-                if self.schema:
+                # An existing schema is not created again: a role that owns its schema but may not create schemas
+                # in the database (a tenant's) migrates it all the same.
+                if self.schema and not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                                                    (self.schema,)).fetchall():
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 applied = apply_lines(execute, backend="postgres",
                                       lines=lines if lines is not None else registered_lines(),

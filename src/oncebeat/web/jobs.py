@@ -2,7 +2,8 @@
 (``retryable``) and Dead (``discarded``) views; each job's attempts with their errors, its provenance, effects and
 audit events; actions retry and cancel, on one job or many, and delete (finished jobs only, by ``oncebeat prune``'s
 rules) on many: the jobs ticked, or every job the filter matches, after a confirmation page that names the count
-(:mod:`oncebeat.job_admin`). The counts per state are a live region (``/jobs?part=counts``)."""
+(:mod:`oncebeat.job_admin`). The counts per state are a live region (``/jobs?part=counts``), each stopping at
+:data:`COUNT_CAP` ("10,000+"), so the page reads a bounded number of rows beside millions of jobs."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from .schedules import operator_source, parse_instant
 __all__ = ["routes"]
 
 PAGE = 50
+#: The counts per state stop here: the page shows "10,000+" beyond it (Queue.counts_capped, a bounded read).
+COUNT_CAP = 10_000
 FILTER_FIELDS = ("state", "task", "queue", "since", "until")
 #: Views as Sidekiq has them: a title and what the state means, for /jobs?state=…
 VIEWS = {"retryable": ("Retries", "jobs that failed and run again after their backoff (each attempt's error "
@@ -46,12 +49,18 @@ def _filter(values: Mapping[str, str]) -> JobFilter:
                      until=parse_instant(values.get("until"), "UTC", "until"))
 
 
+def _counts(queue: Queue) -> dict[str, str]:
+    """The jobs per state as the page shows them: the number, or "10,000+" beyond the cap (a bounded read)."""
+    return {state: f"{COUNT_CAP:,}+" if c["capped"] else str(c["n"])
+            for state, c in queue.counts_capped(COUNT_CAP).items()}
+
+
 def jobs_page(request: Request) -> Response:
     q = request.query_params
     f = _filter(q)
     queue = _queue(request)
     if q.get("part") == "counts":  # the live region of the counts per state: no list to read
-        return render(request, "jobs.html", {"counts": queue.counts(), "states": JOB_STATES,
+        return render(request, "jobs.html", {"counts": _counts(queue), "states": JOB_STATES,
                                              "q": {"state": f.state}})
     rows = queue.list_jobs(state=f.state, task=f.task, queue=f.queue, since=f.since, until=f.until,
                                      before_id=parse_id(q.get("before"), "before"), limit=PAGE + 1)
@@ -60,7 +69,7 @@ def jobs_page(request: Request) -> Response:
     keep = {k: v for k, v in q.items() if k in FILTER_FIELDS and v}
     title, about = VIEWS.get(f.state or "", ("Jobs", None))
     return render(request, "jobs.html", {"title": title, "about": about, "jobs": rows, "states": JOB_STATES,
-                                         "q": keep, "views": VIEWS, "bulk_max": BULK_MAX, "counts": queue.counts(),
+                                         "q": keep, "views": VIEWS, "bulk_max": BULK_MAX, "counts": _counts(queue),
                                          "next_before": rows[-1]["id"] if more else None})
 
 

@@ -5,9 +5,12 @@
 -- name: upsert_customer
 -- The merge rule of every source (oncebeat.reminders.records.customer_params): a field the source does not carry
 -- (:name, :locale, :tz, :country, :tags NULL) keeps the stored value; a new customer gets the new_ values.
-INSERT INTO customers (email, name, locale, tz, country, tags)
-VALUES (:email, :new_name, :new_locale, :new_tz, :new_country, :new_tags)
+-- name_folded (0024): the name's fold (oncebeat.reminders.names.fold_name) written with it, :name_folded with
+-- :name, :new_name_folded with :new_name.
+INSERT INTO customers (email, name, locale, tz, country, tags, name_folded)
+VALUES (:email, :new_name, :new_locale, :new_tz, :new_country, :new_tags, :new_name_folded)
 ON CONFLICT (email) DO UPDATE SET name = COALESCE(:name, customers.name), locale = COALESCE(:locale, customers.locale),
+    name_folded = CASE WHEN CAST(:name AS text) IS NULL THEN customers.name_folded ELSE :name_folded END,
     tz = COALESCE(:tz, customers.tz), country = COALESCE(:country, customers.country),
     tags = COALESCE(:tags, customers.tags);
 
@@ -209,10 +212,23 @@ SELECT j.run_at FROM reminders r JOIN jobs j ON j.unique_key = 'reminder:' || CA
 WHERE r.state = 'pending' AND r.deferred_since IS NOT NULL AND j.state IN ('available', 'scheduled', 'retryable')
 ORDER BY j.run_at LIMIT 1;
 
--- name: customer_names_after
--- A keyset page of customers' names (the dashboard's search by name compares them accent- and case-blind in
--- Python: neither backend folds accents without an extension).
-SELECT id, name FROM customers WHERE id > :after_id ORDER BY id LIMIT :limit;
+-- name: customers_named_like
+-- At most :limit customers whose stored fold matches :pattern (oncebeat.reminders.names.like_pattern: '%needle%'
+-- with %, _ and \ escaped), in no particular order: no ORDER BY, so a scan stops at :limit matches instead of
+-- walking every customer to sort them (the page shows their invoices newest first). On PostgreSQL the trigram
+-- index customers_name_trigram (0024) when pg_trgm is installed; a needle under three characters has no trigram
+-- and scans name_folded until :limit match.
+SELECT id FROM customers WHERE name_folded LIKE :pattern ESCAPE '\' LIMIT :limit;
+
+-- name: customers_unfolded_after
+-- A keyset page of the customers whose name has no stored fold yet (partial index customers_unfolded: none once
+-- backfilled): the search folds them in Python, the backfill stores their folds.
+SELECT id, name FROM customers WHERE name_folded IS NULL AND id > :after_id ORDER BY id LIMIT :limit;
+
+-- name: store_folded_name
+-- The fold of a customer's name, stored only while the name is still the one folded (a rename meanwhile keeps
+-- the row unfolded for a later backfill).
+UPDATE customers SET name_folded = :name_folded WHERE id = :id AND name = :name;
 
 
 -- name: reminders_sent_since

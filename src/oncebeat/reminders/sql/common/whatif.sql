@@ -29,8 +29,10 @@ SELECT id, invoice_id, stage, state, reason, business_date, message_id, created_
 FROM reminders WHERE id > :after_id ORDER BY id LIMIT :limit;
 
 -- name: whatif_copy_customer
-INSERT INTO customers (id, email, name, locale, tz, country, tags)
-VALUES (:id, :email, :name, :locale, :tz, :country, :tags);
+-- name_folded (0024): the copy's fold of the name (oncebeat.reminders.names.fold_name), computed by the
+-- copy (the source's may still be NULL).
+INSERT INTO customers (id, email, name, locale, tz, country, tags, name_folded)
+VALUES (:id, :email, :name, :locale, :tz, :country, :tags, :name_folded);
 
 -- name: whatif_copy_ladder_version
 INSERT INTO ladder_versions (id, name, version, content_hash, settings, created_at)

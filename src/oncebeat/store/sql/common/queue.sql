@@ -54,6 +54,25 @@ SELECT queue, state, n FROM (
 WHERE n > 0
 ORDER BY queue, state;
 
+-- name: count_finished_jobs_capped
+-- The job list's counts of the final states, each counted up to the cap parameter (the page shows a count that
+-- reached it as "more than" one less), so /jobs reads a bounded number of index entries beside millions of
+-- finished jobs (count_jobs_by_state walked them all: 1.1-1.5 s at 3.3M jobs). A finished job always has
+-- finished_at (every statement that finishes one sets it; retention prunes by it), which lets each arm walk the
+-- partial index jobs_finished_at where no state index serves it (completed jobs, and every final state on SQLite);
+-- in_doubt from jobs_in_doubt. The unfinished states come from count_unfinished_jobs_capped.
+SELECT 'completed' AS state,
+       (SELECT COUNT(*) FROM (SELECT 1 AS one FROM jobs WHERE state = 'completed' AND finished_at IS NOT NULL
+                              LIMIT :cap) AS c) AS n
+UNION ALL
+SELECT 'discarded', (SELECT COUNT(*) FROM (SELECT 1 AS one FROM jobs WHERE state = 'discarded'
+                                           AND finished_at IS NOT NULL LIMIT :cap) AS c)
+UNION ALL
+SELECT 'cancelled', (SELECT COUNT(*) FROM (SELECT 1 AS one FROM jobs WHERE state = 'cancelled'
+                                           AND finished_at IS NOT NULL LIMIT :cap) AS c)
+UNION ALL
+SELECT 'in_doubt', (SELECT COUNT(*) FROM (SELECT 1 AS one FROM jobs WHERE state = 'in_doubt' LIMIT :cap) AS c);
+
 -- name: enqueue_select
 -- One job per row of another layer's named SELECT, put at the source slot by Tx.run_with: columns args (a JSON
 -- object), unique_key (or NULL), occurrence_id (or NULL). A row whose unique key an unfinished job holds is skipped.
