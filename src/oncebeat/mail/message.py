@@ -60,8 +60,6 @@ from email.message import EmailMessage
 from functools import lru_cache
 from typing import Any
 
-from email_validator import EmailNotValidError, validate_email
-
 from oncebeat.textsafe import strip_format_characters
 from oncebeat.timebase import SystemClock, require_aware
 
@@ -172,6 +170,8 @@ def _address_problem(addr_spec: str) -> str | None:
     local = addr_spec.rpartition("@")[0]
     if "=?" in local or _UNSAFE_HEADER_CHARS.search(addr_spec):
         return "its local part holds an RFC 2047 encoded-word ('=?') or a control character"
+    from email_validator import EmailNotValidError, validate_email  # here: 0.1 s to import, and few processes check
+
     try:
         validate_email(addr_spec, check_deliverability=False, test_environment=True, allow_quoted_local=False,
                        allow_domain_literal=False)
