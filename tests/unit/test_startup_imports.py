@@ -10,6 +10,7 @@ where they are used. These tests run real commands in new processes and read ``s
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,17 @@ def test_doctor_imports_no_sink_or_web(tmp_path: Path, tiny_db: str) -> None:
     imported = _imported(tmp_path, "doctor", "--db", tiny_db)
     assert "oncebeat.doctor.checks" in imported, "the command did its work"
     assert sorted(imported & (SINK | WEB)) == []
+
+
+def test_import_of_a_csv_imports_no_stripe_sink_or_web(tmp_path: Path, tiny_db: str) -> None:
+    db = tmp_path / "oncebeat.db"
+    shutil.copyfile(tiny_db.removeprefix("sqlite:///"), db)
+    (tmp_path / "invoices.csv").write_text("invoice_number,customer_email,customer_name,currency,amount_due,"
+                                           "issued_on,due_on\nINV-1,c1@example.test,C,USD,12.50,2026-01-01,"
+                                           "2026-01-31\n", encoding="utf-8")
+    imported = _imported(tmp_path, "import", "invoices.csv", "--db", f"sqlite:///{db}")
+    assert "oncebeat.reminders.importing" in imported, "the command did its work"
+    assert sorted(imported & (SINK | WEB | {"stripe", "requests"})) == []
 
 
 def test_every_public_name_still_resolves() -> None:
