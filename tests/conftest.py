@@ -82,7 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "orders make test's processes: make test-durations)")
     group.addoption("--record-cpu", metavar="PATH", default=None,
                     help="write each test's CPU seconds (its process, and the subprocesses it waited for) to PATH, "
-                         "in the same format, heaviest first")
+                         "in the same format")
 
 
 def pytest_configure(config: pytest.Config) -> None:
