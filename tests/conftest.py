@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -145,6 +146,12 @@ class _TimeRecorder:
             write_durations(Path(self.cpu_path), self.cpu, f"CPU seconds and node id (--record-cpu): {ran}")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Tell each xdist test process how the run distributes tests (a test process's own ``--dist`` is "no")."""
+    node.workerinput["oncebeat_dist"] = node.config.getoption("dist")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``--dist worksteal``, lay the collection out so each process runs its share longest first.
 
@@ -153,7 +160,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keeps the file order.
     """
     processes = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if (processes < 2 or config.getoption("dist", "no") != "worksteal"
+    workerinput = getattr(config, "workerinput", {})
+    if (processes < 2 or workerinput.get("oncebeat_dist") != "worksteal"
             or os.environ.get("ONCEBEAT_TEST_ORDER") == "file"):
         return
     durations = read_durations(DURATIONS_FILE)
