@@ -89,6 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs a PostgreSQL server")
     config.addinivalue_line("markers", "slow: real-process tests that take seconds")
+    config.addinivalue_line("markers", "file_order: the file's tests run one after another in one process, in file "
+                                       "order (a test reads what earlier ones left); tests/worksteal_order.py")
     wall_path, cpu_path = config.getoption("record_durations"), config.getoption("record_cpu")
     if (wall_path or cpu_path) and not hasattr(config, "workerinput"):  # the run's only or controlling process
         config.pluginmanager.register(_TimeRecorder(wall_path, cpu_path), "oncebeat-time-recorder")
@@ -170,9 +172,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keys = [item.nodeid for item in items]
     # A module- or class-scoped fixture is set up again whenever the next test is not in its scope: keep such files
     # whole.
+    # A file marked ``file_order`` (a test reads what the file's earlier tests left) stays whole too.
     grouped = {item.nodeid.partition("::")[0] for item in items if isinstance(item, pytest.Function)
-               and any(d.scope in ("module", "class", "package")
-                       for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs)}
+               and (item.get_closest_marker("file_order") is not None
+                    or any(d.scope in ("module", "class", "package")
+                           for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs))}
     order = worksteal_order(expected_weights(keys, durations), units_of(keys, grouped), processes)
     items[:] = [items[i] for i in order]
 

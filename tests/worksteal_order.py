@@ -12,7 +12,8 @@ fixed by the scheduler's arithmetic), and each block runs its own tests longest 
 longest tests, the blocks take about the same time, and what is stolen late is short.
 
 Tests of a module whose tests share a module- or class-scoped fixture stay together as one unit, in file order
-(:func:`units_of`), so such a fixture is still set up once per process, not once per test.
+(:func:`units_of`), so such a fixture is still set up once per process, not once per test; so do the tests of a
+file marked ``pytest.mark.file_order`` (one of its tests reads what the earlier ones left).
 
 Durations come from ``tests/durations.txt``: one ``<seconds> <node id>`` line per test (set-up + call + tear-down
 wall time of a ``make test`` run), written by ``make test-durations`` (conftest's ``--record-durations``). A test the
