@@ -5,7 +5,7 @@ PYTHON ?= $(shell scripts/find-python)
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-quick lint install clean translations
+.PHONY: demo test test-quick test-durations lint install clean translations
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "make: no suitable Python (see the message above)" >&2; exit 1; }
@@ -31,6 +31,12 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/p
 
 test: $(BIN)/.installed
 	$(PYTEST)
+
+# Each process of `make test` starts its share of the tests longest first (tests/worksteal_order.py), by the seconds
+# each test took when tests/durations.txt was recorded; a test missing there counts as a median one. Record it again
+# (the whole suite, once) when tests were added or became much slower or faster, and commit the file.
+test-durations: $(BIN)/.installed
+	$(PYTEST) --record-durations tests/durations.txt
 
 # The unit tier only (tests/unit: no worker, clock or web processes; seconds, not minutes).
 test-quick: $(BIN)/.installed

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import resource
 import secrets
 import shutil
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Generator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -33,6 +36,7 @@ from oncebeat.crashpoints import crashpoints
 from oncebeat.store import Store, open_store, redact_url
 from oncebeat.timebase import SimulatedClock
 from pg_schemas import LENT, SchemaPool
+from worksteal_order import DURATIONS_FILE, expected_weights, read_durations, units_of, worksteal_order, write_durations
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -72,9 +76,109 @@ def flock_held_elsewhere(path: Path) -> bool:
     return False
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("oncebeat")
+    group.addoption("--record-durations", metavar="PATH", default=None,
+                    help="write each test's set-up + call + tear-down wall seconds to PATH (tests/durations.txt "
+                         "orders make test's processes: make test-durations)")
+    group.addoption("--record-cpu", metavar="PATH", default=None,
+                    help="write each test's CPU seconds (its process, and the subprocesses it waited for) to PATH, "
+                         "in the same format")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs a PostgreSQL server")
     config.addinivalue_line("markers", "slow: real-process tests that take seconds")
+    config.addinivalue_line("markers", "file_order: the file's tests run one after another in one process, in file "
+                                       "order (a test reads what earlier ones left); tests/worksteal_order.py")
+    wall_path, cpu_path = config.getoption("record_durations"), config.getoption("record_cpu")
+    if (wall_path or cpu_path) and not hasattr(config, "workerinput"):  # the run's only or controlling process
+        config.pluginmanager.register(_TimeRecorder(wall_path, cpu_path), "oncebeat-time-recorder")
+
+
+_CPU_KEY = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of the child processes it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Measure the CPU of a test's set-up, call and tear-down only when a run records it (``--record-cpu``)."""
+    if not item.config.getoption("record_cpu"):
+        return (yield)
+    item.stash[_CPU_KEY] = _cpu_seconds()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+    """Put the test's CPU seconds on its tear-down report (it reaches the controlling process with it)."""
+    report = yield
+    if call.when == "teardown" and _CPU_KEY in item.stash:
+        assert isinstance(report, pytest.TestReport)
+        report.user_properties.append(("cpu_seconds", _cpu_seconds() - item.stash[_CPU_KEY]))
+    return report
+
+
+class _TimeRecorder:
+    """Adds up each test's phases' wall seconds (and CPU seconds, from its tear-down report); writes them at the end."""
+
+    def __init__(self, wall_path: str | None, cpu_path: str | None) -> None:
+        self.wall_path, self.cpu_path = wall_path, cpu_path
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.started = time.time()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.wall[report.nodeid] = self.wall.get(report.nodeid, 0.0) + report.duration
+        for name, value in report.user_properties:
+            if name == "cpu_seconds":
+                self.cpu[report.nodeid] = float(value)  # type: ignore[arg-type]
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        ran = f"{len(self.wall)} tests, {time.time() - self.started:.0f} s, load {os.getloadavg()[0]:.1f} at the end"
+        if self.wall_path:
+            write_durations(Path(self.wall_path), self.wall,
+                            f"seconds (set-up + call + tear-down, wall) and node id, from `make test-durations`: {ran}")
+        if self.cpu_path:
+            write_durations(Path(self.cpu_path), self.cpu, f"CPU seconds and node id (--record-cpu): {ran}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Tell each xdist test process how the run distributes tests (a test process's own ``--dist`` is "no")."""
+    node.workerinput["oncebeat_dist"] = node.config.getoption("dist")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist worksteal``, lay the collection out so each process runs its share longest first.
+
+    tests/worksteal_order.py explains the layout; the durations come from tests/durations.txt. Every process
+    computes the same order (xdist refuses a run whose processes collected differently). ``ONCEBEAT_TEST_ORDER=file``
+    keeps the file order.
+    """
+    processes = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    workerinput = getattr(config, "workerinput", {})
+    if (processes < 2 or workerinput.get("oncebeat_dist") != "worksteal"
+            or os.environ.get("ONCEBEAT_TEST_ORDER") == "file"):
+        return
+    durations = read_durations(DURATIONS_FILE)
+    if not durations:
+        return
+    keys = [item.nodeid for item in items]
+    # A module- or class-scoped fixture is set up again whenever the next test is not in its scope: keep such files
+    # whole.
+    # A file marked ``file_order`` (a test reads what the file's earlier tests left) stays whole too.
+    grouped = {item.nodeid.partition("::")[0] for item in items if isinstance(item, pytest.Function)
+               and (item.get_closest_marker("file_order") is not None
+                    or any(d.scope in ("module", "class", "package")
+                           for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs))}
+    order = worksteal_order(expected_weights(keys, durations), units_of(keys, grouped), processes)
+    items[:] = [items[i] for i in order]
 
 
 def pg_base_url() -> str:

@@ -12,35 +12,56 @@ Public API, by topic:
 - processes: :class:`ClockProcess`, :class:`Worker`, :class:`JobContext`
 - provenance: :func:`current_source`, :class:`Source`
 - errors: :class:`OncebeatError` and its subclasses; handler signals :class:`Retry`, :class:`Snooze`, :class:`Discard`
+
+Importing ``oncebeat`` (or any module of it) imports none of these: each name is looked up in its module on first
+use (PEP 562), so ``oncebeat --help``, and a command that needs a few modules, do not import the whole engine.
 """
 
 from __future__ import annotations
 
-from .app import App, ScheduleDef, TaskDef
-from .clock import ClockProcess
-from .effects import EffectAttempt, EffectLedger, Resolution
-from .errors import (
-                     ConfigError,
-                     Discard,
-                     EffectBusy,
-                     EffectInDoubt,
-                     EffectKeyConflict,
-                     OncebeatError,
-                     RateLimited,
-                     Retry,
-                     ScheduleError,
-                     Snooze,
-                     StoreError,
-)
-from .provenance import VERSION, Source, current_source
-from .queue import Job, Queue
-from .ratelimit import RateLimit, RateLimiter
-from .schedules import Schedule, parse_schedule
-from .store import Store, open_store
-from .timebase import Clock, SimulatedClock, SystemClock
-from .worker import JobContext, Worker
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__version__ = VERSION
+# Imported by every oncebeat process as before (telemetry and this, a few milliseconds): ONCEBEAT_CRASH_AT, the
+# kill tests' crash point, is armed whatever the process goes on to import.
+from . import crashpoints as _crashpoints  # noqa: F401
+
+if TYPE_CHECKING:
+    from .app import App, ScheduleDef, TaskDef
+    from .clock import ClockProcess
+    from .effects import EffectAttempt, EffectLedger, Resolution
+    from .errors import (
+                         ConfigError,
+                         Discard,
+                         EffectBusy,
+                         EffectInDoubt,
+                         EffectKeyConflict,
+                         OncebeatError,
+                         RateLimited,
+                         Retry,
+                         ScheduleError,
+                         Snooze,
+                         StoreError,
+    )
+    from .provenance import VERSION as __version__
+    from .provenance import Source, current_source
+    from .queue import Job, Queue
+    from .ratelimit import RateLimit, RateLimiter
+    from .schedules import Schedule, parse_schedule
+    from .store import Store, open_store
+    from .timebase import Clock, SimulatedClock, SystemClock
+    from .worker import JobContext, Worker
+
+#: The module of each public name.
+_HOMES = {"App": "app", "ScheduleDef": "app", "TaskDef": "app", "ClockProcess": "clock", "EffectAttempt": "effects",
+          "EffectLedger": "effects", "Resolution": "effects", "ConfigError": "errors", "Discard": "errors",
+          "EffectBusy": "errors", "EffectInDoubt": "errors", "EffectKeyConflict": "errors",
+          "OncebeatError": "errors", "RateLimited": "errors", "Retry": "errors", "ScheduleError": "errors",
+          "Snooze": "errors", "StoreError": "errors", "Source": "provenance", "current_source": "provenance",
+          "Job": "queue", "Queue": "queue", "RateLimit": "ratelimit", "RateLimiter": "ratelimit",
+          "Schedule": "schedules", "parse_schedule": "schedules", "Store": "store", "open_store": "store",
+          "Clock": "timebase", "SimulatedClock": "timebase", "SystemClock": "timebase", "JobContext": "worker",
+          "Worker": "worker"}
 
 __all__ = [
     # time
@@ -58,3 +79,21 @@ __all__ = [
     "EffectKeyConflict", "Retry", "Snooze", "Discard", "RateLimited",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` (once), as ``from oncebeat import name`` asks."""
+    if name == "__version__":
+        from .provenance import VERSION
+
+        value: Any = VERSION
+    elif name in _HOMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES, "__version__"})

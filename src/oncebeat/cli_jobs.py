@@ -16,7 +16,10 @@ from typing import Any
 import click
 
 from .durations import parse_duration
-from .job_admin import BULK_MAX, DELETABLE_STATES, JobFilter, bulk_action, deletable, matching_jobs
+
+# oncebeat.job_admin.DELETABLE_STATES, written out so that building the command line imports no engine module
+# (tests/unit/test_startup_imports.py compares the two)
+DELETABLE_STATES = ("completed", "discarded", "cancelled")
 
 Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
@@ -54,6 +57,7 @@ def register(group: click.Group, cli_module: ModuleType) -> None:
         """Delete finished jobs (completed, discarded, cancelled) matching the filter, at most 1000 at a time;
         never a running (leased) or waiting job, nor one ``oncebeat prune`` would keep (an effect being sent or in
         doubt, the run of an occurrence the ledger keeps). Dry run unless --yes."""
+        from .job_admin import BULK_MAX, JobFilter, bulk_action, deletable, matching_jobs
         from .queue import Queue
 
         age = _age(older_than)

@@ -26,15 +26,17 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
-
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from typing import TYPE_CHECKING, Any
 
 from . import telemetry
 from .store import Store
 from .timebase import Clock
+
+# prometheus_client is imported where a metric is made or served: an app registers its gauges at start-up
+# (register_db_source) in every process, and only the processes that serve metrics need the library.
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import Metric
 
 __all__ = [
     "DbCollector",
@@ -47,7 +49,7 @@ __all__ = [
     "serve_metrics",
 ]
 
-DbSource = Callable[[Store, Clock], Iterable[Metric]]
+DbSource = Callable[[Store, Clock], Iterable["Metric"]]
 _SOURCES: list[DbSource] = []
 _SOURCES_LOCK = threading.Lock()
 
@@ -85,6 +87,8 @@ def install_instruments() -> dict[str, Any]:
     - ``oncebeat_smtp_replies_total{reply_class}`` counter — ``2xx``, ``4xx``, ``5xx``, ``none``.
     - ``oncebeat_reminders_finished_total{stage,state}`` counter — sent, skipped, failed, in_doubt.
     """
+    from prometheus_client import Counter, Histogram
+
     with _install_lock:
         if _installed:
             return _installed
@@ -135,6 +139,8 @@ def multiprocess_dir() -> str | None:
 
 
 def _engine_gauges(store: Store, clock: Clock) -> Iterator[Metric]:
+    from prometheus_client.core import GaugeMetricFamily
+
     from .effects import EffectLedger
     from .processes import list_processes
     from .provenance import current_source
@@ -195,8 +201,8 @@ def _engine_gauges(store: Store, clock: Clock) -> Iterator[Metric]:
     yield most
 
 
-class DbCollector(Collector):
-    """A prometheus_client collector that reads the database gauges at each scrape."""
+class DbCollector:
+    """A prometheus_client collector (its ``Collector`` protocol) that reads the database gauges at each scrape."""
 
     def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
@@ -214,6 +220,8 @@ class DbCollector(Collector):
 
 
 def _registry(store: Store | None, clock: Clock | None) -> CollectorRegistry:
+    from prometheus_client import CollectorRegistry
+
     registry = CollectorRegistry(auto_describe=False)
     folder = multiprocess_dir()
     if folder:
@@ -227,10 +235,12 @@ def _registry(store: Store | None, clock: Clock | None) -> CollectorRegistry:
     return registry
 
 
-class _ProcessLocal(Collector):
+class _ProcessLocal:
     """This process's own instruments (the default registry), without multiprocess files."""
 
     def collect(self) -> Iterator[Metric]:
+        from prometheus_client import REGISTRY
+
         yield from REGISTRY.collect()
 
     def describe(self) -> list[Metric]:
@@ -243,6 +253,8 @@ def exposition(store: Store | None, *, clock: Clock | None = None, **_: Any) -> 
     Raises:
         StoreError: the database cannot be read (the scrape fails, which Prometheus records as ``up == 0``).
     """
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
     return generate_latest(_registry(store, clock)), CONTENT_TYPE_LATEST
 
 

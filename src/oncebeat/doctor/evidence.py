@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ..mail.sink import StoredMessage
+from ..mail.maildir import StoredMessage
 from .facts import Proc, message_date, source_of, source_text
 from .model import Evidence, Timeface, duration_text
 

@@ -23,7 +23,7 @@ from typing import Any
 from .. import dbtime, ledger, processes
 from ..app import App, ScheduleDef
 from ..errors import OncebeatError, ScheduleError
-from ..mail.sink import StoredMessage, read_maildir
+from ..mail.maildir import StoredMessage, read_maildir
 from ..schedules import Schedule
 from ..store import Store
 from . import registry

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..mail.sink import StoredMessage
+    from ..mail.maildir import StoredMessage
     from ..store import Store
     from .facts import Facts
     from .model import Evidence, Finding

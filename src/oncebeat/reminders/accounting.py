@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..doctor.facts import header
-from ..mail.sink import StoredMessage
+from ..mail.maildir import StoredMessage
 from ..store import Store, Tx
 
 __all__ = ["PendingFates", "pending_fates", "fate_of", "reminder_label", "duplicate_copies"]

@@ -42,8 +42,6 @@ from datetime import date, datetime, time, timedelta
 from functools import lru_cache
 from typing import Any
 
-import holidays
-
 from ..errors import ConfigError
 
 __all__ = ["CALENDAR_KEYS", "STAGE_DAYS", "WEEKDAYS", "BusinessCalendar", "calendar_config", "calendar_from_json",
@@ -64,6 +62,8 @@ _MAX_SEARCH = 400
 def _holidays_of(country: str, subdivision: str | None, year: int) -> dict[date, str]:
     """The holidays of one year as ``{date: English name}`` (the country's own language when it has no English
     names). A plain dict built once: the package's lazily-filled object is not shared between threads."""
+    import holidays  # here, like every use of it: ~0.06 s of import that a book without a calendar never needs
+
     try:
         table = holidays.country_holidays(country, subdiv=subdivision, years=year, language="en_US")
     except NotImplementedError:  # no English translation shipped for this country
@@ -199,12 +199,16 @@ class BusinessCalendar:
 @lru_cache(maxsize=1)
 def _countries() -> dict[str, tuple[str, ...]]:
     """Supported country codes and their subdivision codes, from the holidays package."""
+    import holidays
+
     return {code: tuple(subdivs) for code, subdivs in holidays.list_supported_countries().items()}
 
 
 @lru_cache(maxsize=1)
 def _country_names() -> dict[str, str]:
     """Lower-cased English country name → code ("germany" → "DE"), for hints when a name is written."""
+    import holidays
+
     out: dict[str, str] = {}
     for code in _countries():
         cls = getattr(holidays, code, None)
@@ -257,6 +261,8 @@ def _check_subdivision(value: Any, country: str | None, problems: list[str]) -> 
         problems.append("[calendar] subdivision needs a country: add country = \"US\" (or the subdivision's "
                         "country)")
         return None
+    import holidays
+
     known = _countries()[country]
     by_lower = {k.lower(): k for k in known}
     # The package's own aliases ("Illinois", "Bayern") name a subdivision as well as its code does.

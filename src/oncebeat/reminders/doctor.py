@@ -37,7 +37,7 @@ from ..doctor.registry import (
     register_scope,
 )
 from ..errors import OncebeatError
-from ..mail.sink import StoredMessage
+from ..mail.maildir import StoredMessage
 from ..store import Store
 from .accounting import pending_fates, reminder_label
 from .model import superseded_stages

@@ -8,13 +8,15 @@ come from the telemetry seam in the worker processes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-
-from prometheus_client.core import GaugeMetricFamily, Metric
+from typing import TYPE_CHECKING
 
 from ..metrics import register_db_source
 from ..store import Store
 from ..timebase import Clock
 from .outage import waiting_on_outage
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 __all__ = ["install", "reminder_gauges"]
 
@@ -25,6 +27,8 @@ STATES = ("pending", "in_doubt", "deferred")
 def reminder_gauges(store: Store, clock: Clock) -> Iterator[Metric]:
     """``oncebeat_reminders{stage,state}`` for pending and in-doubt reminders (zeros included for each stage
     of the policy seen), read from a partial index sized by the unfinished reminders, not by the history."""
+    from prometheus_client.core import GaugeMetricFamily  # only processes that serve metrics import it
+
     counts: dict[tuple[str, str], float] = {}
     for r in store.read("unfinished_reminder_counts"):
         counts[(str(r["stage"]), r["state"])] = float(r["n"])

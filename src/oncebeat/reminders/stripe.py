@@ -64,8 +64,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import stripe
-
 from ..errors import ConfigError, ImportRejected, OncebeatError
 from ..provenance import current_source
 from ..store import Store, Tx
@@ -414,6 +412,8 @@ class StripeWebhooks:
                 (not JSON, nested too deeply, or another shape than an object with ``id``, ``type`` and
                 ``data.object``).
         """
+        import stripe  # here: ~0.1 s of import (its HTTP clients) that an import of a Stripe export never needs
+
         if not signature:
             raise WebhookRejected("no Stripe-Signature header")
         try:
