@@ -19,12 +19,12 @@ use (PEP 562), so ``oncebeat --help``, and a command that needs a few modules, d
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Imported by every oncebeat process as before (telemetry and this, a few milliseconds): ONCEBEAT_CRASH_AT, the
 # kill tests' crash point, is armed whatever the process goes on to import.
 from . import crashpoints as _crashpoints  # noqa: F401
+from .lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .app import App, ScheduleDef, TaskDef
@@ -81,19 +81,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the module that defines ``name`` (once), as ``from oncebeat import name`` asks."""
-    if name == "__version__":
-        from .provenance import VERSION
-
-        value: Any = VERSION
-    elif name in _HOMES:
-        value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES, "__version__"})
+__getattr__, __dir__ = lazy_exports(__name__, {**_HOMES, "__version__": ("provenance", "VERSION")}, globals())
