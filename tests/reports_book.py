@@ -30,10 +30,15 @@ Holds (created UTC):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 from oncebeat.reminders.model import Customer, Invoice
+from oncebeat.reminders.policy import write_default_config
+from oncebeat.reminders.runtime import Runtime, load_runtime
 from oncebeat.store import Store
 
 AS_OF = date(2026, 4, 10)
@@ -104,3 +109,16 @@ def seed(service: Any, store: Store) -> None:
                                    "number = ?), (SELECT id FROM customers WHERE email = ?), ?, ?, 'cli:test', ?, ?)"),
                        (invoice, f"{customer}@example.test" if customer else None, reason,
                         date.fromisoformat(until) if until else None, created, released))
+
+
+@contextmanager
+def seeded_runtime(db_url: str, folder: Path) -> Iterator[Runtime]:
+    """A runtime on ``db_url`` (the default policy written to ``folder``/oncebeat.toml) holding this book
+    (:func:`seed`); closed on leaving."""
+    write_default_config(folder / "oncebeat.toml")
+    runtime = load_runtime(database_url=db_url, config=folder / "oncebeat.toml")
+    try:
+        seed(runtime.service, runtime.store)
+        yield runtime
+    finally:
+        runtime.close()

@@ -20,22 +20,16 @@ import pytest
 from oncebeat.provenance import current_source
 from oncebeat.queue import Queue
 from oncebeat.reminders.model import Customer, Invoice, Payment
-from oncebeat.reminders.policy import write_default_config
 from oncebeat.reminders.reports import Month, build
-from oncebeat.reminders.runtime import Runtime, load_runtime
+from oncebeat.reminders.runtime import Runtime
 from oncebeat.reminders.service import compact_open_totals
-from reports_book import AS_OF, seed
+from reports_book import AS_OF, seeded_runtime
 
 
 @pytest.fixture
 def rt(db_url: str, tmp_path: Path) -> Iterator[Runtime]:
-    write_default_config(tmp_path / "oncebeat.toml")
-    runtime = load_runtime(database_url=db_url, config=tmp_path / "oncebeat.toml")
-    try:
-        seed(runtime.service, runtime.store)
+    with seeded_runtime(db_url, tmp_path) as runtime:
         yield runtime
-    finally:
-        runtime.close()
 
 
 def _sql(rt: Runtime, text: str) -> str:

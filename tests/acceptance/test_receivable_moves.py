@@ -32,7 +32,7 @@ from oncebeat.reminders.runtime import Runtime, load_runtime
 from oncebeat.reminders.stripe import StripeWebhooks
 from oncebeat.store import Store, open_store
 from oncebeat.timebase import SimulatedClock
-from reports_book import AS_OF, seed
+from reports_book import AS_OF, seeded_runtime
 
 STRIPE_INVOICE = shared_data("stripe_fixtures") / "invoice.json"
 Move = tuple[str, str, str, int, int]
@@ -40,13 +40,8 @@ Move = tuple[str, str, str, int, int]
 
 @pytest.fixture
 def rt(db_url: str, tmp_path: Path) -> Iterator[Runtime]:
-    write_default_config(tmp_path / "oncebeat.toml")
-    runtime = load_runtime(database_url=db_url, config=tmp_path / "oncebeat.toml")
-    try:
-        seed(runtime.service, runtime.store)
+    with seeded_runtime(db_url, tmp_path) as runtime:
         yield runtime
-    finally:
-        runtime.close()
 
 
 def _sql(store: Store, text: str) -> str:
