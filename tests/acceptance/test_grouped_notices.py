@@ -254,3 +254,39 @@ def test_the_proof_of_notice_of_a_grouped_stage_names_its_notice_and_the_bytes_s
                                                                      len(received))
     assert any(f"in grouped notice {notice['id']} (sent), one email listing INV-1 stage 1, INV-2 stage 1" in line
                for line in summary_lines(record))
+
+
+def test_a_broken_up_notice_leaves_no_files_on_its_rows_and_each_row_sent_alone_records_what_it_carried(
+        store: Store, tmp_path: Path) -> None:
+    # The first attempt records the notice's files on every row it lists, then the server refuses it (451); the
+    # retry finds INV-2 paid and breaks the notice up. What the customer got is two messages of their own: each
+    # row's recorded files must be those (the invoice page and the proof of notice show them), never the files of
+    # the notice that was not sent, and the skipped row records none. The simulator's attachments-as-frozen caught
+    # it (seed 11, grouped fees, PostgreSQL).
+    import hashlib
+
+    from oncebeat.reminders.notices.attachments import AttachmentPolicy
+    from oncebeat.reminders.notices.sending import attachment_digests
+
+    h = _harness(store, tmp_path, Policy(stages=(1, 30), group="customer",
+                                         attachments=AttachmentPolicy(statement="always")))
+    try:
+        _three(h)
+        h.sink.faults.fail_next(1, code=451, text="4.7.1 greylisted, try again later")  # frozen, then refused
+        h.tick_to(FIRST_FIRE)
+        worker = h.new_worker()
+        worker.drain()
+        assert h.messages() == []
+        h.service.apply_payments([Payment(number="INV-2", paid_on=D0)])
+        h.clock.advance(60)
+        worker.drain()
+        received = {str(m["X-Oncebeat-Invoice"]): [hashlib.sha256(p.get_content()).hexdigest()
+                                                  for p in m.iter_attachments()] for m in _parsed(h)}
+        assert sorted(received) == ["INV-1", "INV-3"] and all(received.values())
+        ids = {r["number"]: int(r["id"]) for r in h.reminders()}
+        digests = attachment_digests(h.store)
+        assert {n: digests.get(ids[n], []) for n in ("INV-1", "INV-2", "INV-3")} == {
+            "INV-1": received["INV-1"], "INV-2": [], "INV-3": received["INV-3"]}
+    finally:
+        h.close()
+        h.sink.stop()

@@ -23,7 +23,7 @@ POLICY: Policy = policy_from_dict({
 }, "fees.toml")
 
 
-def _run(tmp_path: Path, db_url: str | None, *, days: int = 90, invoices: int = 80, seed: int = 5):
+def _run(tmp_path: Path, db_url: str | None, *, days: int = 90, invoices: int = 80, seed: int = 7):
     return simulate(SimConfig(days=days, start=date(2026, 1, 5), seed=seed, faults=parse_faults(FAULTS),
                               db_url=db_url, workdir=tmp_path / "sim", settle_days=1.5, invoices=invoices,
                               policy=POLICY))

@@ -344,7 +344,8 @@ def _stale_rows(service: ReminderService, notice_id: int) -> list[tuple[dict[str
 def _break_up(service: ReminderService, notice_id: int, stale: list[tuple[dict[str, Any], str, Any]]) -> str:
     """A frozen notice went stale before any attempt reached the server (:class:`_NoticeStale`): it is never sent
     (``skipped``); the stale rows are recorded skipped or held, and every other row it listed goes out on its own
-    (released from the notice, its send job enqueued): nothing is listed stale, nothing is lost."""
+    (released from the notice, its send job enqueued): nothing is listed stale, nothing is lost. The files the
+    first attempt recorded on the rows (the notice's) are forgotten: each row records those of what it is sent."""
     from ..model import reminder_key
     from ..service import SEND_MAX_ATTEMPTS, SEND_TASK
 
@@ -359,6 +360,10 @@ def _break_up(service: ReminderService, notice_id: int, stale: list[tuple[dict[s
                        now=now, from_state="pending")
             tx.run("notice_release", id=r["id"], notice_id=notice_id)
         rest = [int(x["id"]) for x in tx.run("notice_release_pending", notice_id=notice_id)]
+        # The first attempt recorded the notice's files on each row it listed; none of them reached the server,
+        # so no row keeps them: a skipped row has no files, a released one records those of its own message.
+        for rid in [int(r["id"]) for r, _, _ in stale] + rest:
+            tx.run("forget_reminder_attachments", reminder_id=rid)
         tx.run("notice_finish", id=notice_id, state="skipped", reason=(
             "not sent: " + ", ".join(f"{r['number']} {kind}" for r, kind, _ in stale) + " after the notice was "
             "frozen and before any attempt reached the server; the other invoices go out on their own"),

@@ -14,6 +14,11 @@ INSERT INTO reminder_attachments (reminder_id, position, filename, content_type,
 VALUES (:reminder_id, :position, :filename, :content_type, :size, :sha256, :content, :now)
 ON CONFLICT (reminder_id, position) DO NOTHING;
 
+-- name: forget_reminder_attachments
+-- The files recorded on reminder :reminder_id from a frozen message that never reached the server (a grouped
+-- notice broken up before delivery): the row goes out in a message of its own, which records its own files.
+DELETE FROM reminder_attachments WHERE reminder_id = :reminder_id;
+
 -- name: reminder_attachments_of_invoice
 -- Every attachment of the invoice's reminders, without their bytes (the invoice page lists them).
 SELECT a.reminder_id, a.position, a.filename, a.content_type, a.size, a.sha256, a.recorded_at

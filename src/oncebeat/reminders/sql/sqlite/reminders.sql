@@ -99,9 +99,13 @@ RETURNING 1 AS pending, 0 AS superseded;
 -- The send job of every pending reminder (Queue.enqueue_select inserts them; the unique key skips a reminder
 -- whose send job is unfinished), so a reminder whose job was discarded (e.g. its worker died on the last
 -- attempt) is retried by the next scan.
+-- In reminder order: the jobs' ids (which the claim follows) then agree with the cap's line (cap_waiting: oldest
+-- business date, stage, id), so a capped customer's oldest reminder is tried first; without ORDER BY the rows came
+-- in physical order, which an update of a reminder row can change (CI saw INV-2's send run before INV-1's).
 SELECT json_object('reminder_id', r.id) AS args, 'reminder:' || r.id AS unique_key, r.occurrence_id
 FROM reminders r
-WHERE r.state IN ('pending', 'deferred');
+WHERE r.state IN ('pending', 'deferred')
+ORDER BY r.business_date, r.stage, r.id;
 
 -- name: preview_due
 -- What scan_insert_reminders would create (nothing written): per invoice its top stage and how many lower
