@@ -313,7 +313,7 @@ class Worker:
         self._lost: set[int] = set()  # held jobs whose lease the heartbeat could not renew: expired or taken over
         self._holding_lock = threading.Lock()
         self._heartbeat_failing = threading.Event()
-        self._contended = 0  # claims in a row whose write waited for another process's (SQLite; see _claim_size)
+        self._claim_batches = 1  # batches per claim: doubled per claim in a row that waited (SQLite; _claim_size)
         self._fenced = threading.Event()  # heartbeats failed up to a lease's end: no claims until one gets through
         self._last_heartbeat: datetime | None = None
         self._last_rescue = float("-inf")
@@ -716,8 +716,9 @@ class Worker:
         four. A claim that found the lock free goes back to ``batch_size``. PostgreSQL never reports a wait:
         always ``batch_size``.
         """
-        self._contended = self._contended + 1 if self.store.write_waited() else 0
-        return self.batch_size * min(CONTENDED_CLAIM_BATCHES, 2 ** self._contended)
+        waited = self.store.write_waited()
+        self._claim_batches = min(2 * self._claim_batches, CONTENDED_CLAIM_BATCHES) if waited else 1
+        return self.batch_size * self._claim_batches
 
     def _claim(self, wid: int, done: list[int], *, limit: int) -> list[Job] | None:
         """Rescue when due, then commit ``done`` with a claim of up to ``limit`` jobs; None if the store failed."""
