@@ -709,12 +709,12 @@ class Worker:
         Why: SQLite lets one process write at a time, and each claim is one transaction with its fsync under that
         lock. When this worker's last write waited for another process's (``Store.write_waited``), the lock is
         the bottleneck, and more jobs per claim mean fewer commits per job (measured, two connections taking
-        turns, ``synchronous=FULL``: the lock is held 0.64 × as long per job at 200 as at 100, 0.37 × at 400,
-        no less at 800; docs/benchmarks.md, round 3d). Growing by one doubling per contended claim keeps a
-        single unlucky wait (a heartbeat or another worker's flush committing at that moment, while jobs are
-        slow) to two batches, as before; only claims that keep queueing back to back, i.e. short jobs, reach
-        four. A claim that found the lock free goes back to ``batch_size``. PostgreSQL never reports a wait:
-        always ``batch_size``.
+        turns, ``synchronous=FULL``, per-repetition medians: the lock is held 0.64 × as long per job at 200 as
+        at 100, 0.37 × at 400, no less at 800; docs/benchmarks.md, round 3d). Growing by one doubling per
+        contended claim keeps a single unlucky wait (a heartbeat or another worker's flush committing at that
+        moment, while jobs are slow) to two batches, as before; only claims that keep queueing back to back,
+        i.e. short jobs, reach four. A claim that found the lock free goes back to ``batch_size``. PostgreSQL
+        never reports a wait: always ``batch_size``.
         """
         waited = self.store.write_waited()
         self._claim_batches = min(2 * self._claim_batches, CONTENDED_CLAIM_BATCHES) if waited else 1
