@@ -24,6 +24,8 @@ from pathlib import Path
 from bench.common import fmt_stat, log, md_table, write_json
 
 ONCEBEAT_CELLS = ("ob_postgres_2w", "ob_sqlite_1w", "ob_sqlite_2w")
+#: Run only when named in --cells: SQLite with ``?synchronous=normal`` (the opt-in that leaves the fsync out of COMMIT).
+NORMAL_CELLS = ("ob_sqlite-normal_1w", "ob_sqlite-normal_2w")
 PEER_CELLS = ("raw_pg_100_2w", "pgqueuer_b100_2w")
 
 
@@ -35,8 +37,11 @@ def _cell(name: str, n: int) -> float:
     workers = int(name.rsplit("_", 1)[1].rstrip("w"))
     try:
         if name.startswith("ob_"):
-            backend = name.split("_")[1]
-            with FreshDb(backend, "drain", settings) as db:
+            backend, _, synchronous = name.split("_")[1].partition("-")
+            db = FreshDb(backend, "drain", settings)
+            if synchronous:
+                db.url += f"?synchronous={synchronous}"
+            with db:
                 oncebeat_enqueue(db, n, per_call=1000)
                 return oncebeat_drain(db, n, settings, workers=workers).rate
         if name.startswith("pgqueuer"):
@@ -61,7 +66,8 @@ def _run_cell(name: str, n: int, src: str | None) -> float:
 
 def _ratio_rows(reps: list[dict[str, float]], engines: list[str], cells: list[str]) -> list[list[str]]:
     pairs = [("ob_postgres_2w", "pgqueuer_b100_2w", "≥ 2.0"), ("ob_postgres_2w", "raw_pg_100_2w", "≥ 0.5"),
-             ("ob_sqlite_2w", "ob_sqlite_1w", "≥ 1.3")]
+             ("ob_sqlite_2w", "ob_sqlite_1w", "≥ 1.3"), ("ob_sqlite-normal_2w", "ob_sqlite-normal_1w", "≥ 1.3"),
+             ("ob_sqlite-normal_1w", "ob_sqlite_1w", "–"), ("ob_sqlite-normal_2w", "ob_sqlite_2w", "–")]
     rows = []
     for eng in engines:
         for a, b, target in pairs:
@@ -70,7 +76,7 @@ def _ratio_rows(reps: list[dict[str, float]], engines: list[str], cells: list[st
                 continue
             rows.append([eng, f"{a} ÷ {b}", fmt_stat([r[f"{eng}:{a}"] / r[b_key] for r in reps], 2), target])
     if "before" in engines:
-        for c in ONCEBEAT_CELLS:
+        for c in ONCEBEAT_CELLS + NORMAL_CELLS:
             if c in cells:
                 rows.append(["after ÷ before", c,
                              fmt_stat([r[f"after:{c}"] / r[f"before:{c}"] for r in reps], 2), "–"])
@@ -84,18 +90,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=20_000, help="jobs per drain (default 20,000, as W1)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--cells", default=",".join(ONCEBEAT_CELLS + PEER_CELLS),
-                   help=f"cells to run, comma separated (default all: {', '.join(ONCEBEAT_CELLS + PEER_CELLS)})")
+                   help=f"cells to run, comma separated (default all: {', '.join(ONCEBEAT_CELLS + PEER_CELLS)}; "
+                        f"also {', '.join(NORMAL_CELLS)}: SQLite with ?synchronous=normal)")
     p.add_argument("--before", help="directory with the engine before (an exported src/), first on PYTHONPATH")
     a = p.parse_args(argv)
     if a.cell:
         print(_cell(a.cell, a.n))
         return 0
     wanted = [c.strip() for c in a.cells.split(",") if c.strip()]
-    unknown = [c for c in wanted if c not in ONCEBEAT_CELLS + PEER_CELLS]
+    known = ONCEBEAT_CELLS + NORMAL_CELLS + PEER_CELLS
+    unknown = [c for c in wanted if c not in known]
     if unknown:
-        p.error(f"unknown cell(s) {', '.join(unknown)}; the cells are {', '.join(ONCEBEAT_CELLS + PEER_CELLS)}")
+        p.error(f"unknown cell(s) {', '.join(unknown)}; the cells are {', '.join(known)}")
     engines = {"after": None, **({"before": a.before} if a.before else {})}
-    cells = [(f"{e}:{c}", c, src) for e, src in engines.items() for c in ONCEBEAT_CELLS if c in wanted]
+    cells = [(f"{e}:{c}", c, src) for e, src in engines.items() for c in ONCEBEAT_CELLS + NORMAL_CELLS if c in wanted]
     cells += [(c, c, None) for c in PEER_CELLS if c in wanted]
     reps: list[dict[str, float]] = []
     loads: list[float] = []

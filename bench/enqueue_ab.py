@@ -25,6 +25,8 @@ from bench.common import fmt_stat, log, md_table, write_json
 
 ONCEBEAT_CELLS = ("ob_postgres_100", "ob_postgres_1000", "ob_sqlite_100", "ob_sqlite_1000")
 PEER_CELLS = ("raw_pg_100", "raw_pg_1000", "pgqueuer_100", "raw_sqlite_100", "raw_sqlite_1000")
+#: Run only when named in --cells: SQLite with ``?synchronous=normal`` (the opt-in that leaves the fsync out of COMMIT).
+NORMAL_CELLS = ("ob_sqlite-normal_100", "ob_sqlite-normal_1000")
 
 
 def _cell(name: str, n: int) -> float:
@@ -35,7 +37,11 @@ def _cell(name: str, n: int) -> float:
     kind, per_call = name.rsplit("_", 1)
     try:
         if kind.startswith("ob_"):
-            with FreshDb(kind[3:], "enq", settings) as db:
+            backend, _, synchronous = kind[3:].partition("-")
+            db = FreshDb(backend, "enq", settings)
+            if synchronous:
+                db.url += f"?synchronous={synchronous}"
+            with db:
                 return oncebeat_enqueue(db, n, per_call=int(per_call))
         if kind == "pgqueuer":
             return _pgqueuer_enqueue(n)
@@ -86,18 +92,22 @@ def _run_cell(name: str, n: int, src: str | None) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _ratio_rows(reps: list[dict[str, float]], engines: list[str]) -> list[list[str]]:
+def _ratio_rows(reps: list[dict[str, float]], engines: list[str], cells: list[str]) -> list[list[str]]:
     pairs = [("ob_postgres_100", "pgqueuer_100", "≥ 1.5"), ("ob_postgres_1000", "pgqueuer_100", "≥ 1.5"),
              ("ob_postgres_100", "raw_pg_100", "≥ 0.65"), ("ob_postgres_1000", "raw_pg_100", "≥ 0.65"),
              ("ob_postgres_1000", "raw_pg_1000", "–"),
-             ("ob_sqlite_100", "raw_sqlite_100", "–"), ("ob_sqlite_1000", "raw_sqlite_1000", "–")]
+             ("ob_sqlite_100", "raw_sqlite_100", "–"), ("ob_sqlite_1000", "raw_sqlite_1000", "–"),
+             ("ob_sqlite-normal_100", "ob_sqlite_100", "–"), ("ob_sqlite-normal_1000", "ob_sqlite_1000", "–")]
     rows = []
     for eng in engines:
         for a, b, target in pairs:
-            vals = [r[f"{eng}:{a}"] / r[b] for r in reps]
+            if a not in cells or b not in cells:
+                continue
+            b_key = b if b in PEER_CELLS else f"{eng}:{b}"
+            vals = [r[f"{eng}:{a}"] / r[b_key] for r in reps]
             rows.append([eng, f"{a} ÷ {b}", fmt_stat(vals, 2), target])
     if "before" in engines:
-        for c in ONCEBEAT_CELLS:
+        for c in [c for c in ONCEBEAT_CELLS + NORMAL_CELLS if c in cells]:
             rows.append(["after ÷ before", c, fmt_stat([r[f"after:{c}"] / r[f"before:{c}"] for r in reps], 2), "–"])
     return rows
 
@@ -108,14 +118,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cell", help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=20_000, help="jobs per cell (default 20,000, as W1)")
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--cells", default=",".join(ONCEBEAT_CELLS + PEER_CELLS),
+                   help=f"cells to run, comma separated (default all: {', '.join(ONCEBEAT_CELLS + PEER_CELLS)}; "
+                        f"also {', '.join(NORMAL_CELLS)}: SQLite with ?synchronous=normal)")
     p.add_argument("--before", help="directory with the engine before (an exported src/), first on PYTHONPATH")
     a = p.parse_args(argv)
     if a.cell:
         print(_cell(a.cell, a.n))
         return 0
+    wanted = [c.strip() for c in a.cells.split(",") if c.strip()]
+    known = ONCEBEAT_CELLS + NORMAL_CELLS + PEER_CELLS
+    unknown = [c for c in wanted if c not in known]
+    if unknown:
+        p.error(f"unknown cell(s) {', '.join(unknown)}; the cells are {', '.join(known)}")
     engines = {"after": None, **({"before": a.before} if a.before else {})}
-    cells = [(f"{e}:{c}", c, src) for e, src in engines.items() for c in ONCEBEAT_CELLS]
-    cells += [(c, c, None) for c in PEER_CELLS]
+    cells = [(f"{e}:{c}", c, src) for e, src in engines.items() for c in ONCEBEAT_CELLS + NORMAL_CELLS if c in wanted]
+    cells += [(c, c, None) for c in PEER_CELLS if c in wanted]
     reps: list[dict[str, float]] = []
     loads: list[float] = []
     for rep in range(a.reps):
@@ -129,9 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     loads.append(os.getloadavg()[0])
     rates = md_table(["cell", "jobs/s"], [[k, fmt_stat([r[k] for r in reps])] for k in sorted(reps[0])])
     ratio = md_table(["engine", "ratio (per repetition)", "median [min–max]", "issue 14 target"],
-                     _ratio_rows(reps, list(engines)))
+                     _ratio_rows(reps, list(engines), wanted))
+    per_rep = md_table(["repetition", "load (1 min)", *sorted(reps[0])],
+                       [[str(i + 1), f"{loads[i]:.1f}", *(f"{r[k]:,.0f}" for k in sorted(r))]
+                        for i, r in enumerate(reps)])
     path = write_json("enqueue_ab", {"n": a.n, "reps": reps, "load_1min": loads, "before": a.before})
-    print(f"load average (1 min) per repetition: {', '.join(f'{x:.1f}' for x in loads)}\n\n{rates}\n\n{ratio}")
+    print(f"load average (1 min) per repetition: {', '.join(f'{x:.1f}' for x in loads)}\n\n{per_rep}\n\n"
+          f"{rates}\n\n{ratio}")
     log(f"results: {path}")
     return 0
 

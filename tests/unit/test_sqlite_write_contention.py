@@ -100,23 +100,34 @@ def _worker(store: Store) -> Worker:
     return Worker(app, store, batch_size=5)
 
 
-def test_the_worker_claims_twice_its_batch_while_its_writes_queue_behind_another_process(tmp_path: Path) -> None:
+def test_the_worker_claims_more_batches_while_its_writes_keep_queueing_behind_another_process(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/w.db"
     store = open_store(url)
     try:
         store.migrate()
         worker = _worker(store)
-        worker.queue.enqueue_many([{"task": "noop"} for _ in range(30)])
+        worker.queue.enqueue_many([{"task": "noop"} for _ in range(80)])
         wid = worker.register()
         assert worker._claim_size() == 5
         with _held_elsewhere(url, 0.3):
             first = worker.queue.claim(wid, limit=worker._claim_size())
         assert len(first) == 5
-        assert worker._claim_size() == 10  # the claim waited: the next takes two batches' worth
-        second = worker.queue.claim(wid, limit=worker._claim_size(), complete=[j.id for j in first])
+        size = worker._claim_size()
+        assert size == 10  # the claim waited: the next takes two batches' worth
+        with _held_elsewhere(url, 0.3):
+            second = worker.queue.claim(wid, limit=size, complete=[j.id for j in first])
         assert len(second) == 10
+        size = worker._claim_size()
+        assert size == 20  # a second claim in a row waited: four batches' worth
+        with _held_elsewhere(url, 0.3):
+            third = worker.queue.claim(wid, limit=size, complete=[j.id for j in second])
+        assert len(third) == 20
+        size = worker._claim_size()
+        assert size == 20  # never more than four batches
+        fourth = worker.queue.claim(wid, limit=size, complete=[j.id for j in third])
+        assert len(fourth) == 20
         assert worker._claim_size() == 5  # that claim found the lock free: back to one batch
-        assert len({j.id for j in first + second}) == 15
+        assert len({j.id for j in first + second + third + fourth}) == 55
     finally:
         store.close()
 

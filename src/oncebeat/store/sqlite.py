@@ -12,7 +12,8 @@ decides. The WAL is checkpointed by the store after a write transaction has
 released that lock (a passive checkpoint copies pages while others write), not
 inside ``COMMIT`` where SQLite's automatic checkpoint would hold every other
 writer up; that one stays as a safety net at twice the size. ``synchronous=FULL`` by default: a committed job
-survives power loss (``?synchronous=normal`` trades that for speed).
+survives power loss; ``?synchronous=normal`` (opt-in) keeps it across a process crash only, and takes the
+fsync out of every ``COMMIT`` (the writer lock is held that much shorter, so a second process adds more).
 
 Instants are stored as fixed-width UTC text (``2026-03-08T14:00:00.000000Z``)
 so text order is time order; columns declared ``TIMESTAMPTZ``, ``DATE`` and
@@ -177,11 +178,32 @@ def _busy_timeout(text: str, url: str) -> float:
     return seconds
 
 
+#: ``?synchronous=`` values accepted, as SQLite's PRAGMA names them. OFF is left out on purpose: it can lose
+#: committed transactions on an OS crash *and* corrupt the file; NORMAL in WAL mode only loses the newest ones.
+_SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+
+
+def _synchronous(text: str, url: str) -> str:
+    """The ``synchronous`` URL option as its PRAGMA value (``FULL``, ``NORMAL``, ``EXTRA``), else a clear StoreError."""
+    value = text.strip().upper()
+    if value not in _SYNCHRONOUS:
+        raise StoreError(f"{url}: synchronous must be full (the default: a committed transaction survives a power "
+                         "loss or OS crash), normal (WAL: it survives a crash of the process, but the last "
+                         f"transactions before a power loss or OS crash may be lost) or extra, not {text!r}")
+    return value
+
+
 class SqliteStore(Store):
     """SQLite store for ``sqlite:///relative/path.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``.
 
-    Query options: ``busy_timeout`` (seconds, default 30), ``synchronous``
-    (``full`` default, or ``normal``).
+    Query options: ``busy_timeout`` (seconds from 0 to 3600, default 30), ``synchronous`` (``full``, the
+    default; ``normal``; ``extra``; case-insensitive), applied as ``PRAGMA synchronous`` to every connection.
+    In WAL mode ``normal`` leaves the fsync out of ``COMMIT`` (the WAL is synced at checkpoints): a committed
+    transaction survives a crash of any process, but the last ones before a power loss or an OS crash can be
+    lost (never the file's integrity).
+
+    Raises:
+        StoreError: no file in the URL, a bad option value, or (``create=False``) no database at the path.
     """
 
     backend = "sqlite"
@@ -193,12 +215,11 @@ class SqliteStore(Store):
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         if not path:
             raise StoreError(f"{self.url}: no database file in the URL; use sqlite:///oncebeat.db")
-        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        # Blank values kept: ``?synchronous=`` is refused like any other bad value, not read as the default.
+        options = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self.path = path
         self.busy_timeout = _busy_timeout(options.get("busy_timeout", "30"), url)
-        self.synchronous = options.get("synchronous", "full").upper()
-        if self.synchronous not in ("FULL", "NORMAL", "EXTRA"):
-            raise StoreError(f"{self.url}: synchronous must be full, normal or extra")
+        self.synchronous = _synchronous(options.get("synchronous", "full"), self.url)
         if path != ":memory:":
             if not create and not Path(path).is_file():
                 raise StoreError(f"no database at {path!r} ({self.url}); check DATABASE_URL / --db, or create it "
