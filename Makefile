@@ -27,7 +27,14 @@ TEST_PROCS ?= $(shell n=$$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null ||
 # test modules too) in $(VENV)/pycache, never beside the sources, even where PYTHONDONTWRITEBYTECODE is set:
 # without it every process compiles every module it imports again (0.3 s of CPU per `oncebeat` process).
 PYCACHE := $(abspath $(VENV))/pycache
-PYTEST := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) $(BIN)/python -m pytest -n $(TEST_PROCS) --dist worksteal
+# Test databases, Maildirs and other temporary files go to a memory file system when the machine has one (TMPDIR for
+# the test processes and everything they start; pytest's tmp_path lives under it): every SQLite COMMIT fsyncs its WAL
+# (synchronous=FULL, the default the tests keep), and on a disk those flushes were a third of a SQLite simulation's
+# wall time and a quarter of its CPU (docs/benchmarks.md, "Round 3d"). No test crashes the host, so none depends on
+# the flush reaching a disk. TEST_TMPDIR= (empty) keeps the system's temporary folder.
+TEST_TMPDIR ?= $(shell test -d /dev/shm && test -w /dev/shm && echo /dev/shm)
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) PYTHONPYCACHEPREFIX=$(PYCACHE) \
+	$(BIN)/python -m pytest -n $(TEST_PROCS) --dist worksteal
 
 test: $(BIN)/.installed
 	$(PYTEST)

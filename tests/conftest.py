@@ -9,7 +9,8 @@
 - ``store`` is ``open_store(db_url)`` already migrated.
 
 PostgreSQL comes from ``ONCEBEAT_TEST_PG_URL`` (default
-``postgresql://postgres@127.0.0.1:5432/test``). When it cannot be reached the
+``postgresql://postgres@127.0.0.1:5432/test`` with ``synchronous_commit=off``, see ``DEFAULT_PG_URL``). When it
+cannot be reached the
 PostgreSQL half of the suite is skipped on a laptop and fails when ``CI=true``
 (a CI run must never pass by skipping the backend it exists to test).
 """
@@ -51,7 +52,13 @@ def shared_data(name: str) -> Path:
     candidates += [Path(__file__).resolve().parents[1].parent / "shared" / "data" / name,
                    Path("/work/shared/data") / name]
     return next((c for c in candidates if c.exists()), candidates[0])
-DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+# synchronous_commit=off for the test sessions only (libpq options, no space so every URL encoding keeps it): a COMMIT
+# returns without waiting for its WAL flush. Atomicity, isolation and what other sessions see at commit are unchanged;
+# only a crash of the PostgreSQL server or its host could lose the last commits, which no test does (tests kill
+# oncebeat's processes, never the server). The flush wait was most of a PostgreSQL simulation's wall time on this
+# machine (3,516 COMMITs, 13 of 31 s of SQL in test_send_time's half-hour-zones run); docs/benchmarks.md, "Round 3d:
+# the suite". ONCEBEAT_TEST_PG_URL replaces the whole URL (then the server's own setting applies).
+DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test?options=-csynchronous_commit%3Doff"
 SIM_START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 _pg_probe: dict[str, str | None] = {}
