@@ -280,9 +280,12 @@ class PostgresStore(Store):
         _OPEN_POOLS.add(self._pool)
 
     @contextmanager
-    def transaction(self, *, bounded: bool = False) -> Iterator[Tx]:
+    def transaction(self, *, bounded: bool = False, generic_plans: bool = False) -> Iterator[Tx]:
+        begin = self._begin_bounded if bounded else "BEGIN"
+        if generic_plans:  # in the BEGIN's round trip; ends with the transaction (see Store.transaction)
+            begin += "; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off"
         try:
-            conn = self._begin(self._begin_bounded if bounded else "BEGIN")
+            conn = self._begin(begin)
         except psycopg.Error as exc:
             raise _translate(exc, "transaction", self.url) from exc
         try:
