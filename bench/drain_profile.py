@@ -253,7 +253,7 @@ def _print(args: Any, ob: Any, raw: Any, explained: Any, sizes0: Any, sizes1: An
     from bench.common import md_table
 
     def med(xs: list[float]) -> str:
-        return f"{statistics.median(xs):,.0f}"
+        return f"{statistics.median(xs):,.1f}" if len(xs) == 1 else f"{statistics.median(xs):,.0f}"
 
     print(f"## wall per statement, serial, one connection, batch {args.batch}, {args.n:,} jobs (µs, median)\n")
     rows = [["oncebeat", k, str(len(v)), med(v)] for k, v in ob.items()]
