@@ -399,7 +399,9 @@ class Queue:
         now = self.clock.now()
         lease = now + timedelta(seconds=lease_seconds)
         rows: list[dict[str, Any]] = []
-        with self.store.transaction(bounded=True) as tx:
+        # generic_plans: claim_jobs walks jobs_fetch in order whatever its values, so it is planned once per
+        # connection instead of per claim (the custom plan cost ~0.3 ms of a 100-job claim's ~1.3 ms).
+        with self.store.transaction(bounded=True, generic_plans=True) as tx:
             if complete:
                 tx.run("complete_jobs", worker_id=worker_id, ids=list(complete), now=now)
             if time.monotonic() - self._limits_read_at >= LIMITS_TTL:

@@ -166,12 +166,20 @@ class Store(ABC):
                              "registers its line when imported") from None
 
     @abstractmethod
-    def transaction(self, *, bounded: bool = False) -> AbstractContextManager[Tx]:
+    def transaction(self, *, bounded: bool = False, generic_plans: bool = False) -> AbstractContextManager[Tx]:
         """Open a write transaction (SQLite: ``BEGIN IMMEDIATE``); commit on success, roll back on error.
 
         ``bounded``: a transaction others wait for and that must never stall for long (the clock's fire,
         the worker's claim). PostgreSQL applies the URL's ``lock_timeout`` and ``statement_timeout`` to it
         (default 5 s and 15 s); SQLite already bounds every wait by ``busy_timeout``.
+
+        ``generic_plans``: the transaction's statements run many times a second, each read by an index whatever
+        its parameters' values (the claim: ``jobs_fetch`` walked in order, rows updated by address). PostgreSQL
+        then plans a prepared statement once per connection (``plan_cache_mode = force_generic_plan``, set with
+        the ``BEGIN``) instead of at every run: its cost model never picks the generic plan of a ``LIMIT :n``
+        statement by itself. As a generic plan is kept until a table's statistics change, one made while the
+        table was nearly empty would keep a sequential scan after it grew: ``enable_seqscan = off`` too. SQLite
+        ignores it (its statement cache already plans once).
 
         Raises:
             TransientStoreError: lock timeout, dropped connection (safe to retry).

@@ -28,6 +28,10 @@ Each is a query option of the URL, e.g. ``?keepalives_idle=30&lock_timeout=2s``
 Server settings may also be given as libpq ``options`` (``?options=-c%20work_mem%3D64MB``);
 one set there wins over the default.
 
+The claim's transaction (``store.transaction(generic_plans=True)``) also plans its prepared statements once per
+connection (``plan_cache_mode = force_generic_plan``, ``enable_seqscan = off``, SET LOCAL; see
+:meth:`Store.transaction`): planning each claim afresh took 0.3–0.4 ms of a 100-job claim's 1.3–1.5 ms.
+
 Dropped connections: pooled connections are checked before each use (a dropped
 one is replaced, never handed out) and, after an outage, the pool tries to
 reconnect at least every ``RECONNECT_MAX_DELAY`` (2 s). The check is the
@@ -280,9 +284,12 @@ class PostgresStore(Store):
         _OPEN_POOLS.add(self._pool)
 
     @contextmanager
-    def transaction(self, *, bounded: bool = False) -> Iterator[Tx]:
+    def transaction(self, *, bounded: bool = False, generic_plans: bool = False) -> Iterator[Tx]:
+        begin = self._begin_bounded if bounded else "BEGIN"
+        if generic_plans:  # in the BEGIN's round trip; ends with the transaction (see Store.transaction)
+            begin += "; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off"
         try:
-            conn = self._begin(self._begin_bounded if bounded else "BEGIN")
+            conn = self._begin(begin)
         except psycopg.Error as exc:
             raise _translate(exc, "transaction", self.url) from exc
         try:

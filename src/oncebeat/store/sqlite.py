@@ -280,8 +280,9 @@ class SqliteStore(Store):
                 time.sleep(0.01)
 
     @contextmanager
-    def transaction(self, *, bounded: bool = False) -> Iterator[Tx]:
-        conn = self._connect()  # bounded: every wait is already bounded by busy_timeout
+    def transaction(self, *, bounded: bool = False, generic_plans: bool = False) -> Iterator[Tx]:
+        # bounded: every wait is already bounded by busy_timeout; generic_plans: the statement cache plans once
+        conn = self._connect()
         held = self._take_writer_lock()
         committed = False
         try:
