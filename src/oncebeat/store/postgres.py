@@ -320,6 +320,23 @@ class PostgresStore(Store):
         one it used is found dead (see :meth:`Store.run_idempotent`): one round trip instead of three."""
         return self._alone(name, self.query_sql(name), params)
 
+    def run_alone(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        """One named statement alone in autocommit, never run again (see :meth:`Store.run_alone`): one round trip
+        instead of three. A connection found dead is given back (the pool replaces it), the pool checks its idle
+        ones, and the call raises ``TransientStoreError``: whether the statement committed is the caller's call."""
+        conn = self._pool.getconn()
+        try:
+            if self.before_statement is not None:
+                self.before_statement(name)
+            cur = cast("psycopg.Connection[dict[str, Any]]", conn).execute(self.query_sql(name), _params(params))
+            return cur.fetchall() if cur.description else []
+        except psycopg.Error as exc:
+            if isinstance(exc, psycopg.OperationalError) and (conn.closed or conn.broken):
+                self._pool.check()  # its idle siblings usually died with it (a restart, a terminated backend)
+            raise _translate(exc, f"query {name}", self.url) from exc
+        finally:
+            self._pool.putconn(conn)
+
     def _alone(self, name: str, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Run ``sql`` alone in autocommit: a statement safe to run again (a read, an idempotent write), so a
         pooled connection found dead is replaced and the statement tried on the next one."""
