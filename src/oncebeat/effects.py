@@ -23,7 +23,9 @@ Rules, in order, for ``run(key, fn)``:
    before the outcome is recorded.
 2. The key is claimed atomically (``INSERT … ON CONFLICT DO NOTHING``, never
    select-then-insert). Whoever inserts runs ``fn`` and records ``done`` with
-   its (JSON-serialisable) result. With ``freeze``, the effect's input (bytes,
+   its (JSON-serialisable) result. A new key is claimed by that statement
+   alone (its own transaction: one round trip on PostgreSQL); only when it
+   inserts nothing does a transaction read the existing key (rules 3-5). With ``freeze``, the effect's input (bytes,
    e.g. the rendered message) is computed and stored with the claim at the
    first attempt; every later attempt of the key — an automatic retry or an
    operator-approved resend — gets exactly those bytes
