@@ -1,10 +1,10 @@
 """One owner per query: a module runs only the named queries of the SQL file it owns (README, Development).
 
 Every module under ``src/oncebeat`` is parsed (no import, no database); each call that runs a named query
-(``tx.run("x")``, ``.one``, ``.read``, ``.many``, ``.query_sql``, ``store.run_idempotent``, ``store.run_alone``, both names of
-``.run_with("x", "source")``, and the source of ``Queue.enqueue_select(tx, "source")``) must name a query defined
-in a file its module owns. Where another module needs the data it calls the owner's verb (``ledger.get_schedule``,
-``Queue.list_jobs``, ``effects.list_effects``, ``processes.list_processes``, …).
+(``tx.run("x")``, ``.one``, ``.read``, ``.many``, ``.query_sql``, ``store.run_idempotent``, ``store.run_alone``,
+both names of ``.run_with("x", "source")``, and the source of ``Queue.enqueue_select(tx, "source")``) must name a
+query defined in a file its module owns. Where another module needs the data it calls the owner's verb
+(``ledger.get_schedule``, ``Queue.list_jobs``, ``effects.list_effects``, ``processes.list_processes``, …).
 """
 
 from __future__ import annotations
