@@ -23,7 +23,9 @@ Rules, in order, for ``run(key, fn)``:
    before the outcome is recorded.
 2. The key is claimed atomically (``INSERT … ON CONFLICT DO NOTHING``, never
    select-then-insert). Whoever inserts runs ``fn`` and records ``done`` with
-   its (JSON-serialisable) result. With ``freeze``, the effect's input (bytes,
+   its (JSON-serialisable) result. A new key is claimed by that statement
+   alone (its own transaction: one round trip on PostgreSQL); only when it
+   inserts nothing does a transaction read the existing key (rules 3-5). With ``freeze``, the effect's input (bytes,
    e.g. the rendered message) is computed and stored with the claim at the
    first attempt; every later attempt of the key — an automatic retry or an
    operator-approved resend — gets exactly those bytes
@@ -236,6 +238,10 @@ class EffectLedger:
         frozen = freeze() if freeze is not None else None
         now = self.clock.now()
         no_return_at = None if marks else now
+        row: dict[str, Any] | None = None
+        claimed = self._claim_alone(key, digest, holder, now, no_return_at, frozen)
+        if claimed is not None:  # a new key, claimed by its own statement: no transaction to read what is there
+            return self._claimed(key, fn, holder, claimed, frozen, staged, taken_over=False)
         try:
             with self.store.transaction() as tx:
                 claimed = self._claim(tx, key, digest, holder, now, no_return_at, frozen)
@@ -251,10 +257,40 @@ class EffectLedger:
             if row["state"] == "done":
                 return False, row["result"]
             return self._in_doubt(key, fn, holder, payload, reconcile, row, staged, marks, frozen)
+        return self._claimed(key, fn, holder, claimed, frozen, staged, taken_over=row is not None)
+
+    def _claimed(self, key: str, fn: Callable[..., Any], holder: Holder, claimed: dict[str, Any] | None,
+                 frozen: bytes | None, staged: bool, *, taken_over: bool) -> tuple[bool, Any]:
+        """Run ``fn`` for a key this holder just claimed (``claimed``: the claim's or take-over's row)."""
         if claimed and claimed.get("frozen") is not None:
             frozen = bytes(claimed["frozen"])  # the input frozen at the first attempt wins over today's rendering
-        attempt = self._attempt(key, holder, frozen, taken_over=row is not None) if staged else None
+        attempt = self._attempt(key, holder, frozen, taken_over=taken_over) if staged else None
         return True, self._call(key, fn, holder, attempt)
+
+    def _claim_alone(self, key: str, digest: str, holder: Holder, now: datetime, no_return_at: datetime | None,
+                     frozen: bytes | None) -> dict[str, Any] | None:
+        """The common case first: claim a key nobody has claimed yet with one statement that is its own
+        transaction (:meth:`.Store.run_alone`; on PostgreSQL one round trip instead of ``BEGIN``, claim,
+        ``COMMIT``: issue 27). Fenced as :meth:`_claim` (the same statement, ``effect_claim_current``, whose
+        lease check and insert are atomic in it). Returns the new row's ``key``, or None: the key exists, the
+        attempt lost its job, or the connection died (the store does not run a claim again) — then
+        :meth:`_run`'s transaction decides exactly as before: it claims again (``ON CONFLICT DO NOTHING``), reads
+        the existing row, takes it over, or raises ``LeaseLost``. A claim that committed although its reply was
+        lost is then found started by this live attempt: ``EffectBusy`` (the job is retried after a lease), and
+        the job's next attempt decides as for any dead holder: an effect that marks its point of no return never
+        reached it and is taken over; one that does not is in doubt — as after a claim transaction whose
+        ``COMMIT`` reply was lost. Never a second effect."""
+        params = dict(key=key, payload_hash=digest, job_id=holder.job_id, attempt=holder.attempt,
+                      process_id=holder.process_id, now=now, no_return_at=no_return_at, frozen=frozen,
+                      **self.source.params())
+        try:
+            if holder.job_id is None:  # outside a job: nothing to fence
+                rows = self.store.run_alone("effect_claim", **params)
+            else:
+                rows = self.store.run_alone("effect_claim_current", worker_id=holder.process_id, **params)
+        except TransientStoreError:
+            return None
+        return rows[0] if rows else None
 
     def _claim(self, tx: Tx, key: str, digest: str, holder: Holder, now: datetime, no_return_at: datetime | None,
                frozen: bytes | None) -> dict[str, Any] | None:

@@ -1,10 +1,10 @@
 """One owner per query: a module runs only the named queries of the SQL file it owns (README, Development).
 
 Every module under ``src/oncebeat`` is parsed (no import, no database); each call that runs a named query
-(``tx.run("x")``, ``.one``, ``.read``, ``.many``, ``.query_sql``, ``store.run_idempotent``, both names of
-``.run_with("x", "source")``, and the source of ``Queue.enqueue_select(tx, "source")``) must name a query defined
-in a file its module owns. Where another module needs the data it calls the owner's verb (``ledger.get_schedule``,
-``Queue.list_jobs``, ``effects.list_effects``, ``processes.list_processes``, …).
+(``tx.run("x")``, ``.one``, ``.read``, ``.many``, ``.query_sql``, ``store.run_idempotent``, ``store.run_alone``,
+both names of ``.run_with("x", "source")``, and the source of ``Queue.enqueue_select(tx, "source")``) must name a
+query defined in a file its module owns. Where another module needs the data it calls the owner's verb
+(``ledger.get_schedule``, ``Queue.list_jobs``, ``effects.list_effects``, ``processes.list_processes``, …).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ NOT_RUN = {"count_invoices": "tests count imported invoices", "list_stripe_event
            "report_receivable_moves_from_invoices": "tests compare the moves kept in receivable_moves with the "
                                                     "invoices' own"}
 
-QUERY_VERBS = {"run", "one", "read", "many", "query_sql", "run_idempotent"}
+QUERY_VERBS = {"run", "one", "read", "many", "query_sql", "run_idempotent", "run_alone"}
 
 
 def _owner_of(line: SqlLine, file: str) -> str:

@@ -254,6 +254,24 @@ class Store(ABC):
         with self.transaction() as tx:
             return tx.run(name, **params)
 
+    def run_alone(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        """Run one named statement as its own transaction and return its rows; **never run again** by the store.
+
+        For a single statement that must not be repeated blindly (an ``INSERT … ON CONFLICT DO NOTHING`` claim:
+        a second run returns nothing). PostgreSQL sends it alone in autocommit (one round trip instead of
+        ``BEGIN``, statement, ``COMMIT``); a pooled connection found dead makes the pool check its idle ones and
+        the call raise ``TransientStoreError`` — the caller cannot tell whether it committed, as with a
+        ``COMMIT`` whose reply was lost, and decides (e.g. falls back to a transaction that reads what is there).
+        Here (and on SQLite): one write transaction, as ``with store.transaction() as tx: tx.run(name, **params)``.
+
+        Raises:
+            TransientStoreError: the connection died, or the statement was cancelled (timeout) or failed to
+                serialise.
+            StoreError: any other failure.
+        """
+        with self.transaction() as tx:
+            return tx.run(name, **params)
+
     def iter_chunks(self, items: list[Any], size: int) -> Iterator[list[Any]]:
         for start in range(0, len(items), size):
             yield items[start : start + size]
