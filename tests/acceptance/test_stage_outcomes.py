@@ -218,7 +218,7 @@ def test_payments_beside_sends_of_the_same_invoices_never_make_the_counts_wrong(
         def payer(k: int) -> None:
             try:
                 r = random.Random(k)
-                for step in range(8):
+                for _step in range(8):
                     picked = sorted(r.sample(numbers, 25), key=numbers.index)
                     with _deadlock_rolls_back(deadlocks):
                         svc.apply_payments([Payment(number=n, paid_on=issued[n] + timedelta(days=r.randrange(40)))
@@ -232,7 +232,7 @@ def test_payments_beside_sends_of_the_same_invoices_never_make_the_counts_wrong(
             try:
                 r = random.Random(100 + k)
                 now = datetime(2026, 4, 10, 8, tzinfo=UTC)
-                for step in range(8):
+                for _step in range(8):
                     picked = sorted(r.sample(numbers, 6), key=numbers.index)
                     with _deadlock_rolls_back(deadlocks), store.transaction() as tx:
                         for n in picked:
