@@ -168,15 +168,23 @@ DECLARE
                COALESCE(c.nsent, false) AS nsent
         FROM jsonb_to_recordset(changed) AS c (id BIGINT, oi BIGINT, os INTEGER, ob DATE, osent BOOLEAN,
                                               ni BIGINT, ns INTEGER, nb DATE, nsent BOOLEAN)
+    ), ids AS (
+        SELECT oi AS id FROM ch WHERE osent UNION SELECT ni FROM ch WHERE nsent
+    ), cur AS (  -- the invoices' sent reminders now
+        SELECT r.id, r.invoice_id, r.business_date FROM reminders r JOIN ids ON ids.id = r.invoice_id
+        WHERE r.state = 'sent'
+    ), fs_after AS (
+        SELECT invoice_id, MIN(business_date) AS fs FROM cur GROUP BY invoice_id
+    ), fs_before AS (  -- before the statement: those it did not change, and the old rows of those it did
+        SELECT invoice_id, MIN(d) AS fs FROM (
+            SELECT cur.invoice_id, cur.business_date AS d FROM cur LEFT JOIN ch ON ch.id = cur.id WHERE ch.id IS NULL
+            UNION ALL
+            SELECT ch.oi, ch.ob FROM ch WHERE ch.osent) AS b
+        GROUP BY invoice_id
     ), inv AS (
-        SELECT i.id, i.status, i.currency, i.due_on, i.paid_on,
-               (SELECT MIN(r.business_date) FROM reminders r WHERE r.invoice_id = i.id AND r.state = 'sent') AS fs_after,
-               (SELECT MIN(b.d) FROM (
-                    SELECT r.business_date AS d FROM reminders r
-                    WHERE r.invoice_id = i.id AND r.state = 'sent' AND r.id NOT IN (SELECT id FROM ch)
-                    UNION ALL
-                    SELECT ch.ob FROM ch WHERE ch.oi = i.id AND ch.osent) AS b) AS fs_before
-        FROM invoices i WHERE i.id IN (SELECT oi FROM ch WHERE osent UNION SELECT ni FROM ch WHERE nsent)
+        SELECT i.id, i.status, i.currency, i.due_on, i.paid_on, a.fs AS fs_after, b.fs AS fs_before
+        FROM invoices i JOIN ids ON ids.id = i.id
+        LEFT JOIN fs_after a ON a.invoice_id = i.id LEFT JOIN fs_before b ON b.invoice_id = i.id
     )
     SELECT b.* FROM inv, stage_outcome_baseline(inv.status, inv.currency, inv.due_on, inv.paid_on, inv.fs_before, -1) AS b
     WHERE inv.fs_before IS DISTINCT FROM inv.fs_after
