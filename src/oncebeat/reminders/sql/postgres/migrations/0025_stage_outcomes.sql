@@ -90,9 +90,12 @@ $$;
 
 -- invoices: row triggers (an invoice's rows depend on its own fields and its sent reminders, read as they are:
 -- the row lock of the invoice being written orders this after any reminder change of the same invoice, which locks
--- the invoice too, below). (Semicolons open the lines of a function body: the migration runner splits statements
+-- the invoice too, below). plan_cache_mode: with the row's values as parameters PL/pgSQL would plan the inlined
+-- functions again for every row (a custom plan folds the constants and always looks cheaper), 1-1.5 ms per row
+-- instead of tens of microseconds (measured: docs/benchmarks.md, round 3d). (Semicolons open the lines of a function body: the migration runner splits statements
 -- at a ';' ending a line.)
-CREATE FUNCTION stage_outcomes_invoice() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION stage_outcomes_invoice() RETURNS trigger LANGUAGE plpgsql
+    SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     first_sent DATE
 ; BEGIN
@@ -135,7 +138,8 @@ CREATE TRIGGER stage_outcomes_delete AFTER DELETE ON invoices
 -- concurrent payment of one of them, or a concurrent send of another of its stages, is then either committed and
 -- seen by every read below (READ COMMITTED: each statement of a function takes a new snapshot) or waits for this
 -- transaction, so each change's differences are computed on the state the previous change left.
-CREATE FUNCTION stage_outcomes_reminders() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION stage_outcomes_reminders() RETURNS trigger LANGUAGE plpgsql
+    SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     changed JSONB
 ; BEGIN
