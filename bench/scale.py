@@ -8,6 +8,7 @@ in ``--schema`` and dropped only by ``drop``), and logs the load average beside 
     python -m bench.scale pages --schema S [--reps 10] [--only reports,api]   # dashboard pages over the book
     python -m bench.scale compare --schema S --before DIR [--only reports] [--reps 5] [--rounds 3]
     python -m bench.scale remind --schema S                   # sent reminders of stages 1, 7, 14 added in SQL
+    python -m bench.scale fold --schema S                     # the daily scan's folds of the summary tables
     python -m bench.scale triggers --schema S [--rows 20000] [--rounds 3] [--trigger-set moves|stages]
     python -m bench.scale drain [--finished 10000000] [--jobs 20000] [--reps 2]
     python -m bench.scale drop --schema S
@@ -23,7 +24,8 @@ runs ``pages`` in a child process per round and side, alternating an export of a
 round and page. ``remind`` adds sent reminders of stages 1, 7 and 14 in SQL (two invoices in five that were
 unpaid on the stage's day, anchors from 2025-12-01 to the business date; 100,000 invoices per statement, as the
 round-3c book B), then tracks the stages and folds ``stage_outcomes`` (reminders 0025) as the scan would, timed
-each. ``triggers`` inserts ``--rows`` invoices (copies of existing ones) and pays as many open ones, in
+each. ``fold`` runs the daily scan's folds (``invoice_open_totals``, ``receivable_moves``, ``stage_outcomes``),
+timed each: a book loaded by ``COPY`` holds one summary row per invoice until the first scan. ``triggers`` inserts ``--rows`` invoices (copies of existing ones) and pays as many open ones, in
 a transaction rolled back, once with the receivable-moves triggers (reminders 0023; ``--trigger-set stages``: the
 stage-outcomes triggers of reminders 0025) and once with them disabled,
 interleaved per round: the difference per row is what the triggers cost a writer. ``drain`` compares W1's drain
@@ -315,6 +317,31 @@ def remind(schema: str) -> dict[str, Any]:
     return out
 
 
+def fold(schema: str) -> dict[str, Any]:
+    """The daily scan's folds of the three summary tables, each in its own transaction, timed."""
+    import oncebeat.reminders  # noqa: F401  (registers the reminders SQL line)
+    from oncebeat.reminders.reports.effectiveness import compact_stage_outcomes
+    from oncebeat.reminders.reports.receivables import compact_receivable_moves
+    from oncebeat.reminders.service import compact_open_totals
+    from oncebeat.store import open_store
+
+    out: dict[str, Any] = {"load_before": load_avg()}
+    with open_store(pg_url(schema)) as store:
+        for name, call in (("open_totals", compact_open_totals), ("receivable_moves", compact_receivable_moves),
+                           ("stage_outcomes", compact_stage_outcomes)):
+            t = time.perf_counter()
+            with store.transaction() as tx:
+                call(tx)
+            out[f"{name}_s"] = time.perf_counter() - t
+    with pg_connect(schema) as c:
+        for table in ("invoice_open_totals", "receivable_moves", "stage_outcomes"):
+            c.execute(f"VACUUM ANALYZE {table}")
+            out[f"{table}_rows"] = int(c.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    out["load_after"] = load_avg()
+    log(f"fold: {out}")
+    return out
+
+
 _TRIGGER_SETS = {"moves": ("receivable_moves_insert", "receivable_moves_update", "receivable_moves_delete"),
                  "stages": ("stage_outcomes_insert", "stage_outcomes_update", "stage_outcomes_delete")}
 
@@ -406,7 +433,8 @@ def drain(finished: int, n_jobs: int, reps: int) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=("build", "scan", "pages", "compare", "remind", "triggers", "drain", "drop"))
+    p.add_argument("step", choices=("build", "scan", "pages", "compare", "remind", "fold", "triggers", "drain",
+                                        "drop"))
     p.add_argument("--only", default=",".join(PAGE_KINDS), help=f"pages: some of {','.join(PAGE_KINDS)}")
     p.add_argument("--before", type=Path, help="compare: an export of the tree to compare with")
     p.add_argument("--rounds", type=int, default=3)
@@ -441,6 +469,8 @@ def main(argv: list[str]) -> int:
                       a.rounds)
     elif a.step == "remind":
         out = remind(a.schema)
+    elif a.step == "fold":
+        out = fold(a.schema)
     elif a.step == "triggers":
         out = triggers(a.schema, a.rows, a.rounds, a.trigger_set)
     elif a.step == "drain":
