@@ -25,7 +25,8 @@ round and page. ``remind`` adds sent reminders of stages 1, 7 and 14 in SQL (two
 unpaid on the stage's day, anchors from 2025-12-01 to the business date; 100,000 invoices per statement, as the
 round-3c book B), then tracks the stages and folds ``stage_outcomes`` (reminders 0025) as the scan would, timed
 each. ``fold`` runs the daily scan's folds (``invoice_open_totals``, ``receivable_moves``, ``stage_outcomes``),
-timed each: a book loaded by ``COPY`` holds one summary row per invoice until the first scan. ``triggers`` inserts ``--rows`` invoices (copies of existing ones) and pays as many open ones, in
+timed each: a book loaded by ``COPY`` holds one summary row per invoice until the first scan. ``triggers``
+inserts ``--rows`` invoices (copies of existing ones) and pays as many open ones, in
 a transaction rolled back, once with the receivable-moves triggers (reminders 0023; ``--trigger-set stages``: the
 stage-outcomes triggers of reminders 0025) and once with them disabled,
 interleaved per round: the difference per row is what the triggers cost a writer. ``drain`` compares W1's drain
