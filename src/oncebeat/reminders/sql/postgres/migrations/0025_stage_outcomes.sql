@@ -152,7 +152,12 @@ DECLARE
                                             'osent', true))
         INTO changed FROM old_rows o WHERE o.state = 'sent'
     ; ELSE
-        SELECT jsonb_agg(jsonb_build_object('id', o.id, 'oi', o.invoice_id, 'os', o.stage, 'ob', o.business_date,
+        -- Most updates (the scan's holds, deferrals, a send's claim) touch no sent reminder: skip the join.
+        IF NOT EXISTS (SELECT 1 FROM new_rows WHERE state = 'sent')
+           AND NOT EXISTS (SELECT 1 FROM old_rows WHERE state = 'sent') THEN
+            RETURN NULL
+        ; END IF
+        ; SELECT jsonb_agg(jsonb_build_object('id', o.id, 'oi', o.invoice_id, 'os', o.stage, 'ob', o.business_date,
                                             'osent', o.state = 'sent', 'ni', n.invoice_id, 'ns', n.stage,
                                             'nb', n.business_date, 'nsent', n.state = 'sent'))
         INTO changed FROM old_rows o JOIN new_rows n ON n.id = o.id
