@@ -64,7 +64,57 @@ SELECT currency, month, kind, CAST(SUM(amount) AS BIGINT) AS amount, CAST(SUM(n)
 GROUP BY currency, month, kind
 ORDER BY currency, month, kind;
 
+-- name: stage_outcomes_fold
+-- compact_stage_outcomes: the rows up to the upto id become one row per (stage, group, currency, anchor), a key
+-- that came back to nothing none. One statement, one snapshot, as receivable_moves_fold.
+WITH folded AS (DELETE FROM stage_outcomes WHERE id <= :upto
+                RETURNING stage, grp, currency, anchor, n, undated, e3, p3, e7, p7, e14, p14)
+INSERT INTO stage_outcomes (stage, grp, currency, anchor, n, undated, e3, p3, e7, p7, e14, p14)
+SELECT stage, grp, currency, anchor, SUM(n), SUM(undated), SUM(e3), SUM(p3), SUM(e7), SUM(p7), SUM(e14), SUM(p14)
+FROM folded GROUP BY stage, grp, currency, anchor
+HAVING SUM(n) <> 0 OR SUM(undated) <> 0 OR SUM(e3) <> 0 OR SUM(p3) <> 0 OR SUM(e7) <> 0 OR SUM(p7) <> 0
+    OR SUM(e14) <> 0 OR SUM(p14) <> 0;
+
+-- name: stage_outcomes_lock
+-- track_stage_outcomes: no invoice or reminder changes while a stage's baseline rows are computed (the triggers of
+-- a change committed later would not count the stage; one committed earlier is in the snapshot).
+LOCK TABLE invoices, reminders IN SHARE MODE;
+
+-- name: stage_outcomes_track
+-- The baseline rows of one stage newly added to stage_outcome_stages, every invoice, summed per key.
+INSERT INTO stage_outcomes (stage, grp, currency, anchor, n, undated, e3, p3, e7, p7, e14, p14)
+SELECT o.stage, o.grp, o.currency, o.anchor, SUM(o.n), SUM(o.undated), SUM(o.e3), SUM(o.p3), SUM(o.e7), SUM(o.p7),
+       SUM(o.e14), SUM(o.p14)
+FROM invoices i
+LEFT JOIN (SELECT invoice_id, MIN(business_date) AS first_sent FROM reminders WHERE state = 'sent'
+           GROUP BY invoice_id) AS f ON f.invoice_id = i.id,
+    stage_outcome_row(CAST(:stage AS INTEGER), 'baseline', i.currency, i.due_on + CAST(:stage AS INTEGER), i.status,
+                      i.paid_on, f.first_sent - (i.due_on + CAST(:stage AS INTEGER)), 1) AS o
+GROUP BY o.stage, o.grp, o.currency, o.anchor;
+
 -- name: report_stage_effectiveness
+-- The stage effectiveness from stage_outcomes (reminders 0025: rows of differences the triggers on invoices and
+-- reminders add, folded daily by compact_stage_outcomes): the same rows as report_stage_effectiveness_from_invoices
+-- (tests/acceptance/test_stage_outcomes.py) from a few rows per (stage, group, currency, day) instead of every
+-- invoice per stage. A window of N days is over when anchor < :as_of - N (age > N). The stages shown are those with
+-- a sent reminder (the 'sent' counts); stage_effectiveness reads the reference instead while one of them is not
+-- yet tracked (stage_outcomes_untracked).
+SELECT stage, grp, CAST(SUM(n) AS BIGINT) AS unpaid, CAST(SUM(undated) AS BIGINT) AS undated,
+       CAST(SUM(CASE WHEN anchor < CAST(:as_of AS DATE) - 3 THEN e3 ELSE 0 END) AS BIGINT) AS eligible_3,
+       CAST(SUM(CASE WHEN anchor < CAST(:as_of AS DATE) - 3 THEN p3 ELSE 0 END) AS BIGINT) AS paid_3,
+       CAST(SUM(CASE WHEN anchor < CAST(:as_of AS DATE) - 7 THEN e7 ELSE 0 END) AS BIGINT) AS eligible_7,
+       CAST(SUM(CASE WHEN anchor < CAST(:as_of AS DATE) - 7 THEN p7 ELSE 0 END) AS BIGINT) AS paid_7,
+       CAST(SUM(CASE WHEN anchor < CAST(:as_of AS DATE) - 14 THEN e14 ELSE 0 END) AS BIGINT) AS eligible_14,
+       CAST(SUM(CASE WHEN anchor < CAST(:as_of AS DATE) - 14 THEN p14 ELSE 0 END) AS BIGINT) AS paid_14
+FROM stage_outcomes
+WHERE grp <> 'sent' AND anchor BETWEEN CAST(:start AS DATE) AND CAST(:end AS DATE) AND (CAST(:currency AS TEXT) IS NULL OR currency = :currency)
+  AND stage IN (SELECT stage FROM stage_outcomes WHERE grp = 'sent' GROUP BY stage HAVING SUM(n) > 0)
+GROUP BY stage, grp HAVING SUM(n) <> 0
+ORDER BY stage, grp;
+
+-- name: report_stage_effectiveness_from_invoices
+-- The reference: what report_stage_effectiveness must always give, computed from the invoices and reminders
+-- themselves (every invoice read once per stage).
 -- Per (stage, group): how many invoices were still unpaid on the anchor day and, of those whose window of N days
 -- after the anchor is over before :as_of (age > N; N = 3, 7, 14), how many were paid within it (d = paid_on -
 -- anchor <= N).
