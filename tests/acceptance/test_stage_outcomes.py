@@ -13,8 +13,10 @@ backends (PostgreSQL when the server answers; in CI it must).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
@@ -29,7 +31,7 @@ from oncebeat.reminders.policy import write_default_config
 from oncebeat.reminders.reports import Month, stage_effectiveness
 from oncebeat.reminders.reports.effectiveness import compact_stage_outcomes, track_stage_outcomes
 from oncebeat.reminders.runtime import Runtime, load_runtime
-from oncebeat.store import Store
+from oncebeat.store import Store, open_store
 from reports_book import AS_OF, seeded_runtime
 
 Row = tuple[int, str, int, int, int, int, int, int, int, int]
@@ -270,5 +272,58 @@ def test_payments_beside_sends_of_the_same_invoices_never_make_the_counts_wrong(
         with store.transaction() as tx:
             compact_stage_outcomes(tx)
         assert _assert_same(store) == kept
+    finally:
+        runtime.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("import_kind", ["payments", "invoices"])
+def test_an_import_listing_a_customers_invoices_out_of_id_order_waits_for_a_send_instead_of_deadlocking(
+        pg_db_url: str, tmp_path: Path, import_kind: str) -> None:
+    """A send's reminder change locks its invoices in id order (the 0025 trigger); an import of payments or of
+    invoices whose file lists the same two invoices the other way round used to lock the second one first and then
+    wait for the first: the send, wanting the second, closed the cycle and PostgreSQL aborted one of them
+    (``deadlock detected``). Imports now write in invoice id order, so the import just waits for the send."""
+    write_default_config(tmp_path / "oncebeat.toml")
+    runtime = load_runtime(database_url=pg_db_url, config=tmp_path / "oncebeat.toml")
+    try:
+        svc, store = runtime.service, runtime.store
+        first, second = _invoices(random.Random(3), "D", 2)
+        first, second = (dataclasses.replace(i, status="open", paid_on=None) for i in (first, second))
+        svc.upsert([Customer(email=f"x{i}@example.test", name=f"X {i}") for i in range(6)], [first, second])
+        ids = {r["number"]: int(r["id"]) for r in store.read("invoice_states", numbers=[first.number, second.number])}
+        assert ids[first.number] < ids[second.number]
+        errors: list[BaseException] = []
+
+        def importer() -> None:  # the file lists the higher id first
+            try:
+                if import_kind == "payments":
+                    svc.apply_payments([Payment(number=i.number, paid_on=i.due_on) for i in (second, first)])
+                else:
+                    svc.upsert([], [dataclasses.replace(i, amount_due=i.amount_due + 1) for i in (second, first)])
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+
+        with store.transaction() as send:  # the send: its trigger's locks, taken one at a time
+            send_pid = int(send.execute("SELECT pg_backend_pid() AS pid", ())[0]["pid"])
+            lock = "SELECT id FROM invoices WHERE id = %s FOR NO KEY UPDATE"
+            send.execute(lock, (ids[first.number],))
+            thread = threading.Thread(target=importer)
+            thread.start()
+            deadline = datetime.now(UTC) + timedelta(seconds=30)
+            with open_store(pg_db_url) as probe:  # until the import waits on the send's first lock
+                while True:
+                    with probe.transaction() as tx:
+                        if tx.execute("SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                                      (send_pid,)):
+                            break
+                    assert datetime.now(UTC) < deadline and thread.is_alive() and not errors, errors
+                    time.sleep(0.01)
+            send.execute(lock, (ids[second.number],))  # the deadlock, if the import held the second one
+        thread.join(30)
+        assert not thread.is_alive() and not errors, errors
+        if import_kind == "payments":
+            assert {r["status"] for r in store.read("invoice_states", numbers=[first.number, second.number])} == \
+                {"paid"}
     finally:
         runtime.close()

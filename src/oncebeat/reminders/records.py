@@ -37,16 +37,18 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ..store import Tx
 from .model import DEFAULT_LOCALE, DEFAULT_TZ, Customer, Invoice
 from .names import fold_name
 
 __all__ = ["InvoiceWrites", "customer_params", "mark_paid", "move_status", "write_customers", "write_invoices"]
+
+T = TypeVar("T")
 
 
 def customer_params(customer: Customer) -> dict[str, Any]:
@@ -108,6 +110,7 @@ def write_invoices(tx: Tx, invoices: Sequence[Invoice], *, reopen: bool, now: da
         return out
     numbers = [i.number for i in invoices]
     before = {r["number"]: r for r in tx.run("invoice_states", numbers=numbers)}
+    invoices = _in_lock_order(invoices, lambda i: i.number, before)
     tx.many("upsert_invoice", [{"number": i.number, "customer_email": i.customer_email, "currency": i.currency,
                                 "amount_due": i.amount_due, "issued_on": i.issued_on, "due_on": i.due_on,
                                 "status": i.status, "paid_on": i.paid_on if i.status == "paid" else None,
@@ -155,7 +158,18 @@ def mark_paid(tx: Tx, payments: Sequence[tuple[str, date]], *, now: datetime) ->
     if not payments:
         return 0
     numbers = [n for n, _ in payments]
-    before = {r["number"]: r["status"] for r in tx.run("invoice_states", numbers=numbers)}
-    tx.many("move_invoice_status", [_status_params(n, "paid", day, day, False, now) for n, day in payments])
+    known = {r["number"]: r for r in tx.run("invoice_states", numbers=numbers)}
+    tx.many("move_invoice_status", [_status_params(n, "paid", day, day, False, now)
+                                    for n, day in _in_lock_order(payments, lambda p: p[0], known)])
     after = {r["number"]: r["status"] for r in tx.run("invoice_states", numbers=numbers)}
-    return sum(1 for n in set(numbers) if before.get(n) not in (None, "paid") and after.get(n) == "paid")
+    return sum(1 for n in set(numbers)
+               if (known[n]["status"] if n in known else None) not in (None, "paid") and after.get(n) == "paid")
+
+
+def _in_lock_order(rows: Sequence[T], number: Callable[[T], str], known: Mapping[str, Mapping[str, Any]]) -> list[T]:
+    """``rows`` in invoice id order (rows of unknown invoices last, each in file order): the order a send's
+    reminder change locks its invoices in (reminders migration 0025's trigger, PostgreSQL), so an import writing
+    several invoices of a customer whose grouped notice is being recorded takes their row locks in the same order
+    and waits instead of deadlocking (which PostgreSQL would end by aborting one of the two)."""
+    last = float("inf")
+    return sorted(rows, key=lambda r: int(known[number(r)]["id"]) if number(r) in known else last)

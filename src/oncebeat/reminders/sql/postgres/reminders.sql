@@ -21,7 +21,7 @@ ON CONFLICT (number) DO UPDATE SET
 
 -- name: invoice_states
 -- Status and payment date of the invoices with these numbers (what an import is about to change).
-SELECT number, status, paid_on, issued_on FROM invoices WHERE number = ANY(CAST(:numbers AS text[]));
+SELECT id, number, status, paid_on, issued_on FROM invoices WHERE number = ANY(CAST(:numbers AS text[]));
 
 -- name: scan_lock
 -- Scans run one at a time per schema (a transaction-level advisory lock, released at commit): a scan sees

@@ -3,7 +3,7 @@
 
 -- name: invoice_states
 -- Status and payment date of the invoices with these numbers (what an import is about to change).
-SELECT number, status, paid_on, issued_on FROM invoices WHERE number IN (SELECT value FROM json_each(:numbers));
+SELECT id, number, status, paid_on, issued_on FROM invoices WHERE number IN (SELECT value FROM json_each(:numbers));
 
 -- name: scan_insert_reminders
 -- :stages is a JSON list of {"stage": N, "cutoff": "YYYY-MM-DD", "business_date": "YYYY-MM-DD", "tz": Z|null}:
