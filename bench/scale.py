@@ -7,9 +7,7 @@ in ``--schema`` and dropped only by ``drop``), and logs the load average beside 
     python -m bench.scale scan --schema S [--collapse next]      # first, duplicate and next-day scan, timed
     python -m bench.scale pages --schema S [--reps 10] [--only reports,api]   # dashboard pages over the book
     python -m bench.scale compare --schema S --before DIR [--only reports] [--reps 5] [--rounds 3]
-    python -m bench.scale remind --schema S                   # sent reminders of stages 1, 7, 14 added in SQL
-    python -m bench.scale fold --schema S                     # the daily scan's folds of the summary tables
-    python -m bench.scale triggers --schema S [--rows 20000] [--rounds 3] [--trigger-set moves|stages]
+    python -m bench.scale triggers --schema S [--rows 20000] [--rounds 3]   # what invoices' triggers cost writers
     python -m bench.scale drain [--finished 10000000] [--jobs 20000] [--reps 2]
     python -m bench.scale drop --schema S
 
@@ -21,14 +19,8 @@ one and two letters that match no name (the search's worst case: every name is r
 ``metrics``, ``reports``: the Reports page whole and per section, ``api``: ``GET /api/v1/reports``). ``compare``
 runs ``pages`` in a child process per round and side, alternating an export of another tree (``--before``: its
 ``src`` comes first on ``PYTHONPATH``, this harness runs it) and this one, and prints after/before ratios per
-round and page. ``remind`` adds sent reminders of stages 1, 7 and 14 in SQL (two invoices in five that were
-unpaid on the stage's day, anchors from 2025-12-01 to the business date; 100,000 invoices per statement, as the
-round-3c book B), then tracks the stages and folds ``stage_outcomes`` (reminders 0025) as the scan would, timed
-each. ``fold`` runs the daily scan's folds (``invoice_open_totals``, ``receivable_moves``, ``stage_outcomes``),
-timed each: a book loaded by ``COPY`` holds one summary row per invoice until the first scan. ``triggers``
-inserts ``--rows`` invoices (copies of existing ones) and pays as many open ones, in
-a transaction rolled back, once with the receivable-moves triggers (reminders 0023; ``--trigger-set stages``: the
-stage-outcomes triggers of reminders 0025) and once with them disabled,
+round and page. ``triggers`` inserts ``--rows`` invoices (copies of existing ones) and pays as many open ones, in
+a transaction rolled back, once with the receivable-moves triggers (reminders 0023) and once with them disabled,
 interleaved per round: the difference per row is what the triggers cost a writer. ``drain`` compares W1's drain
 (2 worker processes, batch 100) of ``--jobs`` no-op jobs in a schema with no history and in one
 holding ``--finished`` completed jobs (one ``INSERT … SELECT generate_series``), interleaved per repetition.
@@ -278,77 +270,11 @@ def compare(schema: str, before: Path, only: tuple[str, ...], reps: int, rounds:
     return {"runs": runs, "ratios": ratios}
 
 
-def remind(schema: str) -> dict[str, Any]:
-    """Sent reminders of stages 1, 7 and 14 (see the module's docstring), then ``track_stage_outcomes`` and the
-    fold, each timed."""
-    import oncebeat.reminders  # noqa: F401  (registers the reminders SQL line)
-    from oncebeat.reminders.reports.effectiveness import compact_stage_outcomes, track_stage_outcomes
-    from oncebeat.store import open_store
-
-    out: dict[str, Any] = {"load_before": load_avg()}
-    with pg_connect(schema) as c:
-        top = int(c.execute("SELECT max(id) FROM invoices").fetchone()[0])
-        t = time.perf_counter()
-        for low in range(0, top, 100_000):
-            with c.transaction():
-                c.execute("INSERT INTO reminders (invoice_id, stage, state, business_date, created_at, updated_at, "
-                          "sent_at) SELECT i.id, s.stage, 'sent', i.due_on + s.stage, now(), now(), now() "
-                          "FROM invoices i CROSS JOIN (VALUES (1), (7), (14)) AS s (stage) "
-                          "WHERE i.id > %s AND i.id <= %s AND i.id %% 5 < 2 AND i.status <> 'void' "
-                          "AND i.due_on + s.stage BETWEEN DATE '2025-12-01' AND %s "
-                          "AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < i.due_on + s.stage) "
-                          "ON CONFLICT DO NOTHING", (low, low + 100_000, BUSINESS_DATE))
-        out["insert_s"] = time.perf_counter() - t
-        out["sent"] = int(c.execute("SELECT count(*) FROM reminders WHERE state = 'sent'").fetchone()[0])
-        log(f"remind: {out['sent']:,} sent reminders in {out['insert_s']:.1f} s (load {load_avg()})")
-    with open_store(pg_url(schema)) as store:
-        t = time.perf_counter()
-        out["tracked"] = track_stage_outcomes(store)
-        out["track_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        with store.transaction() as tx:
-            compact_stage_outcomes(tx)
-        out["fold_s"] = time.perf_counter() - t
-    with pg_connect(schema) as c:
-        c.execute("VACUUM ANALYZE reminders")
-        c.execute("VACUUM ANALYZE stage_outcomes")
-        out["stage_outcomes_rows"] = int(c.execute("SELECT count(*) FROM stage_outcomes").fetchone()[0])
-    out["load_after"] = load_avg()
-    log(f"remind: {out}")
-    return out
+_MOVES_TRIGGERS = ("receivable_moves_insert", "receivable_moves_update", "receivable_moves_delete")
 
 
-def fold(schema: str) -> dict[str, Any]:
-    """The daily scan's folds of the three summary tables, each in its own transaction, timed."""
-    import oncebeat.reminders  # noqa: F401  (registers the reminders SQL line)
-    from oncebeat.reminders.reports.effectiveness import compact_stage_outcomes
-    from oncebeat.reminders.reports.receivables import compact_receivable_moves
-    from oncebeat.reminders.service import compact_open_totals
-    from oncebeat.store import open_store
-
-    out: dict[str, Any] = {"load_before": load_avg()}
-    with open_store(pg_url(schema)) as store:
-        for name, call in (("open_totals", compact_open_totals), ("receivable_moves", compact_receivable_moves),
-                           ("stage_outcomes", compact_stage_outcomes)):
-            t = time.perf_counter()
-            with store.transaction() as tx:
-                call(tx)
-            out[f"{name}_s"] = time.perf_counter() - t
-    with pg_connect(schema) as c:
-        for table in ("invoice_open_totals", "receivable_moves", "stage_outcomes"):
-            c.execute(f"VACUUM ANALYZE {table}")
-            out[f"{table}_rows"] = int(c.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-    out["load_after"] = load_avg()
-    log(f"fold: {out}")
-    return out
-
-
-_TRIGGER_SETS = {"moves": ("receivable_moves_insert", "receivable_moves_update", "receivable_moves_delete"),
-                 "stages": ("stage_outcomes_insert", "stage_outcomes_update", "stage_outcomes_delete")}
-
-
-def triggers(schema: str, rows: int, rounds: int, trigger_set: str = "moves") -> list[dict[str, Any]]:
-    """Per round, with one set of invoices' triggers on and then off (each in a transaction rolled back): insert
+def triggers(schema: str, rows: int, rounds: int) -> list[dict[str, Any]]:
+    """Per round, with the receivable-moves triggers on and then off (each in a transaction rolled back): insert
     ``rows`` copies of existing invoices, then pay ``rows`` open invoices; seconds each and the cost per row."""
     out = []
     with pg_connect(schema) as c:
@@ -357,7 +283,7 @@ def triggers(schema: str, rows: int, rounds: int, trigger_set: str = "moves") ->
             for mode in ("on", "off"):
                 with c.transaction(force_rollback=True):
                     if mode == "off":
-                        for name in _TRIGGER_SETS[trigger_set]:
+                        for name in _MOVES_TRIGGERS:
                             c.execute(f"ALTER TABLE invoices DISABLE TRIGGER {name}")
                     t = time.perf_counter()
                     c.execute("INSERT INTO invoices (number, customer_id, currency, amount_due, issued_on, due_on, "
@@ -434,8 +360,7 @@ def drain(finished: int, n_jobs: int, reps: int) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=("build", "scan", "pages", "compare", "remind", "fold", "triggers", "drain",
-                                        "drop"))
+    p.add_argument("step", choices=("build", "scan", "pages", "compare", "triggers", "drain", "drop"))
     p.add_argument("--only", default=",".join(PAGE_KINDS), help=f"pages: some of {','.join(PAGE_KINDS)}")
     p.add_argument("--before", type=Path, help="compare: an export of the tree to compare with")
     p.add_argument("--rounds", type=int, default=3)
@@ -446,7 +371,6 @@ def main(argv: list[str]) -> int:
     p.add_argument("--customers", type=int, default=1_000_000)
     p.add_argument("--collapse", default="next", choices=("next", "highest"))
     p.add_argument("--reps", type=int, default=None)
-    p.add_argument("--trigger-set", default="moves", choices=tuple(_TRIGGER_SETS))
     p.add_argument("--finished", type=int, default=10_000_000)
     p.add_argument("--jobs", type=int, default=20_000)
     a = p.parse_args(argv)
@@ -468,12 +392,8 @@ def main(argv: list[str]) -> int:
             p.error("compare needs --before DIR (e.g. git archive fde1b3c | tar -x -C DIR)")
         out = compare(a.schema, a.before, tuple(k.strip() for k in a.only.split(",") if k.strip()), a.reps or 5,
                       a.rounds)
-    elif a.step == "remind":
-        out = remind(a.schema)
-    elif a.step == "fold":
-        out = fold(a.schema)
     elif a.step == "triggers":
-        out = triggers(a.schema, a.rows, a.rounds, a.trigger_set)
+        out = triggers(a.schema, a.rows, a.rounds)
     elif a.step == "drain":
         out = drain(a.finished, a.jobs, a.reps or 2)
     else:

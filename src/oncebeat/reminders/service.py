@@ -93,7 +93,6 @@ from .pinning import LadderVersion, open_versions, pin_due, stage_rows, sync_ver
 from .policy import DEFAULT_CONFIG_NAME, Policy, format_duration, load_policy
 from .records import mark_paid, write_customers, write_invoices
 from .render import RenderedEmail, Renderer
-from .reports.effectiveness import compact_stage_outcomes
 from .reports.receivables import compact_receivable_moves
 
 if TYPE_CHECKING:
@@ -415,7 +414,6 @@ class ReminderService:
             tx, "pending_send_jobs", task=SEND_TASK, queue="default", max_attempts=SEND_MAX_ATTEMPTS)
         compact_open_totals(tx)  # the aging's summary rows, folded once a day (reminders 0022)
         compact_receivable_moves(tx)  # DSO's and CEI's, the same (reminders 0023)
-        compact_stage_outcomes(tx)  # the stage effectiveness's, the same (reminders 0025)
         result = ScanResult(business_date=business_date, pending=pending, skipped=superseded, held=held)
         log.info("scan for %s: %d reminders to send, %d superseded, %d held", business_date,
                  result.pending - result.held, result.skipped, result.held,

@@ -23,7 +23,6 @@ from .names import SCAN_BACKFILL, backfill_folded_names
 from .notices import grouping
 from .notices.grouping import SEND_NOTICE_TASK
 from .notices.notify import NOTIFY_MAX_ATTEMPTS, NOTIFY_TASK, send_notification
-from .reports.effectiveness import track_stage_outcomes
 from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
 from .sources.database import SourceConfig, SourceRejected, SourceUnavailable
 from .syncing import SYNC_TASK, sync_source
@@ -63,9 +62,6 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
         # Customers whose name has no stored fold yet (a book migrated to 0024, renamed ones): a bounded share
         # per scan, in transactions of their own after the scan's (oncebeat.reminders.names).
         backfill_folded_names(service.store, at_most=SCAN_BACKFILL)
-        # A stage sent for the first time (a new ladder stage): its baseline rows, so the stage effectiveness
-        # reads its kept counts again (reminders 0025; until then it reads the invoices, never wrong).
-        track_stage_outcomes(service.store)
 
     @app.task(SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS)
     def send(ctx: JobContext, reminder_id: int) -> None:

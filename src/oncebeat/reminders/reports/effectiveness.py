@@ -5,12 +5,6 @@ effectiveness"; an invoice reminded within a window before paying is left out of
 Counts, not amounts, so currencies may be reported together (``currency`` narrows to one). A window of N days
 counts an invoice only once it is over: its anchor + N is before ``as_of``; a younger invoice is in ``unpaid`` but
 not yet in ``eligible``. A share with no eligible invoice is None ("not enough data"), never 0 %.
-
-The counts are kept by triggers on invoices and reminders in ``stage_outcomes`` (reminders migration 0025), so the
-report reads a few rows per (stage, group, currency, day) instead of every invoice once per stage; the query over
-the invoices themselves stays as the reference (``report_stage_effectiveness_from_invoices``), read instead while a
-stage that has been sent is not tracked yet (:func:`track_stage_outcomes` adds it after the next scan), and the
-tests compare the two after every kind of write.
 """
 
 from __future__ import annotations
@@ -19,11 +13,10 @@ from dataclasses import dataclass, field
 from datetime import date
 from fractions import Fraction
 
-from ...store import Store, Tx
+from ...store import Store
 from .months import Month
 
-__all__ = ["WINDOWS", "StageGroup", "StageRow", "compact_stage_outcomes", "stage_effectiveness",
-           "track_stage_outcomes"]
+__all__ = ["WINDOWS", "StageGroup", "StageRow", "stage_effectiveness"]
 
 #: Days after the anchor within which a payment counts.
 WINDOWS: tuple[int, ...] = (3, 7, 14)
@@ -66,47 +59,12 @@ def stage_effectiveness(store: Store, *, first: Month, last: Month, as_of: date,
     Returns:
         Rows ordered by stage; a group with no invoice has ``unpaid`` 0.
     """
-    kept = not store.read("stage_outcomes_untracked")
-    query = "report_stage_effectiveness" if kept else "report_stage_effectiveness_from_invoices"
     groups: dict[int, dict[str, StageGroup]] = {}
-    for r in store.read(query, start=first.start, end=last.end, as_of=as_of, currency=currency):
+    for r in store.read("report_stage_effectiveness", start=first.start, end=last.end, as_of=as_of,
+                        currency=currency):
         groups.setdefault(int(r["stage"]), {})[r["grp"]] = StageGroup(
             unpaid=int(r["unpaid"]), undated=int(r["undated"] or 0),
             eligible={n: int(r[f"eligible_{n}"] or 0) for n in WINDOWS},
             paid={n: int(r[f"paid_{n}"] or 0) for n in WINDOWS})
     return [StageRow(stage=s, reminded=g.get("reminded", StageGroup()), baseline=g.get("baseline", StageGroup()))
             for s, g in sorted(groups.items())]
-
-
-def compact_stage_outcomes(tx: Tx) -> None:
-    """Fold ``stage_outcomes`` (reminders 0025: rows of differences the triggers add) into one row per (stage,
-    group, currency, anchor day). The sums, and so every count, are the same before and after; on PostgreSQL the
-    fold is one statement (one snapshot), so concurrent writers neither wait on it nor lose a row."""
-    last = tx.run("stage_outcomes_last")
-    if not last or last[0]["id"] is None:
-        return
-    tx.run("stage_outcomes_fold", upto=int(last[0]["id"]))
-    if tx.backend == "sqlite":  # PostgreSQL's fold deleted the rows it summed in the same statement
-        tx.run("stage_outcomes_drop", upto=int(last[0]["id"]))
-
-
-def track_stage_outcomes(store: Store) -> list[int]:
-    """Keep the baseline rows of every stage that has a sent reminder (a stage first sent since the last call: a
-    new ladder stage), so :func:`stage_effectiveness` reads ``stage_outcomes`` again instead of the reference.
-
-    One transaction of its own (the scan task runs it after the scan's): on PostgreSQL it takes a SHARE lock on
-    ``invoices`` and ``reminders`` while it reads every invoice for each new stage (writers wait that long, once
-    per new stage; nothing is locked when no stage is new).
-
-    Returns:
-        The stages added, in order (usually none).
-    """
-    if not store.read("stage_outcomes_untracked"):
-        return []
-    with store.transaction() as tx:
-        tx.run("stage_outcomes_lock")
-        stages = [int(r["stage"]) for r in tx.run("stage_outcomes_untracked")]  # again, under the lock
-        for stage in stages:
-            tx.run("stage_outcome_stage_add", stage=stage)
-            tx.run("stage_outcomes_track", stage=stage)
-    return stages

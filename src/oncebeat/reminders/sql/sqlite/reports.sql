@@ -63,50 +63,7 @@ SELECT currency, month, kind, SUM(amount) AS amount, SUM(n) AS n FROM (
 GROUP BY currency, month, kind
 ORDER BY currency, month, kind;
 
--- name: stage_outcomes_fold
--- compact_stage_outcomes: the rows up to the upto id summed into one per (stage, group, currency, anchor), a key
--- that came back to nothing none; stage_outcomes_drop then deletes the rows summed (one writer: nothing comes
--- between the two).
-INSERT INTO stage_outcomes (stage, grp, currency, anchor, n, undated, e3, p3, e7, p7, e14, p14)
-SELECT stage, grp, currency, anchor, SUM(n), SUM(undated), SUM(e3), SUM(p3), SUM(e7), SUM(p7), SUM(e14), SUM(p14)
-FROM stage_outcomes WHERE id <= :upto GROUP BY stage, grp, currency, anchor
-HAVING SUM(n) <> 0 OR SUM(undated) <> 0 OR SUM(e3) <> 0 OR SUM(p3) <> 0 OR SUM(e7) <> 0 OR SUM(p7) <> 0
-    OR SUM(e14) <> 0 OR SUM(p14) <> 0;
-
--- name: stage_outcomes_lock
--- track_stage_outcomes: SQLite's write transaction already excludes every other writer.
-SELECT 1 AS locked;
-
--- name: stage_outcomes_track
--- The baseline rows of one stage newly added to stage_outcome_stages, every invoice, summed per key.
-INSERT INTO stage_outcomes (stage, grp, currency, anchor, n, undated, e3, p3, e7, p7, e14, p14)
-SELECT stage, grp, currency, anchor, SUM(n), SUM(undated), SUM(e3), SUM(p3), SUM(e7), SUM(p7), SUM(e14), SUM(p14)
-FROM stage_outcome_parts WHERE grp = 'baseline' AND stage = :stage
-GROUP BY stage, grp, currency, anchor;
-
 -- name: report_stage_effectiveness
--- The stage effectiveness from stage_outcomes (reminders 0025: rows of differences the triggers on invoices and
--- reminders add, folded daily by compact_stage_outcomes): the same rows as report_stage_effectiveness_from_invoices
--- (tests/acceptance/test_stage_outcomes.py) from a few rows per (stage, group, currency, day) instead of every
--- invoice per stage. A window of N days is over when anchor < :as_of - N (age > N). The stages shown are those with
--- a sent reminder (the 'sent' counts); stage_effectiveness reads the reference instead while one of them is not
--- yet tracked (stage_outcomes_untracked).
-SELECT stage, grp, SUM(n) AS unpaid, SUM(undated) AS undated,
-       SUM(CASE WHEN anchor < date(:as_of, '-3 days') THEN e3 ELSE 0 END) AS eligible_3,
-       SUM(CASE WHEN anchor < date(:as_of, '-3 days') THEN p3 ELSE 0 END) AS paid_3,
-       SUM(CASE WHEN anchor < date(:as_of, '-7 days') THEN e7 ELSE 0 END) AS eligible_7,
-       SUM(CASE WHEN anchor < date(:as_of, '-7 days') THEN p7 ELSE 0 END) AS paid_7,
-       SUM(CASE WHEN anchor < date(:as_of, '-14 days') THEN e14 ELSE 0 END) AS eligible_14,
-       SUM(CASE WHEN anchor < date(:as_of, '-14 days') THEN p14 ELSE 0 END) AS paid_14
-FROM stage_outcomes
-WHERE grp <> 'sent' AND anchor BETWEEN :start AND :end AND (:currency IS NULL OR currency = :currency)
-  AND stage IN (SELECT stage FROM stage_outcomes WHERE grp = 'sent' GROUP BY stage HAVING SUM(n) > 0)
-GROUP BY stage, grp HAVING SUM(n) <> 0
-ORDER BY stage, grp;
-
--- name: report_stage_effectiveness_from_invoices
--- The reference: what report_stage_effectiveness must always give, computed from the invoices and reminders
--- themselves (every invoice read once per stage).
 -- Per (stage, group): how many invoices were still unpaid on the anchor day and, of those whose window of N days
 -- after the anchor is over before :as_of (age > N; N = 3, 7, 14), how many were paid within it (d = paid_on -
 -- anchor <= N).
@@ -142,9 +99,9 @@ FROM (
         CROSS JOIN invoices i
         LEFT JOIN (SELECT invoice_id, MIN(business_date) AS first_sent FROM reminders WHERE state = 'sent'
                    GROUP BY invoice_id) AS f ON f.invoice_id = i.id
-        WHERE date(i.due_on, s.stage || ' days') BETWEEN :start AND :end
+        WHERE date(i.due_on, '+' || s.stage || ' days') BETWEEN :start AND :end
           AND i.status <> 'void' AND (:currency IS NULL OR i.currency = :currency)
-          AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < date(i.due_on, s.stage || ' days'))
+          AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < date(i.due_on, '+' || s.stage || ' days'))
     ) AS candidates
     WHERE fr IS NULL OR fr > 0
 ) AS anchored
