@@ -99,9 +99,9 @@ FROM (
         CROSS JOIN invoices i
         LEFT JOIN (SELECT invoice_id, MIN(business_date) AS first_sent FROM reminders WHERE state = 'sent'
                    GROUP BY invoice_id) AS f ON f.invoice_id = i.id
-        WHERE date(i.due_on, '+' || s.stage || ' days') BETWEEN :start AND :end
+        WHERE date(i.due_on, s.stage || ' days') BETWEEN :start AND :end
           AND i.status <> 'void' AND (:currency IS NULL OR i.currency = :currency)
-          AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < date(i.due_on, '+' || s.stage || ' days'))
+          AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < date(i.due_on, s.stage || ' days'))
     ) AS candidates
     WHERE fr IS NULL OR fr > 0
 ) AS anchored
