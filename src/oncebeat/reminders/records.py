@@ -167,9 +167,8 @@ def mark_paid(tx: Tx, payments: Sequence[tuple[str, date]], *, now: datetime) ->
 
 
 def _in_lock_order(rows: Sequence[T], number: Callable[[T], str], known: Mapping[str, Mapping[str, Any]]) -> list[T]:
-    """``rows`` in invoice id order (rows of unknown invoices last, each in file order): the order a send's
-    reminder change locks its invoices in (reminders migration 0025's trigger, PostgreSQL), so an import writing
-    several invoices of a customer whose grouped notice is being recorded takes their row locks in the same order
-    and waits instead of deadlocking (which PostgreSQL would end by aborting one of the two)."""
+    """``rows`` in invoice id order (rows of unknown invoices last, each in file order), so every writer of several
+    invoices takes their row locks in one order (PostgreSQL): two imports over overlapping files, or an import
+    beside an API batch, wait for each other instead of deadlocking (which PostgreSQL ends by aborting one)."""
     last = float("inf")
     return sorted(rows, key=lambda r: int(known[number(r)]["id"]) if number(r) in known else last)
