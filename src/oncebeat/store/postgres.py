@@ -339,24 +339,15 @@ class PostgresStore(Store):
         """One named statement alone in autocommit, never run again (see :meth:`Store.run_alone`): one round trip
         instead of three. A connection found dead is given back (the pool replaces it), the pool checks its idle
         ones, and the call raises ``TransientStoreError``: whether the statement committed is the caller's call."""
-        conn = self._pool.getconn()
-        try:
-            if self.before_statement is not None:
-                self.before_statement(name)
-            cur = cast("psycopg.Connection[dict[str, Any]]", conn).execute(self.query_sql(name), _params(params))
-            return cur.fetchall() if _has_rows(cur) else []
-        except psycopg.Error as exc:
-            if isinstance(exc, psycopg.OperationalError) and (conn.closed or conn.broken):
-                self._pool.check()  # its idle siblings usually died with it (a restart, a terminated backend)
-            raise _translate(exc, f"query {name}", self.url) from exc
-        finally:
-            self._pool.putconn(conn)
+        return self._alone(name, self.query_sql(name), params, tries=1)
 
-    def _alone(self, name: str, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """Run ``sql`` alone in autocommit: a statement safe to run again (a read, an idempotent write), so a
-        pooled connection found dead is replaced and the statement tried on the next one."""
+    def _alone(self, name: str, sql: str, params: Mapping[str, Any], *, tries: int = BEGIN_TRIES
+               ) -> list[dict[str, Any]]:
+        """Run ``sql`` alone in autocommit, on up to ``tries`` pooled connections: a statement safe to run again
+        (a read, an idempotent write) is tried on the next one when the one it used is found dead; ``tries=1``
+        for one that must never run twice (:meth:`run_alone`)."""
         adapted = _params(params)
-        for attempt in range(BEGIN_TRIES):
+        for attempt in range(tries):
             conn = self._pool.getconn()
             try:
                 if self.before_statement is not None:
@@ -364,9 +355,11 @@ class PostgresStore(Store):
                 cur = cast("psycopg.Connection[dict[str, Any]]", conn).execute(sql, adapted)
                 return cur.fetchall() if _has_rows(cur) else []
             except psycopg.OperationalError as exc:
-                if not (conn.closed or conn.broken) or attempt == BEGIN_TRIES - 1:
+                dead = conn.closed or conn.broken
+                if dead:
+                    self._pool.check()  # its idle siblings usually died with it (a restart, a terminated backend)
+                if not dead or attempt == tries - 1:
                     raise _translate(exc, f"query {name}", self.url) from exc
-                self._pool.check()  # its idle siblings usually died with it (a restart, a terminated backend)
             except psycopg.Error as exc:
                 raise _translate(exc, f"query {name}", self.url) from exc
             finally:
