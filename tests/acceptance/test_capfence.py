@@ -6,6 +6,7 @@ each run (its cap invariants included). The race test runs two workers on two th
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -326,3 +327,45 @@ def test_customers_in_their_own_zone_count_their_own_days(store: Store, tmp_path
     finally:
         h.close()
         h.sink.stop()
+
+
+def test_the_scan_enqueues_send_jobs_in_the_caps_order_whatever_the_rows_physical_order(db_url: str,
+                                                                                      tmp_path: Path) -> None:
+    # The claim follows job ids, so the order the scan enqueues sends in is the order a worker tries them in; the
+    # cap lets the oldest business date, then the lowest stage, go first, and a deferred row's reason depends on
+    # which was tried first. Reminder ids here run against that order, and an update moves a row to the end of
+    # the table on PostgreSQL (the physical order CI once saw: INV-2's send tried before INV-1's).
+    from oncebeat.provenance import current_source
+    from oncebeat.queue import Queue
+    from oncebeat.reminders.model import Invoice
+    from oncebeat.reminders.policy import write_default_config
+    from oncebeat.reminders.runtime import load_runtime
+    from oncebeat.reminders.service import SEND_TASK
+
+    write_default_config(tmp_path / "oncebeat.toml")
+    runtime = load_runtime(database_url=db_url, config=tmp_path / "oncebeat.toml")
+    try:
+        store = runtime.store
+        runtime.service.upsert([Customer(email="ann@example.test", name="Ann")], [
+            Invoice(number=f"O-{n}", customer_email="ann@example.test", currency="EUR", amount_due=100,
+                    issued_on=date(2026, 1, 1), due_on=date(2026, 2, 1), status="open") for n in (1, 2, 3)])
+        now = datetime(2026, 3, 3, 14, tzinfo=UTC)
+        sql = ("INSERT INTO reminders (invoice_id, stage, state, business_date, created_at, updated_at) "
+               "SELECT id, ?, 'pending', ?, ?, ? FROM invoices WHERE number = ?")
+        sql = sql.replace("?", "%s") if store.backend == "postgres" else sql
+        with store.transaction() as tx:
+            for number, stage, day in (("O-1", 1, date(2026, 3, 3)), ("O-2", 7, date(2026, 3, 2)),
+                                       ("O-3", 1, date(2026, 3, 2))):
+                tx.execute(sql, (stage, day, now, now, number))
+            tx.execute("UPDATE reminders SET updated_at = updated_at WHERE stage = 1", ())  # new row versions
+            Queue(store, clock=SimulatedClock(now), source=current_source("worker")).enqueue_select(
+                tx, "pending_send_jobs", task=SEND_TASK, queue="default")
+        with store.transaction() as tx:
+            jobs = tx.execute("SELECT args FROM jobs WHERE task = 'reminders.send' ORDER BY id", ())
+            rows = {int(r["id"]): (r["number"], int(r["stage"])) for r in tx.execute(
+                "SELECT r.id, i.number, r.stage FROM reminders r JOIN invoices i ON i.id = r.invoice_id", ())}
+        args = [a if isinstance(a, dict) else json.loads(a) for a in (j["args"] for j in jobs)]
+        got = [rows[int(a["reminder_id"])] for a in args]
+        assert got == [("O-3", 1), ("O-2", 7), ("O-1", 1)]
+    finally:
+        runtime.close()
