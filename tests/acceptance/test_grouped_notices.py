@@ -290,3 +290,81 @@ def test_a_broken_up_notice_leaves_no_files_on_its_rows_and_each_row_sent_alone_
     finally:
         h.close()
         h.sink.stop()
+
+
+def _message_with_a_file(name: str) -> bytes:
+    msg = EmailMessage()
+    msg["Subject"] = "notice"
+    msg.set_content("see the file")
+    msg.add_attachment(b"%PDF-1.7 " + name.encode(), maintype="application", subtype="pdf", filename=name)
+    return msg.as_bytes().replace(b"\n", b"\r\n")
+
+
+def _frozen_then_refused(h: Harness) -> int:
+    """INV-1..3 listed by one notice, frozen, refused by the server (451): its rows pending, the notice's id."""
+    _three(h)
+    h.sink.faults.fail_next(1, code=451, text="4.7.1 greylisted, try again later")
+    h.tick_to(FIRST_FIRE)
+    h.new_worker().drain()
+    (notice,) = {int(r["notice_id"]) for r in h.store.read("notices_all")}
+    assert {r["state"] for r in h.reminders()} == {"pending"}
+    return notice
+
+
+def test_a_stalled_attempt_records_no_files_on_rows_its_notice_no_longer_lists(grouped: Harness) -> None:
+    # An attempt that stalled before recording its frozen notice's files, while a later attempt broke the notice
+    # up, must not record them afterwards: the row goes out alone and its files are those of its own message
+    # (record_reminder_attachment keeps the first files recorded at a position).
+    from oncebeat.reminders.notices.sending import attachment_digests, record_attachments
+
+    h = grouped
+    notice = _frozen_then_refused(h)
+    rid = int(h.reminders()[0]["id"])
+    frozen = _message_with_a_file("notice.pdf")
+    assert record_attachments(h.store, reminder_id=rid, frozen=frozen, now=h.clock.now(), notice_id=notice) == 1
+    with h.store.transaction() as tx:  # what the break-up does: release the pending rows, forget their files
+        for row in tx.run("notice_release_pending", notice_id=notice):
+            tx.run("forget_reminder_attachments", reminder_id=int(row["id"]))
+    assert record_attachments(h.store, reminder_id=rid, frozen=frozen, now=h.clock.now(), notice_id=notice) == 0
+    assert attachment_digests(h.store).get(rid, []) == []
+    own = _message_with_a_file("own.pdf")  # the row's own message, sent alone, records its files
+    assert record_attachments(h.store, reminder_id=rid, frozen=own, now=h.clock.now()) == 1
+    assert len(attachment_digests(h.store)[rid]) == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_stalled_attempt_recording_files_while_the_notice_is_broken_up_waits_and_records_nothing(
+        grouped: Harness) -> None:
+    # PostgreSQL runs the two at once: the stalled attempt's recording starts while the break-up's transaction
+    # (rows released, files forgotten) is open. It must wait for it and then see the row no longer listed; without
+    # the row lock it waited only on the unique index and recorded the never-sent notice's file afterwards.
+    import threading
+    import time
+
+    from oncebeat.reminders.notices.sending import attachment_digests, record_attachments
+
+    h = grouped
+    notice = _frozen_then_refused(h)
+    rid = int(h.reminders()[0]["id"])
+    frozen = _message_with_a_file("notice.pdf")
+    record_attachments(h.store, reminder_id=rid, frozen=frozen, now=h.clock.now(), notice_id=notice)
+    recorded: list[int] = []
+    stalled = threading.Thread(target=lambda: recorded.append(record_attachments(
+        h.store, reminder_id=rid, frozen=frozen, now=h.clock.now(), notice_id=notice)))
+    with h.store.transaction() as tx:
+        breaker = int(tx.execute("SELECT pg_backend_pid() AS pid", ())[0]["pid"])
+        for row in tx.run("notice_release_pending", notice_id=notice):
+            tx.run("forget_reminder_attachments", reminder_id=int(row["id"]))
+        stalled.start()
+        deadline = time.monotonic() + 30
+        while True:  # until the recording waits on the break-up's locks
+            with h.store.transaction() as probe:
+                if probe.execute("SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                                 (breaker,)):
+                    break
+            assert time.monotonic() < deadline and stalled.is_alive(), recorded
+            time.sleep(0.01)
+    stalled.join(30)
+    assert recorded == [0]
+    assert attachment_digests(h.store).get(rid, []) == []

@@ -220,7 +220,7 @@ def _send(service: ReminderService, ctx: JobContext, n: dict[str, Any]) -> str:
                 raise _NoticeStale(stale)  # recorded failed: nothing was sent
         for r in listed:  # each row keeps the files its notice carried (the invoice page, evidence)
             record_attachments(service.store, reminder_id=int(r["id"]), frozen=attempt.frozen,
-                               now=service.clock.now())
+                               now=service.clock.now(), notice_id=notice_id)
         reply = send_frozen(ctx, mailer, attempt, data=data, envelope=envelope, bcc=bcc, relay=relay)
         return {"message_id": message_id, "reply": reply, "invoices": numbers,
                 "message_facts": message_facts(attempt.frozen)}

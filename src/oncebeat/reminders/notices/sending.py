@@ -100,12 +100,22 @@ def with_attachments(store: Store, clock: Clock, policy: AttachmentPolicy | None
                                          fallback_locale=fallback_locale), seed=message_id)
 
 
-def record_attachments(store: Store, *, reminder_id: int, frozen: bytes, now: datetime) -> int:
+def record_attachments(store: Store, *, reminder_id: int, frozen: bytes, now: datetime,
+                       notice_id: int | None = None) -> int:
     """Record the attachments of reminder ``reminder_id``'s frozen message (as a mail client reads them back);
-    recording the same message again changes nothing. Returns how many it carries."""
+    recording the same message again changes nothing. Returns how many were recorded.
+
+    ``notice_id``: the message is grouped notice ``notice_id``'s; its files are recorded only while that notice
+    still lists the row, pending (0 otherwise). An attempt that stalled before this point, while a later attempt
+    broke the notice up and forgot its files, would otherwise leave the files of a message that was never sent on a
+    row that then goes out alone (and, recorded first, they would keep that row's own files out).
+    """
     found = attachments_of(frozen)
     if found:
         with store.transaction() as tx:
+            if notice_id is not None and tx.one("notice_row_still_listed", reminder_id=reminder_id,
+                                                notice_id=notice_id) is None:
+                return 0
             tx.many("record_reminder_attachment", [
                 {"reminder_id": reminder_id, "position": n, "filename": a.filename, "content_type": a.content_type,
                  "size": a.size, "sha256": a.sha256, "content": a.data, "now": now} for n, a in enumerate(found)])

@@ -19,6 +19,12 @@ ON CONFLICT (reminder_id, position) DO NOTHING;
 -- notice broken up before delivery): the row goes out in a message of its own, which records its own files.
 DELETE FROM reminder_attachments WHERE reminder_id = :reminder_id;
 
+-- name: notice_row_still_listed
+-- Reminder :reminder_id if grouped notice :notice_id still lists it, pending: the files of that notice's frozen
+-- message are recorded on it only then (a stalled attempt must not record them after a later attempt broke the
+-- notice up). SQLite runs every write transaction alone; postgres/notices.sql locks the row.
+SELECT id FROM reminders WHERE id = :reminder_id AND notice_id = :notice_id AND state = 'pending';
+
 -- name: reminder_attachments_of_invoice
 -- Every attachment of the invoice's reminders, without their bytes (the invoice page lists them).
 SELECT a.reminder_id, a.position, a.filename, a.content_type, a.size, a.sha256, a.recorded_at
