@@ -259,7 +259,7 @@ ORDER BY queue, state;
 
 -- name: count_unfinished_jobs_capped
 -- See common/queue.sql. Engine 0015: the unclaimed states come from jobs_unfinished_queue (the skip scan over its
--- queues, each state counted up to :cap), the running jobs from jobs_running_lease, per queue (they are few: one
+-- queues, each state counted up to the cap), the running jobs from jobs_running_lease, per queue (they are few: one
 -- per worker slot; LEAST keeps the cap's meaning).
 WITH RECURSIVE q (queue) AS (
     SELECT MIN(queue) FROM jobs WHERE state IN ('available', 'scheduled', 'retryable')
