@@ -212,6 +212,8 @@ def measure(url: str, schema: str, reps: int) -> list[dict[str, Any]]:
             ("/doctor/explain/job/ID", lambda: client.get(f"/doctor/explain/job/{discarded.group(1)}")),
             ("/doctor (latest report)", lambda: client.get("/doctor")),
             ("/metrics (scrape)", lambda: client.get("/metrics")),
+            ("/queues (depths, running, holds)", lambda: client.get("/queues")),
+            ("GET /api/v1/queues", lambda: client.get("/api/v1/queues", headers={"Authorization": "Bearer bench"})),
         ]
         for name, call in cases:
             status = call().status_code

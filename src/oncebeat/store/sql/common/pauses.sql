@@ -16,7 +16,7 @@ SELECT * FROM paused_queues ORDER BY queue;
 
 -- name: queue_job_counts
 -- Unfinished jobs per queue: running, and unclaimed (available, scheduled, retryable; held ones included).
--- Reads jobs_unfinished_queue only.
+-- Reads jobs_unfinished_queue only (SQLite; PostgreSQL's block counts the running jobs apart, engine 0015).
 SELECT queue, SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END) AS running,
        SUM(CASE WHEN state <> 'running' THEN 1 ELSE 0 END) AS unclaimed
 FROM jobs WHERE state IN ('available', 'scheduled', 'running', 'retryable')

@@ -34,7 +34,8 @@ GROUP BY queue, state ORDER BY queue, state;
 -- The overview's counts: unfinished jobs per queue and state, each counted up to the cap parameter (the page
 -- shows a count that reached it as "more than" one less), so the page reads a bounded number of index entries whatever the
 -- backlog (an exact count walked all 1.29M entries of a first scan's send jobs: 464 ms). The queues come from
--- jobs_unfinished_queue one at a time (a skip scan: a probe per queue, not per job).
+-- jobs_unfinished_queue one at a time (a skip scan: a probe per queue, not per job). PostgreSQL's own block counts
+-- the running jobs apart (engine 0015).
 WITH RECURSIVE q (queue) AS (
     SELECT MIN(queue) FROM jobs WHERE state IN ('available', 'scheduled', 'running', 'retryable')
     UNION ALL
@@ -148,7 +149,8 @@ ORDER BY j.started_at, j.id LIMIT :limit;
 
 -- name: running_in_queue
 -- Jobs of :queue under a lease (an expired lease not yet rescued counts: its job may still be running), for a
--- limited queue's claim. Reads jobs_unfinished_queue.
+-- limited queue's claim. Reads jobs_unfinished_queue on SQLite, jobs_running_lease on PostgreSQL (engine 0015: its
+-- jobs_unfinished_queue holds no running job).
 SELECT COUNT(*) AS n FROM jobs WHERE queue = :queue AND state = 'running';
 
 -- name: queue_limit_names

@@ -247,9 +247,44 @@ UPDATE jobs SET state = 'completed', finished_at = :now, errors = errors || json
 WHERE id = :id AND state = 'in_doubt'
 RETURNING id;
 
+-- name: count_unfinished_jobs_by_queue
+-- Engine 0015: jobs_unfinished_queue holds the unclaimed states only; the running jobs are counted apart, from
+-- jobs_running_lease (every claim writes an entry there; they are few: one per worker slot).
+SELECT queue, state, COUNT(*) AS n FROM jobs
+WHERE state IN ('available', 'scheduled', 'retryable')
+GROUP BY queue, state
+UNION ALL
+SELECT queue, 'running', COUNT(*) FROM jobs WHERE state = 'running' GROUP BY queue
+ORDER BY queue, state;
+
+-- name: count_unfinished_jobs_capped
+-- See common/queue.sql. Engine 0015: the unclaimed states come from jobs_unfinished_queue (the skip scan over its
+-- queues, each state counted up to the cap), the running jobs from jobs_running_lease, per queue (they are few: one
+-- per worker slot; LEAST keeps the cap's meaning).
+WITH RECURSIVE q (queue) AS (
+    SELECT MIN(queue) FROM jobs WHERE state IN ('available', 'scheduled', 'retryable')
+    UNION ALL
+    SELECT (SELECT MIN(j.queue) FROM jobs j
+            WHERE j.state IN ('available', 'scheduled', 'retryable') AND j.queue > q.queue)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT queue, state, n FROM (
+    SELECT q.queue AS queue, s.state AS state,
+           (SELECT COUNT(*) FROM (SELECT 1 AS one FROM jobs j WHERE j.queue = q.queue AND j.state = s.state
+                                  AND j.state IN ('available', 'scheduled', 'retryable')
+                                  LIMIT :cap) AS c) AS n
+    FROM q CROSS JOIN (VALUES ('available'), ('scheduled'), ('retryable')) AS s (state)
+    WHERE q.queue IS NOT NULL
+    UNION ALL
+    SELECT queue, 'running', LEAST(COUNT(*), CAST(:cap AS bigint)) FROM jobs WHERE state = 'running'
+    GROUP BY queue
+) AS counted
+WHERE n > 0
+ORDER BY queue, state;
+
 -- name: queue_depths
--- Unclaimed jobs per queue (reads jobs_unfinished_queue): due now (run_at <= :now; a pause may hold some, the
--- caller counts those apart), later (run_at > :now, a run held by overlap buffer_one included) and the oldest due
+-- Unclaimed jobs per queue (reads jobs_unfinished_queue or jobs_fetch, which both hold the unclaimed states only):
+-- due now (run_at <= :now; a pause may hold some, the caller counts those apart), later (run_at > :now, a run held by overlap buffer_one included) and the oldest due
 -- run_at (the queue's latency is :now minus it).
 SELECT queue, SUM(CASE WHEN run_at <= :now THEN 1 ELSE 0 END) AS due,
        SUM(CASE WHEN run_at > :now THEN 1 ELSE 0 END) AS later,

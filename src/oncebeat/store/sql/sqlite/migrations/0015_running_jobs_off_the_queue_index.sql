@@ -1,0 +1,5 @@
+-- engine 0015: nothing to do on SQLite; the number keeps both backends' lines aligned.
+-- On PostgreSQL jobs_unfinished_queue loses its running entries (see postgres/migrations/0015_…): there a claim
+-- writes a new version of the row, with an entry in every index whose condition it meets, beside the old one. SQLite
+-- keeps the index as engine 0014 left it: its running_in_queue and the per-queue counts read it
+-- (tests/backends/test_sqlite_plans.py), and this change was measured on PostgreSQL only.
