@@ -1,9 +1,9 @@
 """An import's per-cell checks take a plain-ASCII shortcut and still give exactly the verdicts they gave (issue 27).
 
 ``text_reason`` (every text cell) and ``email_reason`` (every address) answer a value made only of U+0020-U+007E
-without looking at each character's Unicode category. Compared here with the loops they skip, over every ASCII
-character alone and inside text, white space and control characters of every kind, format characters (bidi
-controls, joiners, the BOM), NUL and random mixtures.
+without looking at each character's Unicode category, and ``foreign_digits`` (every date and amount) an ASCII
+one. Compared here with the loops they skip, over every ASCII character alone and inside text, white space and
+control characters of every kind, format characters (bidi controls, joiners, the BOM), NUL and random mixtures.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import unicodedata
 from email.utils import parseaddr
 
 from oncebeat.mail.addresses import address_problem
-from oncebeat.reminders.conversions import format_character, text_reason
+from oncebeat.reminders.conversions import foreign_digits, format_character, text_reason
 from oncebeat.reminders.sources.values import email_reason
 from oncebeat.textsafe import BIDI_CONTROLS
 
@@ -80,3 +80,12 @@ def test_text_reason_gives_the_verdict_of_the_character_loop_for_every_value() -
 def test_email_reason_gives_the_verdict_of_the_character_loops_for_every_value() -> None:
     for value in _corpus():
         assert email_reason(value) == _old_email_reason(value), repr(value)
+
+
+def _old_foreign_digits(value: str) -> str:
+    return "".join(ch for ch in value if not ch.isascii() and unicodedata.category(ch) == "Nd")
+
+
+def test_foreign_digits_finds_the_digits_the_character_loop_found() -> None:
+    for value in [*_corpus(), "١٠", "2026-0١-31", "１２", "12.50", "\u0966\u0967", "٣.٥٠"]:
+        assert foreign_digits(value) == _old_foreign_digits(value), repr(value)
