@@ -32,9 +32,7 @@ Example::
 
 from __future__ import annotations
 
-import math
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
@@ -224,10 +222,12 @@ class Queue:
         self.source = source
         self.rng = rng or random.Random()
         self.app = app  # when given: task names are checked and each task's defaults apply
-        # The limited queues as last read (engine migration 0012) and when (time.monotonic()): re-read inside a
-        # claim every LIMITS_TTL seconds. A stale read cannot pass a new limit (claim_jobs checks the table).
+        # The limited queues as last read (engine migration 0012) and when (this queue's clock): re-read inside a
+        # claim every LIMITS_TTL seconds. A stale read cannot pass a new limit (claim_jobs checks the table). The
+        # injected clock, not the host's monotonic one: on simulated time the re-reads, and so the statements a
+        # simulation runs (each may draw a fault), no longer depend on how fast the host ran it.
         self._limited: frozenset[str] = frozenset()
-        self._limits_read_at = -math.inf
+        self._limits_read_at: datetime | None = None
 
     def enqueue(self, task: str, args: dict[str, Any] | None = None, *, tx: Tx | None = None,
                 queue: str | None = None, priority: int | None = None, run_at: datetime | None = None,
@@ -404,9 +404,10 @@ class Queue:
         with self.store.transaction(bounded=True, generic_plans=True) as tx:
             if complete:
                 tx.run("complete_jobs", worker_id=worker_id, ids=list(complete), now=now)
-            if time.monotonic() - self._limits_read_at >= LIMITS_TTL:
+            read_at = self._limits_read_at  # a clock stepped back re-reads too
+            if read_at is None or not 0 <= (now - read_at).total_seconds() < LIMITS_TTL:
                 self._limited = frozenset(str(r["queue"]) for r in tx.run("queue_limit_names"))
-                self._limits_read_at = time.monotonic()
+                self._limits_read_at = now
             for name in queues:  # queues are served in the order given
                 take, capped = limit - len(rows), 0
                 if name in self._limited:  # at most its free slots, counted under the queue's lock

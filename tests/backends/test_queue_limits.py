@@ -18,7 +18,7 @@ from oncebeat.app import App
 from oncebeat.audit import events_of
 from oncebeat.errors import OncebeatError
 from oncebeat.provenance import current_source
-from oncebeat.queue import Queue
+from oncebeat.queue import LIMITS_TTL, Queue
 from oncebeat.queue_limits import clear_queue_limit, queue_limits, set_queue_limit
 from oncebeat.store import Store, open_store
 from oncebeat.timebase import SimulatedClock, SystemClock
@@ -77,6 +77,23 @@ def test_three_workers_never_run_more_than_the_limit_at_once(store: Store, db_ur
     peak = _max_overlap(spans)
     assert peak <= 3, f"{peak} jobs of the limited queue ran at once"
     assert peak >= 2, "the limit serialised the queue instead of bounding it"
+
+
+def test_a_queue_rereads_the_limits_by_its_own_clock_so_simulated_runs_repeat(
+        store: Store, sim_clock: SimulatedClock) -> None:
+    """LIMITS_TTL runs on the queue's (injected) clock, not the host's: on simulated time the re-reads, and with them
+    the statements a simulation runs (each may draw a fault), do not depend on how fast the host ran it."""
+    q = Queue(store, clock=sim_clock, source=API)
+    for _ in range(3):
+        q.enqueue("t", queue="mail")
+    assert len(q.claim(1, queues=["mail"], limit=1)) == 1  # read: no limit
+    set_queue_limit(store, "mail", 2, source=API, clock=sim_clock)
+    assert q.claim(1, queues=["mail"], limit=5) == []  # simulated time has not moved: the read is kept (stale)
+    sim_clock.advance(LIMITS_TTL)  # however little host time has passed, the read is due again
+    assert len(q.claim(1, queues=["mail"], limit=5)) == 1  # read: limit 2, one running
+    assert q.claim(1, queues=["mail"], limit=5) == []  # two running, limit 2
+    clear_queue_limit(store, "mail", source=API, clock=sim_clock)
+    assert len(q.claim(1, queues=["mail"], limit=5)) == 1  # lifted: the last job
 
 
 def test_a_new_limit_holds_before_a_worker_rereads_the_limits(store: Store, sim_clock: SimulatedClock) -> None:

@@ -87,7 +87,12 @@ def instant_text(value: datetime) -> str:
     """
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"naive datetime {value.isoformat()} passed to the store; use an aware UTC instant")
-    return value.astimezone(UTC).strftime(_INSTANT_FORMAT)
+    utc = value.astimezone(UTC)
+    if utc.year < 1000:  # strftime writes such a year unpadded ("5-01-01…"): keep the text it always gave
+        return utc.strftime(_INSTANT_FORMAT)
+    # The same text as strftime(_INSTANT_FORMAT), from the C isoformat: a third of the CPU (SQLite writes every
+    # instant through here: an import of 60,000 invoices 120,000 times).
+    return utc.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 @dataclass(frozen=True, slots=True)

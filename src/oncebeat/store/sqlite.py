@@ -78,7 +78,15 @@ sqlite3.register_converter("DATE", lambda raw: date.fromisoformat(raw.decode()))
 sqlite3.register_converter("JSON", _convert_json)
 
 
+#: Parameter types SQLite takes as they are: looked up first by exact type (bool, a subclass of int, is not one),
+#: so the common value costs one set lookup instead of five isinstance checks (an import of 60,000 invoices
+#: adapts 3.3 million values).
+_AS_IS = frozenset({str, int, float, bytes, type(None)})
+
+
 def _adapt(value: Any) -> Any:
+    if type(value) in _AS_IS:
+        return value
     if isinstance(value, datetime):
         return _ts_to_text(value)
     if isinstance(value, date):

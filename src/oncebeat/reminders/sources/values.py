@@ -74,11 +74,13 @@ def status_on_reason(status_on: date, today: date | None) -> str | None:
 
 def email_reason(value: str) -> str | None:
     """The reason ``value`` is not a usable address, or None."""
-    if any(ch.isspace() for ch in value):
+    # U+0020-U+007E only (most addresses): the one space there is the only white space, and no control character
+    plain = value.isascii() and value.isprintable()
+    if (" " in value) if plain else any(ch.isspace() for ch in value):
         return "is not a valid email address (it contains a space)"
     if value.count("@") != 1:
         return "is not a valid email address (it needs exactly one @)"
-    if any(unicodedata.category(ch) == "Cc" for ch in value):
+    if not plain and any(unicodedata.category(ch) == "Cc" for ch in value):
         return "is not a valid email address (it contains a control character)"
     _, addr = parseaddr(value)
     local, _, domain = value.partition("@")
