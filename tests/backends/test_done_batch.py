@@ -243,5 +243,5 @@ def test_a_crash_while_a_batch_is_written_leaves_every_key_of_it_in_doubt_and_no
     again: list[str] = []
     for key in ("x", "y"):
         with pytest.raises(EffectInDoubt):
-            ledger.run(key, lambda: again.append(key), holder=_no_job(), payload={"key": key})
+            ledger.run(key, lambda key=key: again.append(key), holder=_no_job(), payload={"key": key})
     assert again == [] and {k: ledger.get(k)["state"] for k in ("x", "y")} == {"x": "in_doubt", "y": "in_doubt"}
