@@ -35,8 +35,8 @@ from . import telemetry
 __all__ = ["CRASH_POINTS", "POINT_OF_EVENT", "Crashpoints", "SimulatedCrash", "crashpoints"]
 
 CRASH_POINTS = ("after_claim", "before_effect", "effect_no_return", "effect_before_record", "done_batch",
-                "after_effect_record", "before_complete", "mid_batch", "smtp_connect", "smtp_data", "smtp_after_dot", "target_ready",
-                "target_sent")
+                "after_effect_record", "before_complete", "mid_batch", "smtp_connect", "smtp_data", "smtp_after_dot",
+                "target_ready", "target_sent")
 POINT_OF_EVENT = {"job.claimed": "after_claim", "job.batch_step": "mid_batch", "job.batch_done": "before_complete",
                   "effect.requested": "before_effect", "effect.no_return": "effect_no_return",
                   "effect.performed": "effect_before_record", "effect.batch": "done_batch",

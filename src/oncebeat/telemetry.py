@@ -71,9 +71,9 @@ log = logging.getLogger("oncebeat.telemetry")
 
 EVENTS = ("job.claimed", "job.batch_step", "job.batch_done", "job.started", "job.finished", "job.failed",
           "job.lost", "worker.fenced", "job.rescued", "occurrence.recorded", "occurrence.duplicate",
-          "effect.requested", "effect.no_return", "effect.performed", "effect.batch", "effect.recorded", "mail.connecting",
-          "mail.data", "mail.final_dot", "mail.reply", "target.ready", "target.sent", "reminder.finished",
-          "reminder.cap_counted")
+          "effect.requested", "effect.no_return", "effect.performed", "effect.batch", "effect.recorded",
+          "mail.connecting", "mail.data", "mail.final_dot", "mail.reply", "target.ready", "target.sent",
+          "reminder.finished", "reminder.cap_counted")
 Handler = Callable[[str, Mapping[str, Any]], None]
 _handlers: dict[str, tuple[Handler, ...]] = {}
 _lock = threading.Lock()
