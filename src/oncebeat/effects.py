@@ -23,7 +23,9 @@ Rules, in order, for ``run(key, fn)``:
    before the outcome is recorded.
 2. The key is claimed atomically (``INSERT … ON CONFLICT DO NOTHING``, never
    select-then-insert). Whoever inserts runs ``fn`` and records ``done`` with
-   its (JSON-serialisable) result. A new key is claimed by that statement
+   its (JSON-serialisable) result — together with the done records of the process's other effects that are
+   ready at that moment (one transaction: the group commit, :class:`_DoneWriter`); ``run`` returns once its own
+   record committed. A new key is claimed by that statement
    alone (its own transaction: one round trip on PostgreSQL); only when it
    inserts nothing does a transaction read the existing key (rules 3-5). With ``freeze``, the effect's input (bytes,
    e.g. the rendered message) is computed and stored with the claim at the
@@ -208,7 +210,11 @@ class EffectLedger:
         returned, so the caller's own record of the effect (e.g. a reminder marked sent) commits with it:
         no crash can fall between the two. It is not called when the key was already done (the earlier
         attempt's ``on_done`` committed then) nor on a reconcile. If it raises, the record rolls back and
-        the key stays ``started`` (a later attempt finds it in doubt: the effect did happen).
+        the key stays ``started`` (a later attempt finds it in doubt: the effect did happen). The done records
+        of the process's concurrent effects are written together (group commit, :class:`_DoneWriter`), so
+        ``on_done`` may run in another thread, in one transaction with other keys' records, and once more alone
+        if that transaction rolled back: it must only write through ``tx`` (no effect of its own). It does not
+        run when the ledger refuses the record (the key was found in doubt or resolved meanwhile): ``LeaseLost``.
 
         Args:
             fn: the effect; called with no argument, or with an :class:`EffectAttempt` when ``freeze`` or
@@ -222,7 +228,8 @@ class EffectLedger:
             EffectBusy: another live attempt holds the key.
             EffectInDoubt: a dead attempt may have run it; not re-run.
             EffectKeyConflict: same key, different payload (recorded as an ``effect.conflict`` event).
-            LeaseLost: the holder's job attempt no longer holds its job with a live lease (nothing recorded).
+            LeaseLost: the holder's job attempt no longer holds its job with a live lease (nothing recorded), or,
+                after ``fn`` ran, the key was no longer this attempt's when its done record was written (refused).
             Exception: whatever ``fn`` raised (the key is then recorded ``failed``).
         """
         telemetry.emit("effect.requested", {"key": key})  # a death here claimed nothing: nothing to doubt
