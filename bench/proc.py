@@ -153,10 +153,15 @@ def reminders_worker(spec: dict[str, Any], ctl: Control) -> None:
     w = Worker(app, store, concurrency=spec.get("concurrency", 1), batch_size=spec.get("batch_size", 100),
                lease_seconds=30.0)
     w.register()
+    from oncebeat import telemetry
+    writes: list[int] = []  # records per write of the group commit of done records (engines that have it)
+    if "effect.batch" in telemetry.EVENTS:
+        telemetry.attach("effect.batch", lambda _, data: writes.append(len(data["keys"])))
     ctl.ready()
     ctl.on_stop(w.request_stop)
     w.run(install_signals=False)
-    ctl.done(processed=w.processed)
+    ctl.done(processed=w.processed, done_writes=len(writes), done_records=sum(writes),
+             done_largest_write=max(writes, default=0))
     mailer.close()
     store.close()
 

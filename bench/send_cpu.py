@@ -161,11 +161,14 @@ class StatementCount:
                 "autocommit_statements": round(self.autocommit / n, 2)}
 
 
-def drain(backend: str, n: int, settings: Settings, *, profile: bool = False) -> dict[str, Any]:
+def drain(backend: str, n: int, settings: Settings, *, profile: bool = False, concurrency: int = 1) -> dict[str, Any]:
     """CPU ms per reminder of this process sending ``n`` reminders (sink in its own process).
 
     ``profile``: run the drain under cProfile with a CPU-time timer and return the top functions
-    (``profile`` key: cumulative and own CPU ms per reminder)."""
+    (``profile`` key: cumulative and own CPU ms per reminder). ``concurrency`` > 1: ``Worker.run`` with that many
+    handler slots and SMTP connections (as ``oncebeat worker --concurrency N``), stopped once ``n`` jobs
+    completed, instead of the serial ``run_batch()`` loop; with an engine that has the group commit of done
+    records (``effect.batch``), the sizes of its writes are counted too."""
     from bench import invoices
     from bench.w2_scan import BUSINESS_DATE
     from oncebeat.mail import Mailer
@@ -186,23 +189,48 @@ def drain(backend: str, n: int, settings: Settings, *, profile: bool = False) ->
             with open_store(db.url) as store:
                 ReminderService(store, Policy(), clock=SystemClock()).scan(
                     occurrence_id=1, business_date=BUSINESS_DATE, source=current_source("worker"))
-                mailer = Mailer(sink.ready_info["url"])
+                mailer = Mailer(sink.ready_info["url"], connections=concurrency) if concurrency > 1 \
+                    else Mailer(sink.ready_info["url"])
                 service = ReminderService(store, Policy(), clock=SystemClock(), mailer=mailer)
-                w = Worker(build_app(service), store, concurrency=1, batch_size=100, lease_seconds=30.0)
+                w = Worker(build_app(service), store, concurrency=concurrency, batch_size=100, lease_seconds=30.0)
                 w.register()
                 prof = cProfile.Profile(time.process_time) if profile else None
                 counted = StatementCount()
+                writes: list[int] = []
+                finished: list[int] = []
+
+                def on_finished(_: str, data: Any) -> None:
+                    finished.append(1)
+                    if len(finished) >= n:
+                        w.request_stop()
+
+                def on_batch(_: str, data: Any) -> None:
+                    writes.append(len(data["keys"]))
+
+                from oncebeat import telemetry
+                if concurrency > 1:
+                    telemetry.attach("job.finished", on_finished)
+                    if "effect.batch" in telemetry.EVENTS:
+                        telemetry.attach("effect.batch", on_batch)
                 with counted if backend == "postgres" else nullcontext():
                     cpu, wall = time.process_time(), time.perf_counter()
                     if prof is not None:
                         prof.enable()
-                    while w.run_batch():
-                        pass
+                    if concurrency > 1:
+                        w.run(install_signals=False)
+                    else:
+                        while w.run_batch():
+                            pass
                     if prof is not None:
                         prof.disable()
                         prof.dump_stats(str(settings.tmp / "send_cpu.prof"))
                     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-                w.stop_process()
+                if concurrency > 1:
+                    telemetry.detach("job.finished", on_finished)
+                    if "effect.batch" in telemetry.EVENTS:
+                        telemetry.detach("effect.batch", on_batch)
+                else:
+                    w.stop_process()
                 mailer.close()
         finally:
             sink.stop()
@@ -210,7 +238,11 @@ def drain(backend: str, n: int, settings: Settings, *, profile: bool = False) ->
         sent = int(db.query("SELECT count(*) FROM reminders WHERE state = 'sent'")[0][0])
     if sent != n or accepted != n:
         raise RuntimeError(f"send_cpu: {sent} sent, {accepted} accepted by the sink; expected {n}")
-    out: dict[str, Any] = {"reminders": n, "cpu_ms_per_reminder": cpu / n * 1e3, "reminders_per_s_wall": n / wall}
+    out: dict[str, Any] = {"reminders": n, "concurrency": concurrency, "cpu_ms_per_reminder": cpu / n * 1e3,
+                           "reminders_per_s_wall": n / wall}
+    if writes:
+        out["done_writes"] = {"count": len(writes), "records_per_write": round(sum(writes) / len(writes), 2),
+                              "largest": max(writes)}
     if backend == "postgres":
         out["sql_per_reminder"] = counted.per(n)
     if prof is not None:
@@ -234,6 +266,8 @@ def main(argv: list[str] | None = None) -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=1000, help="reminders sent in the drain (default 1,000; 0 = steps only)")
     p.add_argument("--backend", default="postgres", choices=("postgres", "sqlite"))
+    p.add_argument("--concurrency", type=int, default=1, help="handler slots (and SMTP connections) of the drain's "
+                   "worker: 1 (default) = the serial run_batch() loop; N > 1 = Worker.run with N slots")
     p.add_argument("--reps", type=int, default=3, help="drains (default 3; median reported with all values)")
     p.add_argument("--profile", action="store_true", help="one more drain under cProfile (CPU timer): top functions "
                    "(the whole profile: send_cpu.prof in the run's temporary folder)")
@@ -244,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
 
     out["oncebeat_from"] = oncebeat.__file__
     if a.n:
-        runs = [drain(a.backend, a.n, settings) for _ in range(a.reps)]
+        runs = [drain(a.backend, a.n, settings, concurrency=a.concurrency) for _ in range(a.reps)]
         vals = sorted(r["cpu_ms_per_reminder"] for r in runs)
         out["drain"] = {"backend": a.backend, "runs": runs, "cpu_ms_per_reminder_median": vals[len(vals) // 2]}
         if a.profile:

@@ -80,11 +80,16 @@ def one(settings: Settings, backend: str, n: int, workers: int, *, concurrency: 
         if sent != n or sink_info["accepted"] != n or done != n:
             raise RuntimeError(f"W3: {sent} sent, {sink_info['accepted']} accepted by the sink, {done} jobs done; "
                                f"expected {n}")
-    return {"reminders": n, "workers": workers, "concurrency": concurrency, "seconds": secs, "rate": n / secs, "wall": wall,
+    out = {"reminders": n, "workers": workers, "concurrency": concurrency, "seconds": secs, "rate": n / secs, "wall": wall,
             "worker_cpu_ms_per_reminder": sum(i["work_cpu"] for i in infos) / n * 1000,
             "maxrss_kb": max(i["maxrss_kb"] for i in infos), "smtp_connections": sink_info["connections"],
             "sinks": len(sink_infos), "sink_kind": settings.e2e_sink,
             "sink_cpu_ms_per_reminder": sink_info["cpu"] / n * 1000}
+    writes = sum(i.get("done_writes") or 0 for i in infos)
+    if writes:  # the group commit of done records (engines that have it): how many records each write carried
+        out["done_records_per_write"] = round(sum(i.get("done_records") or 0 for i in infos) / writes, 2)
+        out["done_largest_write"] = max(i.get("done_largest_write") or 0 for i in infos)
+    return out
 
 
 SINK_ROLES = {"maildir": "mailsink", "discard": "discardsink"}

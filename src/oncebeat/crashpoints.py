@@ -13,7 +13,9 @@ Points and the events they hang on: ``after_claim`` (``job.claimed``), ``mid_bat
 (``job.batch_step``), ``before_complete`` (``job.batch_done``), ``before_effect``
 (``effect.requested``), ``effect_before_record`` (``effect.performed``),
 ``after_effect_record`` (``effect.recorded`` with state ``done``), ``effect_no_return``
-(``effect.no_return``: the effect recorded its point of no return, nothing has left yet); inside an SMTP
+(``effect.no_return``: the effect recorded its point of no return, nothing has left yet), ``done_batch``
+(``effect.batch``: the done records of one or more effects that happened, about to be written together by the
+process's group commit — a death there leaves every key of that write in doubt); inside an SMTP
 send: ``smtp_connect`` (``mail.connecting``, before connecting), ``smtp_data`` (``mail.data``, connected,
 before ``DATA``), ``smtp_after_dot`` (``mail.final_dot``, the final ``.`` of ``DATA`` sent, before the reply); inside a
 push to a target (:mod:`oncebeat.targets`): ``target_ready`` (``target.ready``, connected to the broker or endpoint,
@@ -32,12 +34,13 @@ from . import telemetry
 
 __all__ = ["CRASH_POINTS", "POINT_OF_EVENT", "Crashpoints", "SimulatedCrash", "crashpoints"]
 
-CRASH_POINTS = ("after_claim", "before_effect", "effect_no_return", "effect_before_record", "after_effect_record",
-                "before_complete", "mid_batch", "smtp_connect", "smtp_data", "smtp_after_dot", "target_ready",
-                "target_sent")
+CRASH_POINTS = ("after_claim", "before_effect", "effect_no_return", "effect_before_record", "done_batch",
+                "after_effect_record", "before_complete", "mid_batch", "smtp_connect", "smtp_data", "smtp_after_dot",
+                "target_ready", "target_sent")
 POINT_OF_EVENT = {"job.claimed": "after_claim", "job.batch_step": "mid_batch", "job.batch_done": "before_complete",
                   "effect.requested": "before_effect", "effect.no_return": "effect_no_return",
-                  "effect.performed": "effect_before_record", "effect.recorded": "after_effect_record",
+                  "effect.performed": "effect_before_record", "effect.batch": "done_batch",
+                  "effect.recorded": "after_effect_record",
                   "mail.connecting": "smtp_connect", "mail.data": "smtp_data", "mail.final_dot": "smtp_after_dot",
                   "target.ready": "target_ready", "target.sent": "target_sent"}
 

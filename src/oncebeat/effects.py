@@ -23,7 +23,9 @@ Rules, in order, for ``run(key, fn)``:
    before the outcome is recorded.
 2. The key is claimed atomically (``INSERT … ON CONFLICT DO NOTHING``, never
    select-then-insert). Whoever inserts runs ``fn`` and records ``done`` with
-   its (JSON-serialisable) result. A new key is claimed by that statement
+   its (JSON-serialisable) result — together with the done records of the process's other effects that are
+   ready at that moment (one transaction: the group commit, :class:`_DoneWriter`); ``run`` returns once its own
+   record committed. A new key is claimed by that statement
    alone (its own transaction: one round trip on PostgreSQL); only when it
    inserts nothing does a transaction read the existing key (rules 3-5). With ``freeze``, the effect's input (bytes,
    e.g. the rendered message) is computed and stored with the claim at the
@@ -78,6 +80,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -195,6 +198,7 @@ class EffectLedger:
         self.store = store
         self.clock = clock
         self.source = source
+        self._done = _DoneWriter(self._write_done)
 
     def run(self, key: str, fn: Callable[..., Any], *, holder: Holder, payload: Any = None,
             reconcile: Reconcile | None = None, freeze: Callable[[], bytes] | None = None,
@@ -206,7 +210,11 @@ class EffectLedger:
         returned, so the caller's own record of the effect (e.g. a reminder marked sent) commits with it:
         no crash can fall between the two. It is not called when the key was already done (the earlier
         attempt's ``on_done`` committed then) nor on a reconcile. If it raises, the record rolls back and
-        the key stays ``started`` (a later attempt finds it in doubt: the effect did happen).
+        the key stays ``started`` (a later attempt finds it in doubt: the effect did happen). The done records
+        of the process's concurrent effects are written together (group commit, :class:`_DoneWriter`), so
+        ``on_done`` may run in another thread, in one transaction with other keys' records, and once more alone
+        if that transaction rolled back: it must only write through ``tx`` (no effect of its own). It does not
+        run when the ledger refuses the record (the key was found in doubt or resolved meanwhile): ``LeaseLost``.
 
         Args:
             fn: the effect; called with no argument, or with an :class:`EffectAttempt` when ``freeze`` or
@@ -220,7 +228,8 @@ class EffectLedger:
             EffectBusy: another live attempt holds the key.
             EffectInDoubt: a dead attempt may have run it; not re-run.
             EffectKeyConflict: same key, different payload (recorded as an ``effect.conflict`` event).
-            LeaseLost: the holder's job attempt no longer holds its job with a live lease (nothing recorded).
+            LeaseLost: the holder's job attempt no longer holds its job with a live lease (nothing recorded), or,
+                after ``fn`` ran, the key was no longer this attempt's when its done record was written (refused).
             Exception: whatever ``fn`` raised (the key is then recorded ``failed``).
         """
         telemetry.emit("effect.requested", {"key": key})  # a death here claimed nothing: nothing to doubt
@@ -407,21 +416,60 @@ class EffectLedger:
             raise
 
     def _record_done(self, key: str, holder: Holder, result: Any, on_done: OnDone | None = None) -> None:
+        """Record ``key`` done (with ``on_done``'s record) through the group commit; return once it committed.
+
+        Raises:
+            LeaseLost: the key is no longer this attempt's (another attempt found it in doubt, or an operator
+                resolved it): the ledger refused the record and ``on_done`` did not run.
+            StoreError: the record could not be written (the key stays ``started``: a later attempt finds it in
+                doubt); whatever ``on_done`` raised.
+        """
         telemetry.emit("effect.performed", {"key": key})
-        # The effect happened: recording it must survive a database blip, or the key ends in doubt.
+        self._done.write(_Done(key=key, holder=holder, result=result, on_done=on_done))
+        telemetry.emit("effect.recorded", {"key": key, "state": "done"})
+
+    def _write_done(self, batch: list[_Done]) -> None:
+        """Write the done records of ``batch`` in one transaction, retried through transient store errors.
+
+        Each record's ``effect_finish`` is fenced by its holder (state ``started``, same job and attempt): a
+        record the ledger refuses gets :class:`LeaseLost` (or finds it already committed by this holder, when
+        a lost ``COMMIT`` reply made us try again) and its ``on_done`` does not run; the others commit.
+        """
+        # The effects happened: recording them must survive a database blip, or the keys end in doubt.
         for tries in range(RECORD_ATTEMPTS):
+            for done in batch:
+                done.error = None
             try:
                 with self.store.transaction() as tx:
-                    tx.run("effect_finish", key=key, from_state="started", state="done", result=Json(result),
-                           detail=None, now=self.clock.now(), job_id=holder.job_id, attempt=holder.attempt)
-                    if on_done is not None:
-                        on_done(tx, result)
-                break
+                    now = self.clock.now()
+                    for done in batch:
+                        h = done.holder
+                        if tx.run("effect_finish", key=done.key, from_state="started", state="done",
+                                  result=Json(done.result), detail=None, now=now, job_id=h.job_id,
+                                  attempt=h.attempt):
+                            if done.on_done is not None:
+                                done.on_done(tx, done.result)
+                        else:
+                            done.error = self._refused(tx, done)
+                return
             except TransientStoreError:
                 if tries == RECORD_ATTEMPTS - 1:
                     raise
                 self.clock.sleep(0.05 * 2**tries)
-        telemetry.emit("effect.recorded", {"key": key, "state": "done"})
+
+    @staticmethod
+    def _refused(tx: Tx, done: _Done) -> BaseException | None:
+        """Why the ledger did not move ``done``'s key from ``started`` to ``done``: None when this holder's record
+        is already there (a try whose ``COMMIT`` reply was lost), else the error its owner gets."""
+        row = tx.one("effect_get", key=done.key)
+        h = done.holder
+        if row is not None and row["state"] == "done" and row["job_id"] == h.job_id and row["attempt"] == h.attempt:
+            return None
+        state = row["state"] if row is not None else "gone"
+        why = f"effect {done.key!r} is {state} and no longer held by this attempt; its done record was refused"
+        if h.job_id is None:
+            return EffectBusy(why)
+        return LeaseLost(h.job_id, h.attempt, why)
 
     def _in_doubt(self, key: str, fn: Callable[..., Any], holder: Holder, payload: Any,
                   reconcile: Reconcile | None, row: dict[str, Any], staged: bool, marks: bool,
@@ -544,6 +592,88 @@ class EffectLedger:
         audit.record(tx, now=now, kind="job.rerun", subject=f"job:{copy}", source=self.source,
                      detail={"effect": key, "copy_of": owner})
         return copy
+
+
+@dataclass(kw_only=True, slots=True)
+class _Done:
+    """One done record waiting for the group commit: the key, its holder, ``fn``'s result, the caller's
+    ``on_done``; ``error`` and ``written`` are set by the writer."""
+
+    key: str
+    holder: Holder
+    result: Any
+    on_done: OnDone | None
+    error: BaseException | None = None
+    written: bool = False
+
+
+class _DoneWriter:
+    """Group commit of done records: the concurrent effects of one process (a worker's slots) whose ``fn``
+    returned are recorded together, one transaction for those that are ready at that moment (issue 27).
+
+    A thread with a record to write writes it at once when no write is under way, together with whatever
+    others wait by then (it leads that write); otherwise it waits, and the first waiter leads the next write
+    when the current one ends. No fixed delay: alone, a record is written as soon as it is handed over, as
+    before. Every caller returns (or raises) only once its own record committed or failed, so a job is
+    completed only after its done records committed. A process killed during a write leaves every key of that
+    write ``started`` past its point of no return: in doubt, never sent again (G4) — at most one key per
+    thread that was waiting, as without the group commit.
+
+    A write that raises a non-transient error (one ``on_done`` failing) rolls back; each of its records is
+    then written again alone, so one record's failure reaches only its own caller.
+    """
+
+    def __init__(self, write: Callable[[list[_Done]], None]) -> None:
+        self._write = write
+        self._cond = threading.Condition(threading.Lock())
+        self._waiting: list[_Done] = []
+        self._writing = False
+
+    def write(self, done: _Done) -> None:
+        """Write ``done`` (with those waiting); return once it committed, or raise its own error."""
+        with self._cond:
+            self._waiting.append(done)
+            while not done.written and self._writing:
+                self._cond.wait()
+            if done.written:  # another thread's write carried it
+                if done.error is not None:
+                    raise done.error
+                return
+            self._writing = True
+            batch, self._waiting = self._waiting, []
+        try:
+            self._lead(batch)
+        finally:
+            with self._cond:
+                for each in batch:
+                    each.written = True
+                self._writing = False
+                self._cond.notify_all()
+        if done.error is not None:
+            raise done.error
+
+    def _lead(self, batch: list[_Done]) -> None:
+        """Write ``batch``; leave each record's own error on it (a crash of the 'process' reaches them all)."""
+        try:
+            telemetry.emit("effect.batch", {"keys": [d.key for d in batch]})  # crash point done_batch
+            try:
+                self._write(batch)
+            except TransientStoreError as exc:  # the database is away: nothing of this write committed
+                for each in batch:
+                    each.error = exc
+            except Exception as exc:  # noqa: BLE001 - one record failed and rolled the write back: each alone
+                if len(batch) == 1:
+                    batch[0].error = exc
+                    return
+                for each in batch:
+                    try:
+                        self._write([each])
+                    except Exception as alone:  # noqa: BLE001 - that record's caller gets it
+                        each.error = alone
+        except BaseException as death:  # SimulatedCrash (in-process kill -9): none of the batch was recorded
+            for each in batch:
+                each.error = death
+            raise
 
 
 def _in_doubt_keys(job: dict[str, Any]) -> list[str]:

@@ -34,6 +34,8 @@ Events (``data`` keys; seconds are floats, instants aware UTC):
 - ``effect.requested`` — a handler asks for an effect, before its key is claimed: ``key``.
 - ``effect.no_return`` — the effect recorded its point of no return (nothing has left yet): ``key``.
 - ``effect.performed`` — the effect's function returned; the outcome is not recorded yet: ``key``.
+- ``effect.batch`` — the process's group commit is about to write the done records of the effects whose functions
+  returned and that wait at that moment, in one transaction: ``keys`` (one or more).
 - ``effect.recorded`` — the ledger recorded that the effect happened: ``key``, ``state`` (``done``).
 - ``mail.reply`` — an SMTP delivery ended: ``reply_class`` (``2xx``, ``4xx``, ``5xx``, or ``none`` when no
   reply came: connect, TLS, timeout, a drop).
@@ -69,9 +71,9 @@ log = logging.getLogger("oncebeat.telemetry")
 
 EVENTS = ("job.claimed", "job.batch_step", "job.batch_done", "job.started", "job.finished", "job.failed",
           "job.lost", "worker.fenced", "job.rescued", "occurrence.recorded", "occurrence.duplicate",
-          "effect.requested", "effect.no_return", "effect.performed", "effect.recorded", "mail.connecting",
-          "mail.data", "mail.final_dot", "mail.reply", "target.ready", "target.sent", "reminder.finished",
-          "reminder.cap_counted")
+          "effect.requested", "effect.no_return", "effect.performed", "effect.batch", "effect.recorded",
+          "mail.connecting", "mail.data", "mail.final_dot", "mail.reply", "target.ready", "target.sent",
+          "reminder.finished", "reminder.cap_counted")
 Handler = Callable[[str, Mapping[str, Any]], None]
 _handlers: dict[str, tuple[Handler, ...]] = {}
 _lock = threading.Lock()

@@ -238,8 +238,10 @@ class _Sim:
         rate = self._rate("worker-crash")
         if rate and self.rng.random() < rate:
             self.injected[f"worker-crash:{point}"] += 1
-            if point in ("effect_no_return", "smtp_after_dot", "effect_before_record"):
-                self.doubt_budget += 1  # past the effect's point of no return: it may have happened
+            if point in ("effect_no_return", "smtp_after_dot", "effect_before_record", "done_batch"):
+                # past the effect's point of no return: it may have happened. done_batch: the simulator's workers
+                # drain serially, so each write of done records carries one key
+                self.doubt_budget += 1
             return True
         return False
 
