@@ -42,7 +42,9 @@ def test_fees_and_the_final_notice_survive_crashes_and_retries_exactly_once(tmp_
 
 
 def test_the_invariants_fail_on_a_second_fee_a_wrong_amount_and_a_lost_one(tmp_path: Path) -> None:
-    report = _run(tmp_path, None)
+    # A seed whose run charges several fees (seed 2: 13). Seed 7 charged one once the done records' crash point
+    # (effects.done_batch) joined what a worker crash can hit: the plan of faults changed, the invariants held.
+    report = _run(tmp_path, None, seed=2)
     assert report.passed and report.check.summary["fees"] >= 2, report.to_text()
     db = f"sqlite:///{tmp_path / 'sim' / 'oncebeat.db'}"
     with open_store(db) as store:
