@@ -678,23 +678,30 @@ class _Sim:
 
     def _drain(self, workers: list[Worker], app: App, store: Store, clock: SimulatedClock, sink: MailSink,
                service: ReminderService) -> None:
+        """The workers take turns, one batch each, until every one in a row has found nothing to claim.
+
+        Then no job ran since the first of those empty claims and the simulated time has not moved, so one more
+        claim would find the queue as empty (the races between turns pay invoices and place holds; neither
+        enqueues a job): it is not made.
+        """
+        empty = 0  # turns in a row that claimed nothing
         for _ in range(100_000):
-            progressed = 0
             for i, w in enumerate(workers):
                 try:
-                    progressed += w.drain(max_batches=1)
+                    claimed = w.drain(max_batches=1)
                 except SimulatedCrash:
-                    progressed += 1
+                    claimed = 1
                     workers[i] = self._worker(app, store, clock, f"worker.{i + 1} (restarted)")
                     self._wake_for_rescue(w, clock)
                 except TransientStoreError:
-                    progressed += 1
+                    claimed = 1
                     self._wake_for_rescue(w, clock)
+                empty = 0 if claimed else empty + 1
                 self._payment_race(store, service, clock)
                 if self.world is not None:
                     self._dispute_race(self.world)
-            if not progressed:
-                return
+                if empty >= len(workers):
+                    return
         raise RuntimeError("simulation made no progress: a job is claimed and fails forever")
 
     def _payment_race(self, store: Store, service: ReminderService, clock: SimulatedClock) -> None:
