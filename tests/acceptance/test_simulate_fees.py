@@ -30,7 +30,9 @@ def _run(tmp_path: Path, db_url: str | None, *, days: int = 90, invoices: int = 
 
 
 def test_fees_and_the_final_notice_survive_crashes_and_retries_exactly_once(tmp_path: Path, db_url: str) -> None:
-    report = _run(tmp_path, db_url)
+    # seed 3: fees (8) and a final notice on both backends (seed 7's plan, and seed 2's on PostgreSQL, reached no
+    # final notice once db-blip's draws stopped moving the crash and race draws; their invariants held)
+    report = _run(tmp_path, db_url, seed=3)
     assert report.passed, report.to_text()
     s = report.check.summary
     assert (s["duplicates"], s["lost"]) == (0, 0)
@@ -42,8 +44,9 @@ def test_fees_and_the_final_notice_survive_crashes_and_retries_exactly_once(tmp_
 
 
 def test_the_invariants_fail_on_a_second_fee_a_wrong_amount_and_a_lost_one(tmp_path: Path) -> None:
-    # A seed whose run charges several fees (seed 2: 13). Seed 7 charged one once the done records' crash point
-    # (effects.done_batch) joined what a worker crash can hit: the plan of faults changed, the invariants held.
+    # A seed whose run charges several fees (seed 2: 13, and 3 since db-blip's draws no longer move the crash and
+    # race draws). Seed 7 charged one once the done records' crash point (effects.done_batch) joined what a worker
+    # crash can hit: the plan of faults changed, the invariants held.
     report = _run(tmp_path, None, seed=2)
     assert report.passed and report.check.summary["fees"] >= 2, report.to_text()
     db = f"sqlite:///{tmp_path / 'sim' / 'oncebeat.db'}"

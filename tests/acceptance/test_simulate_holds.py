@@ -75,6 +75,9 @@ def test_checker_detects_a_higher_stage_dated_before_a_lower_one(held_run: tuple
 
 
 def test_checker_detects_a_missed_promise_the_email_does_not_mention(held_run: tuple[Path, Path]) -> None:
+    # a reminder the invariant judges (not held or pending): in seed 3's run the first one marking a resumed hold is
+    # a held stage since db-blip's draws stopped moving the other faults' (the plan changed; the checker did not)
     report = _damage_and_check(*held_run, "UPDATE reminders SET resumes_hold_id = NULL WHERE id = "
-                                          "(SELECT MIN(id) FROM reminders WHERE resumes_hold_id IS NOT NULL)")
+                                          "(SELECT MIN(id) FROM reminders WHERE resumes_hold_id IS NOT NULL "
+                                          "AND state NOT IN ('held', 'pending'))")
     assert not report.invariants["resume-marked"].passed

@@ -7,9 +7,11 @@ on at its default rate, ``--faults worker-crash=0.05,db-blip`` picks some.
 
 from __future__ import annotations
 
+import hashlib
+
 from ..errors import ConfigError
 
-__all__ = ["FAULTS", "parse_faults"]
+__all__ = ["FAULTS", "keyed_draw", "parse_faults"]
 
 FAULTS: dict[str, tuple[float, str]] = {
     "clock-restart": (0.25, "a clock process stops and restarts at, just before or just after a fire instant, "
@@ -65,3 +67,14 @@ def parse_faults(spec: str | None) -> dict[str, float]:
             raise ConfigError(f"--faults: rate of {name} must be between 0 and 1")
         out[name] = rate
     return out
+
+
+def keyed_draw(*key: object) -> float:
+    """A uniform draw in [0, 1) fixed by ``key`` alone (its parts' ``str``, joined), not by any generator's state.
+
+    For faults whose opportunities are frequent and incidental (``db-blip``: one per statement): a run that issues
+    one statement more or fewer draws the same for every other statement, and the faults drawn from the run's
+    sequential generator (crashes, SMTP faults, races) do not move with the statement count. 64 bits of BLAKE2b.
+    """
+    digest = hashlib.blake2b("\x1f".join(map(str, key)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64

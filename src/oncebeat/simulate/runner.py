@@ -4,10 +4,11 @@ Runs the real clock processes, workers, scan and send jobs, real SQL (SQLite
 or PostgreSQL) and a real local SMTP server (aiosmtpd) on a
 :class:`~oncebeat.timebase.SimulatedClock` that jumps from one event to the
 next (a fire instant, a retry, a payment, a planned fault). Every random
-decision comes from one ``random.Random(seed)``, so the same seed gives the
-same fault plan and the same report. After the simulated range the faults
-stop and the system settles (retries finish, one more scan runs); then the
-invariant checker (:mod:`oncebeat.simulate.checker`) judges the outcome.
+decision comes from the seed (one ``random.Random(seed)``, generators of its
+own for some faults, and ``db-blip``'s draws keyed by statement and instant),
+so the same seed gives the same fault plan and the same report. After the
+simulated range the faults stop and the system settles (retries finish, one
+more scan runs); then the invariant checker (:mod:`oncebeat.simulate.checker`) judges the outcome.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ..worker import Worker
 from .checker import CheckReport, PaymentWindow, check
 from .checkladders import ladder_timeline
 from .emitlogs import emit_logs
+from .faults import keyed_draw
 from .ladderfaults import LADDER_EVENTS, apply_ladder_event, plan_ladder_events, with_sim_ladders
 from .naive import NaiveReport, run_naive
 
@@ -218,6 +220,9 @@ class _Sim:
         self.doubt_budget = 0
         self.payments_log: dict[str, PaymentWindow] = {}
         self._blip_run: Counter[str] = Counter()
+        self._blip_seen: Counter[str] = Counter()  # statements per name at the instant _blip_at
+        self._blip_at: datetime | None = None
+        self.clock: SimulatedClock | None = None  # set by _run: the instant keys db-blip's draws
         self.wakes: list[datetime] = []
         self.hold_rng = random.Random(f"holds-race:{cfg.seed}")  # its own draws: the other faults' stay as they were
         self.world: _World | None = None
@@ -227,11 +232,21 @@ class _Sim:
         return self.faults.get(name, 0.0) if self.active else 0.0
 
     def blip(self, query: str) -> None:
+        """Fault ``db-blip``: the n-th statement named ``query`` at one simulated instant fails or not by a draw
+        keyed on (seed, query, instant, n), not on ``self.rng``: a statement added or skipped elsewhere (an idle
+        read) changes no other statement's draw, nor any other fault's. At most two blips in a row per name."""
         rate = self._rate("db-blip")
-        if rate and self.rng.random() < rate and self._blip_run[query] < 2:
-            self._blip_run[query] += 1
-            self.injected["db-blip"] += 1
-            raise TransientStoreError(f"simulated blip before {query}: database is locked")
+        if rate:
+            now = self.clock.now() if self.clock is not None else None
+            if now != self._blip_at:
+                self._blip_at = now
+                self._blip_seen.clear()
+            n = self._blip_seen[query]
+            self._blip_seen[query] += 1
+            if keyed_draw("db-blip", self.cfg.seed, query, now, n) < rate and self._blip_run[query] < 2:
+                self._blip_run[query] += 1
+                self.injected["db-blip"] += 1
+                raise TransientStoreError(f"simulated blip before {query}: database is locked")
         self._blip_run[query] = 0
 
     def crash(self, point: str) -> bool:
@@ -271,7 +286,7 @@ class _Sim:
         t0 = datetime.combine(cfg.start, time(0), tzinfo=UTC)
         t_end = t0 + timedelta(days=cfg.days)
         t_settled = t_end + timedelta(days=cfg.settle_days)
-        clock = SimulatedClock(t0)
+        clock = self.clock = SimulatedClock(t0)
         policy = cfg.policy
         if "dst" in self.faults:
             policy = replace(policy, schedule="30 2 * * *", tz="America/Chicago")
@@ -663,23 +678,30 @@ class _Sim:
 
     def _drain(self, workers: list[Worker], app: App, store: Store, clock: SimulatedClock, sink: MailSink,
                service: ReminderService) -> None:
+        """The workers take turns, one batch each, until every one in a row has found nothing to claim.
+
+        Then no job ran since the first of those empty claims and the simulated time has not moved, so one more
+        claim would find the queue as empty (the races between turns pay invoices and place holds; neither
+        enqueues a job): it is not made.
+        """
+        empty = 0  # turns in a row that claimed nothing
         for _ in range(100_000):
-            progressed = 0
             for i, w in enumerate(workers):
                 try:
-                    progressed += w.drain(max_batches=1)
+                    claimed = w.drain(max_batches=1)
                 except SimulatedCrash:
-                    progressed += 1
+                    claimed = 1
                     workers[i] = self._worker(app, store, clock, f"worker.{i + 1} (restarted)")
                     self._wake_for_rescue(w, clock)
                 except TransientStoreError:
-                    progressed += 1
+                    claimed = 1
                     self._wake_for_rescue(w, clock)
+                empty = 0 if claimed else empty + 1
                 self._payment_race(store, service, clock)
                 if self.world is not None:
                     self._dispute_race(self.world)
-            if not progressed:
-                return
+                if empty >= len(workers):
+                    return
         raise RuntimeError("simulation made no progress: a job is claimed and fails forever")
 
     def _payment_race(self, store: Store, service: ReminderService, clock: SimulatedClock) -> None:
