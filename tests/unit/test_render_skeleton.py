@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from oncebeat.reminders.render import Renderer
-from oncebeat.reminders.render_skeleton import MAX_SHAPES, _parse, analyse
+from oncebeat.reminders.render import Renderer, _wrap
+from oncebeat.reminders.render_skeleton import MAX_SHAPES, _merge, _parse, analyse
 
 NAMES = ["Ada Lovelace", "", "Zoë Müller", "Eve <script>alert('x')</script> & \"Co\"", "Ünïcödé 日本語テキストの顧客",
          "O'Brien & Sons", "A" * 90, " ".join(["Maximiliane"] * 12), "tab\tand\nnew line\r\nBcc: x@y",
@@ -179,6 +179,19 @@ def test_sentinel_renders_that_do_not_parse_are_refused() -> None:
     assert _parse("\ue0027\ue003x", 0) is None  # an open paragraph
     assert _parse("x\ue004", 0) is None  # a close without an open
     assert _parse("\ue0027\ue003\ue0027\ue003x\ue004\ue004", 0) is None  # nested paragraphs
+
+
+def test_paragraphs_without_values_are_wrapped_once_when_learnt() -> None:
+    para = "word " * 30
+    assert _merge(["a", (72, [para]), "b", 0, (10, ["x ", 0, " y"])], _wrap) == [
+        "a" + _wrap(para, 72) + "b", 0, (10, ["x ", 0, " y"])]
+    fast = Renderer()
+    fast.render(**invoice(random.Random(2)) | {"customer_locale": "en_US", "stage": 7, "days_past_due": 7,
+                                               "payment_url": None, "promise_missed": None, "late_fee": 0})
+    plan = fast._plans[("en", "txt", "reminder_second.txt.j2")]
+    assert plan is not None
+    (skeleton,) = plan.shapes.values()
+    assert sum(type(p) is tuple for p in skeleton) == 1  # the message paragraph; "How to pay" etc. are literals
 
 
 def test_the_shapes_kept_per_template_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -280,7 +280,21 @@ class Plan:
             return _SLOW
         if skeleton is None or self.fill(skeleton, context, wrap) != out:
             return _SLOW
-        return skeleton
+        return _merge(skeleton, wrap)
+
+
+def _merge(skeleton: Skeleton, wrap: Callable[[str, int], str]) -> Skeleton:
+    """``skeleton`` with its paragraphs that hold no slot wrapped now (the same ``wrap``, the same text: the
+    same lines) and adjacent literals joined, so a fill only wraps what depends on the values."""
+    out: Skeleton = []
+    for piece in skeleton:
+        if type(piece) is tuple and all(type(p) is str for p in piece[1]):
+            piece = wrap("".join(piece[1]), piece[0])
+        if type(piece) is str and out and type(out[-1]) is str:
+            out[-1] += piece
+        else:
+            out.append(piece)
+    return out
 
 
 def _parse(text: str, slots: int) -> Skeleton | None:
