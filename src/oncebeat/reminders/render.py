@@ -120,6 +120,7 @@ from jinja2.ext import InternationalizationExtension
 
 from oncebeat.errors import ConfigError
 from oncebeat.reminders.money import minor_digits
+from oncebeat.reminders.money_shapes import shaped
 from oncebeat.reminders.render_skeleton import Plan, analyse, probe_wrap
 from oncebeat.reminders.translations import (
     DEFAULT_FALLBACK_LOCALE,
@@ -213,8 +214,16 @@ def _format_money(amount_minor: int, currency: str, locale: Locale) -> str:
     if isinstance(amount_minor, bool) or not isinstance(amount_minor, int):
         raise TypeError(f"amount_minor must be an int of minor units, got {type(amount_minor).__name__}")
     digits = _require_currency(currency)
-    # Babel computes in the current decimal context: make it wide enough to stay exact.
     shown = get_currency_precision(currency)  # CLDR's display digits: HUF 0 although ISO 4217 (and storage) says 2
+    cldr = shown >= digits or amount_minor % 10 ** (digits - shown) == 0
+    # Babel once per shape (currency, locale, sign, digit count), then only the digits change (money_shapes).
+    return shaped(amount_minor, currency, locale, cldr, lambda: _babel_money(amount_minor, currency, locale))
+
+
+def _babel_money(amount_minor: int, currency: str, locale: Locale) -> str:
+    digits = minor_digits(currency)
+    # Babel computes in the current decimal context: make it wide enough to stay exact.
+    shown = get_currency_precision(currency)
     with localcontext(Context(prec=max(28, len(str(abs(amount_minor))) + 8))):
         value = Decimal(amount_minor).scaleb(-digits)
         if shown >= digits or amount_minor % 10 ** (digits - shown) == 0:
