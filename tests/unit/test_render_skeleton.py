@@ -207,6 +207,18 @@ def test_the_shapes_kept_per_template_are_bounded(monkeypatch: pytest.MonkeyPatc
     assert MAX_SHAPES >= 1024
 
 
+def test_a_template_whose_shapes_never_repeat_stops_learning(tmp_path: Path) -> None:
+    (tmp_path / "reminder_second.subject.j2").write_text("{{ invoice_number|upper }}\n", encoding="utf-8")
+    fast = Renderer(tmp_path)
+    base = invoice(random.Random(4)) | {"customer_locale": "en_US", "stage": 7, "days_past_due": 7}
+    for n in range(150):
+        args = base | {"invoice_number": f"inv-{n}"}
+        assert fast.render(**args) == Renderer(tmp_path, skeletons=False).render(**args)
+    plan = fast._plans[("en", "subject", "reminder_second.subject.j2")]
+    assert plan is not None and plan.misses == 64 and plan.slow == 150 - 64 and plan.hits == 0
+    assert fast._plans[("en", "txt", "reminder_second.txt.j2")].hits == 149  # type: ignore[union-attr]
+
+
 def test_analyse_refuses_a_template_with_a_marker_character(tmp_path: Path) -> None:
     (tmp_path / "reminder_first.subject.j2").write_text("Invoice \ue000 {{ invoice_number }}\n", encoding="utf-8")
     renderer = Renderer(tmp_path)

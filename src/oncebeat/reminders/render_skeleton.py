@@ -45,11 +45,13 @@ from typing import Any
 from jinja2 import Environment, nodes
 from markupsafe import escape
 
-__all__ = ["MAX_SHAPES", "Plan", "Skeleton", "analyse", "probe_wrap"]
+__all__ = ["LEARN_LIMIT", "MAX_SHAPES", "Plan", "Skeleton", "analyse", "probe_wrap"]
 
 #: Shapes kept per template and language (the built-in templates use a few hundred: days past due × four flags);
 #: beyond it a new shape renders through Jinja without being kept.
 MAX_SHAPES = 4096
+#: New shapes learnt before a template whose shapes rarely repeat (fewer hits than misses) stops learning.
+LEARN_LIMIT = 64
 
 _VALUE, _SLOT, _TRUTH, _SLOT_TRUTH = 0, 1, 2, 3
 #: Types whose written form is ``str(value)`` both escaped and unescaped (``escape(7) == "7"``); ``date`` too.
@@ -256,7 +258,10 @@ class Plan:
         if skeleton is not None and skeleton is not _SLOW:
             self.hits += 1
             return self.fill(skeleton, context, wrap)
-        if skeleton is _SLOW or len(self.shapes) >= MAX_SHAPES:
+        if skeleton is _SLOW or len(self.shapes) >= MAX_SHAPES or (self.misses >= LEARN_LIMIT and
+                                                                   self.hits < self.misses):
+            # A template keyed on values that rarely repeat (``customer_name|upper``) would pay a sentinel render
+            # for nearly every reminder: after LEARN_LIMIT new shapes with fewer hits than misses, learn no more.
             self.slow += 1
             return real(context)
         out = real(context)
