@@ -7,7 +7,7 @@ job writes two whole new versions of its row (claim, completion; neither can be 
 building the change:
 
 - ``--build OUT --src SRC`` copies an exported engine tree (``SRC``, an ``src/`` directory) to ``OUT`` and
-  rewrites it for PostgreSQL only: an engine migration 0016 (a ``job_sources`` table, one row per distinct source;
+  rewrites it for PostgreSQL only: the next engine migration (a ``job_sources`` table, one row per distinct source;
   ``jobs.source_id`` in place of the five columns), the bulk enqueues (``insert_jobs_bulk``, ``…_unkeyed``) writing
   ``source_id`` (the source upserted in the same statement), and ``claim_jobs`` joining ``job_sources`` to return
   the same columns as before. Nothing else is rewritten: the tree can enqueue in bulk and drain, which is all that
@@ -73,8 +73,10 @@ def build(src: Path, out: Path) -> None:
         raise SystemExit(f"{out} exists: give a new directory")
     shutil.copytree(src, out)
     sql_dir = out / "oncebeat" / "store" / "sql"
-    (sql_dir / "postgres" / "migrations" / "0016_whatif_job_sources.sql").write_text(MIGRATION)
-    (sql_dir / "sqlite" / "migrations" / "0016_whatif_job_sources.sql").write_text("-- what-if: PostgreSQL only\n")
+    number = 1 + max(int(p.name[:4]) for p in (sql_dir / "postgres" / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    name = f"{number:04d}_whatif_job_sources.sql"  # the next engine migration of the tree given
+    (sql_dir / "postgres" / "migrations" / name).write_text(MIGRATION)
+    (sql_dir / "sqlite" / "migrations" / name).write_text("-- what-if: PostgreSQL only\n")
     path = sql_dir / "postgres" / "queue.sql"
     sql = path.read_text()
     for name in ("insert_jobs_bulk", "insert_jobs_bulk_unkeyed"):

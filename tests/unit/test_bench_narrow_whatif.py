@@ -25,9 +25,12 @@ def test_what_if_tree_moves_provenance_out_of_the_bulk_enqueues_and_the_claim(tm
     out = tmp_path / "src"
     narrow_whatif.build(SRC, out)
     sql = out / "oncebeat" / "store" / "sql"
-    migration = (sql / "postgres" / "migrations" / "0016_whatif_job_sources.sql").read_text()
+    engine = SRC / "oncebeat" / "store" / "sql" / "postgres" / "migrations"
+    numbers = sorted(int(p.name[:4]) for p in engine.glob("*.sql"))
+    name = f"{numbers[-1] + 1:04d}_whatif_job_sources.sql"  # after the engine's own, never beside one
+    migration = (sql / "postgres" / "migrations" / name).read_text()
     assert "CREATE TABLE job_sources" in migration and "DROP COLUMN source_kind" in migration
-    assert (sql / "sqlite" / "migrations" / "0016_whatif_job_sources.sql").exists()
+    assert (sql / "sqlite" / "migrations" / name).exists()
     queue = sql / "postgres" / "queue.sql"
     for name in ("insert_jobs_bulk", "insert_jobs_bulk_unkeyed"):
         block = _block(queue, name)
