@@ -122,7 +122,7 @@ def test_a_database_with_jobs_upgrades_to_0014_and_its_unique_indexes_still_refu
     finally:
         conn.close()
     with open_store(f"sqlite:///{path}") as store:
-        assert store.migrate(lines=(ENGINE,)) == [("engine", 14), ("engine", 15)]
+        assert store.migrate(lines=(ENGINE,)) == [("engine", 14), ("engine", 15), ("engine", 16)]
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,3 @@
+-- engine 0016: nothing to do on SQLite (it has no fillfactor); the number keeps both backends' lines aligned.
+-- On PostgreSQL jobs pages are filled to 70 % so that a claim's new version of a row can stay on its page
+-- (see postgres/migrations/0016_jobs_fillfactor.sql).
