@@ -209,14 +209,15 @@ class StageReport:
 
 def stage_report(store: Store, params: RunParams, *, budget_ms: int | None, clock: Clock, source: Source
                  ) -> StageReport:
-    """The live report under ``budget_ms`` (see :func:`stage_effectiveness_within`; 0: no live attempt), else the
+    """The live report under ``budget_ms`` (see :func:`stage_effectiveness_within`; 0: no live attempt on
+    PostgreSQL; SQLite is always live: no statement timeout, and its books are small), else the
     newest stored run; when there is none, or the newest finished more than :data:`REFRESH_AFTER` ago, and no run
     is queued or running, a run is asked for (:func:`request_run`: at most one unfinished per parameter set).
 
     Raises:
         StoreError: the database failed (not the live attempt's timeout).
     """
-    if budget_ms != 0:
+    if budget_ms != 0 or store.backend == "sqlite":
         live = stage_effectiveness_within(store, params, budget_ms=budget_ms)
         if live is not None:
             return StageReport(live=live)
