@@ -47,8 +47,3 @@ FROM report_runs WHERE params_key = :params_key AND state = 'done' ORDER BY id D
 -- The newest row of a parameter set, in any state (is one queued or running after the newest done one?).
 SELECT id, state, created_at, started_at, error FROM report_runs
 WHERE params_key = :params_key ORDER BY id DESC LIMIT 1;
-
--- name: report_run_get
-SELECT id, report, params_key, first_month, last_month, as_of, currency, state, job_id, snapshot_at, result,
-       error, created_at, started_at, finished_at
-FROM report_runs WHERE id = :id;
