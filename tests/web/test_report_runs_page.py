@@ -130,3 +130,24 @@ def test_recompute_needs_a_session_and_the_csrf_field(
     assert len([j for j in _runs_queued(runtime) if j["state"] == "available"]) == 1
     again = admin.post("/reports/stages/recompute", data={"csrf": csrf_of(html), "from": "2026-01", "to": "2026-04"})
     assert again.status_code == 303 and len([j for j in _runs_queued(runtime) if j["state"] == "available"]) == 1
+
+
+def test_a_run_slower_than_the_budget_spares_the_page_its_live_read(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient], monkeypatch: pytest.MonkeyPatch) -> None:
+    if runtime.store.backend != "postgres":
+        pytest.skip("SQLite's page is always live")
+    _on_as_of(runtime)
+    monkeypatch.setenv("ONCEBEAT_REPORTS_LIVE_MS", "250")
+    client = dashboard_client()
+    live = _stages_section(client.get(PAGE).text)
+    assert NUMBER in live and "as of" not in live  # no run yet: the small book's live read fits the budget
+    monkeypatch.setenv("ONCEBEAT_REPORTS_LIVE_MS", "0")
+    client.get(PAGE)
+    Worker(runtime.app, runtime.store, clock=runtime.clock).drain()
+    monkeypatch.setenv("ONCEBEAT_REPORTS_LIVE_MS", "250")
+    # The run took no time on the simulated clock: within the budget, so the page reads live again.
+    assert "Stage effectiveness as of" not in _stages_section(client.get(PAGE).text)
+    with runtime.store.transaction() as tx:  # as a run on a big book: 2 s to compute
+        tx.execute("UPDATE report_runs SET started_at = finished_at - INTERVAL '2 seconds'")
+    section = _stages_section(client.get(PAGE).text)
+    assert "Stage effectiveness as of" in section and NUMBER in section

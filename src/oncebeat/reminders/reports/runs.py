@@ -77,14 +77,21 @@ class RunParams:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StoredRun:
     """A done run: ``rows`` exact for the database as it was at ``snapshot_at`` (UTC, the database clock);
-    ``created_at``/``finished_at`` are when it was asked for and stored (UTC)."""
+    ``created_at``/``started_at``/``finished_at`` are when it was asked for, begun and stored (UTC, the app's
+    clock)."""
 
     id: int
     params: RunParams
     snapshot_at: datetime
     created_at: datetime
+    started_at: datetime
     finished_at: datetime
     rows: list[StageRow]
+
+    @property
+    def compute_ms(self) -> float:
+        """How long its job took to compute and store it, in milliseconds (what a live read would take too)."""
+        return (self.finished_at - self.started_at).total_seconds() * 1000
 
 
 def _params_of(row: dict[str, Any]) -> RunParams:
@@ -176,7 +183,7 @@ def compute_run(store: Store, run_id: int, *, clock: Clock) -> StoredRun | None:
     log.info("report run %d (%s) done: snapshot at %s", run_id, params.key, snapshot_at.isoformat(),
              extra={"event": "reminders.report_run", "run_id": run_id})
     return StoredRun(id=run_id, params=params, snapshot_at=snapshot_at, created_at=row[0]["created_at"],
-                     finished_at=now, rows=stage_rows(counts))
+                     started_at=row[0]["started_at"], finished_at=now, rows=stage_rows(counts))
 
 
 def newest_run(store: Store, params: RunParams) -> StoredRun | None:
@@ -186,7 +193,8 @@ def newest_run(store: Store, params: RunParams) -> StoredRun | None:
         return None
     r = rows[0]
     return StoredRun(id=int(r["id"]), params=params, snapshot_at=_instant(r["snapshot_at"]),
-                     created_at=r["created_at"], finished_at=r["finished_at"], rows=stage_rows(r["result"]))
+                     created_at=r["created_at"], started_at=r["started_at"], finished_at=r["finished_at"],
+                     rows=stage_rows(r["result"]))
 
 
 def run_pending(store: Store, params: RunParams) -> bool:
@@ -209,19 +217,27 @@ class StageReport:
 
 def stage_report(store: Store, params: RunParams, *, budget_ms: int | None, clock: Clock, source: Source
                  ) -> StageReport:
-    """The live report under ``budget_ms`` (see :func:`stage_effectiveness_within`; 0: no live attempt on
-    PostgreSQL; SQLite is always live: no statement timeout, and its books are small), else the
-    newest stored run; when there is none, or the newest finished more than :data:`REFRESH_AFTER` ago, and no run
-    is queued or running, a run is asked for (:func:`request_run`: at most one unfinished per parameter set).
+    """The live report under ``budget_ms`` (see :func:`stage_effectiveness_within`), else the newest stored run;
+    when there is none, or the newest finished more than :data:`REFRESH_AFTER` ago, and no run is queued or
+    running, a run is asked for (:func:`request_run`: at most one unfinished per parameter set).
+
+    The live attempt is skipped (PostgreSQL) when ``budget_ms`` is 0, or when the newest run of the same
+    parameters took longer than ``budget_ms`` to compute: on that book the live read would only run into the
+    timeout, adding the whole budget to the page. A run that computes within the budget brings the live read back.
+    SQLite is always live (no statement timeout; its books are small).
 
     Raises:
         StoreError: the database failed (not the live attempt's timeout).
     """
-    if budget_ms != 0 or store.backend == "sqlite":
+    if store.backend == "sqlite":
+        live = stage_effectiveness_within(store, params, budget_ms=budget_ms)
+        assert live is not None  # no timeout on SQLite
+        return StageReport(live=live)
+    run = newest_run(store, params)
+    if budget_ms != 0 and (run is None or budget_ms is None or run.compute_ms <= budget_ms):
         live = stage_effectiveness_within(store, params, budget_ms=budget_ms)
         if live is not None:
             return StageReport(live=live)
-    run = newest_run(store, params)
     pending = run_pending(store, params)
     requested = False
     if not pending and (run is None or clock.now() - run.finished_at > REFRESH_AFTER):

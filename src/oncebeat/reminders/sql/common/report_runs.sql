@@ -15,7 +15,7 @@ UPDATE report_runs SET job_id = :job_id WHERE id = :id;
 -- The job begins (again, after a rescue): running, any earlier attempt's error cleared. Returns its parameters.
 UPDATE report_runs SET state = 'running', started_at = :now, error = NULL
 WHERE id = :id
-RETURNING id, report, params_key, first_month, last_month, as_of, currency, created_at;
+RETURNING id, report, params_key, first_month, last_month, as_of, currency, created_at, started_at;
 
 -- name: report_run_done
 UPDATE report_runs SET state = 'done', snapshot_at = :snapshot_at, result = :result, finished_at = :now,
