@@ -192,3 +192,15 @@ def test_a_snapshot_is_read_only_and_its_timeout_cancels_a_long_statement(rt: Ru
                    "VALUES ('stages', 'k', '2026-01', '2026-01', '2026-01-31', 'queued', now())")
     with rt.store.snapshot(timeout_ms=5000) as tx:  # within the budget: answers
         assert tx.execute("SELECT 1 AS one")[0]["one"] == 1
+
+
+def test_a_run_whose_job_was_cancelled_is_not_pending_and_a_new_one_can_be_asked_for(rt: Runtime) -> None:
+    params = RunParams(first=JAN, last=APR, as_of=AS_OF)
+    run_id = request_run(rt.store, params, clock=rt.clock, source=SOURCE)
+    assert run_id is not None and run_pending(rt.store, params)
+    queue = Queue(rt.store, clock=rt.clock, source=SOURCE)
+    [job] = queue.list_jobs(task=RUN_TASK)
+    assert queue.cancel(int(job["id"]))  # an operator cancels it: the row stays "queued"
+    assert not run_pending(rt.store, params)
+    assert request_run(rt.store, params, clock=rt.clock, source=SOURCE) not in (None, run_id)
+    assert run_pending(rt.store, params)

@@ -34,7 +34,7 @@ from typing import Any
 
 from ...errors import QueryTimedOut
 from ...provenance import Source
-from ...queue import Queue
+from ...queue import UNFINISHED_STATES, Queue, job_row
 from ...store import Json, Store
 from ...timebase import Clock
 from .effectiveness import StageRow, stage_counts, stage_rows
@@ -198,9 +198,15 @@ def newest_run(store: Store, params: RunParams) -> StoredRun | None:
 
 
 def run_pending(store: Store, params: RunParams) -> bool:
-    """Whether a run of ``params`` newer than the newest done one is queued or running."""
+    """Whether a run of ``params`` newer than the newest done one is queued or running: its row says so **and**
+    its job is unfinished. A row whose job ended without finishing it (cancelled by an operator, discarded by a
+    worker that did not know the task) is not pending, so the page asks for a new run instead of waiting forever.
+    """
     rows = store.read("report_run_newest", params_key=params.key)
-    return bool(rows) and rows[0]["state"] in ("queued", "running")
+    if not rows or rows[0]["state"] not in ("queued", "running") or rows[0]["job_id"] is None:
+        return False
+    job = job_row(store, int(rows[0]["job_id"]))
+    return job is not None and job["state"] in UNFINISHED_STATES
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -45,5 +45,5 @@ FROM report_runs WHERE params_key = :params_key AND state = 'done' ORDER BY id D
 
 -- name: report_run_newest
 -- The newest row of a parameter set, in any state (is one queued or running after the newest done one?).
-SELECT id, state, created_at, started_at, error FROM report_runs
+SELECT id, state, job_id, created_at, started_at, error FROM report_runs
 WHERE params_key = :params_key ORDER BY id DESC LIMIT 1;
