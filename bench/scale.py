@@ -19,9 +19,10 @@ CPU of this process and of its PostgreSQL backend (on a shared machine, the work
 ``pages --only`` times some kinds of page only (``overview``, ``reminders``, ``search``, ``names``: searches by
 one and two letters that match no name (the search's worst case: every name is read), ``invoice``, ``jobs``,
 ``metrics``, ``reports``: the Reports page whole and per section, ``api``: ``GET /api/v1/reports``). ``compare``
-runs ``pages`` in a child process per round and side, alternating an export of another tree (``--before``: its
-``src`` comes first on ``PYTHONPATH``, this harness runs it) and this one, and prints after/before ratios per
-round and page. ``triggers`` inserts ``--rows`` invoices (copies of existing ones) and pays as many open ones, in
+runs ``pages`` in a child process per round and side (B A, A B, B A, …), alternating an export of another tree
+(``--before``: its ``src`` comes first on ``PYTHONPATH``, this harness runs it) and this one, and prints
+after/before ratios per round and page. ``triggers`` inserts ``--rows`` invoices (copies of existing ones) and
+pays as many open ones, in
 a transaction rolled back, once with the receivable-moves triggers (reminders 0023) and once with them disabled,
 interleaved per round: the difference per row is what the triggers cost a writer. ``drain`` compares W1's drain
 (2 worker processes, batch 100) of ``--jobs`` no-op jobs in a schema with no history and in one
@@ -257,7 +258,8 @@ def compare(schema: str, before: Path, only: tuple[str, ...], reps: int, rounds:
     here = Path(__file__).resolve().parents[1]
     runs: list[dict[str, Any]] = []
     for n in range(rounds):
-        for side, src in (("before", before / "src"), ("after", here / "src")):
+        sides = (("before", before / "src"), ("after", here / "src"))
+        for side, src in sides if n % 2 == 0 else sides[::-1]:  # B A, A B, B A: neither side always goes first
             env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{here}"}
             load = load_avg()
             child = subprocess.run([sys.executable, "-m", "bench.scale", "pages", "--schema", schema, "--reps",
