@@ -9,6 +9,8 @@ in ``--schema`` and dropped only by ``drop``), and logs the load average beside 
     python -m bench.scale compare --schema S --before DIR [--only reports] [--reps 5] [--rounds 3]
     python -m bench.scale triggers --schema S [--rows 20000] [--rounds 3]   # what invoices' triggers cost writers
     python -m bench.scale drain [--finished 10000000] [--jobs 20000] [--reps 2]
+    python -m bench.scale remind --schema S                     # sent reminders of stages 1, 7, 14 (round 3c's B)
+    python -m bench.scale runs --schema S [--reps 5]            # stored stage-effectiveness runs: compute, pages
     python -m bench.scale drop --schema S
 
 ``build`` migrates the schema and loads the book with ``COPY`` (:mod:`bench.invoices`, ``n_customers``), timed
@@ -17,13 +19,21 @@ CPU of this process and of its PostgreSQL backend (on a shared machine, the work
 ``pages --only`` times some kinds of page only (``overview``, ``reminders``, ``search``, ``names``: searches by
 one and two letters that match no name (the search's worst case: every name is read), ``invoice``, ``jobs``,
 ``metrics``, ``reports``: the Reports page whole and per section, ``api``: ``GET /api/v1/reports``). ``compare``
-runs ``pages`` in a child process per round and side, alternating an export of another tree (``--before``: its
-``src`` comes first on ``PYTHONPATH``, this harness runs it) and this one, and prints after/before ratios per
-round and page. ``triggers`` inserts ``--rows`` invoices (copies of existing ones) and pays as many open ones, in
+runs ``pages`` in a child process per round and side (B A, A B, B A, …), alternating an export of another tree
+(``--before``: its ``src`` comes first on ``PYTHONPATH``, this harness runs it) and this one, and prints
+after/before ratios per round and page. ``triggers`` inserts ``--rows`` invoices (copies of existing ones) and
+pays as many open ones, in
 a transaction rolled back, once with the receivable-moves triggers (reminders 0023) and once with them disabled,
 interleaved per round: the difference per row is what the triggers cost a writer. ``drain`` compares W1's drain
 (2 worker processes, batch 100) of ``--jobs`` no-op jobs in a schema with no history and in one
 holding ``--finished`` completed jobs (one ``INSERT … SELECT generate_series``), interleaved per repetition.
+``remind`` adds the sent reminders of round 3c's book B in SQL (two invoices in five that were unpaid on the stage's
+day, stages 1, 7 and 14, anchors 2025-12-01 to the business date; 113k at 1M invoices, 1.35M at 10M), then
+``VACUUM ANALYZE reminders``. ``runs`` (reminders 0025) times, for the Reports page's default range: a run's compute
+(:func:`oncebeat.reminders.reports.runs.compute_run`: the report in one REPEATABLE READ snapshot, then one row
+stored) with its PostgreSQL backend's CPU, the read of the newest run, and the page ``/reports`` and
+``/reports?kind=stages`` (a) with no run stored and the live read cut by its budget (``ONCEBEAT_REPORTS_LIVE_MS``
+250), (b) with a run stored whose compute took longer than the budget (no live read), (c) budget 0.
 JSON of each step goes to ``bench/results/``.
 """
 
@@ -248,7 +258,8 @@ def compare(schema: str, before: Path, only: tuple[str, ...], reps: int, rounds:
     here = Path(__file__).resolve().parents[1]
     runs: list[dict[str, Any]] = []
     for n in range(rounds):
-        for side, src in (("before", before / "src"), ("after", here / "src")):
+        sides = (("before", before / "src"), ("after", here / "src"))
+        for side, src in sides if n % 2 == 0 else sides[::-1]:  # B A, A B, B A: neither side always goes first
             env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{here}"}
             load = load_avg()
             child = subprocess.run([sys.executable, "-m", "bench.scale", "pages", "--schema", schema, "--reps",
@@ -268,6 +279,93 @@ def compare(schema: str, before: Path, only: tuple[str, ...], reps: int, rounds:
             log(f"  round {n + 1} {pa['page']}: {pb['median_ms']:.1f} -> {pa['median_ms']:.1f} ms, "
                 f"ratio {pa['median_ms'] / pb['median_ms']:.3f}")
     return {"runs": runs, "ratios": ratios}
+
+
+def remind(schema: str) -> dict[str, Any]:
+    """Sent reminders of stages 1, 7 and 14 added in SQL (see the module's docstring), timed."""
+    out: dict[str, Any] = {"load_before": load_avg()}
+    with pg_connect(schema) as c:
+        top = int(c.execute("SELECT max(id) FROM invoices").fetchone()[0])
+        t = time.perf_counter()
+        for low in range(0, top, 100_000):
+            with c.transaction():
+                c.execute("INSERT INTO reminders (invoice_id, stage, state, business_date, created_at, updated_at, "
+                          "sent_at) SELECT i.id, s.stage, 'sent', i.due_on + s.stage, now(), now(), now() "
+                          "FROM invoices i CROSS JOIN (VALUES (1), (7), (14)) AS s (stage) "
+                          "WHERE i.id > %s AND i.id <= %s AND i.id %% 5 < 2 AND i.status <> 'void' "
+                          "AND i.due_on + s.stage BETWEEN DATE '2025-12-01' AND %s "
+                          "AND NOT (i.status = 'paid' AND i.paid_on IS NOT NULL AND i.paid_on < i.due_on + s.stage) "
+                          "ON CONFLICT DO NOTHING", (low, low + 100_000, BUSINESS_DATE))
+        out["insert_s"] = time.perf_counter() - t
+        out["sent"] = int(c.execute("SELECT count(*) FROM reminders WHERE state = 'sent'").fetchone()[0])
+        c.execute("VACUUM ANALYZE reminders")
+    out["load_after"] = load_avg()
+    log(f"remind: {out['sent']:,} sent reminders in {out['insert_s']:.1f} s (load {load_avg()})")
+    return out
+
+
+def runs(schema: str, reps: int) -> dict[str, Any]:
+    """Stored stage-effectiveness runs at size (see the module's docstring)."""
+    import oncebeat.reminders  # noqa: F401  (registers the reminders SQL line)
+    from oncebeat.provenance import current_source
+    from oncebeat.reminders.reports import default_range
+    from oncebeat.reminders.reports.runs import RunParams, compute_run, newest_run, request_run
+    from oncebeat.reminders.runtime import load_runtime
+
+    db = _kept(schema)
+    rt = load_runtime(database_url=db.url, migrate=False)
+    today = rt.clock.now().astimezone(rt.policy.zone).date()
+    first, last = default_range(today, None, None)
+    params = RunParams(first=first, last=last, as_of=today)
+    out: dict[str, Any] = {"params": params.key, "compute": [], "load_before": load_avg()}
+
+    def clear() -> None:
+        with pg_connect(schema) as c:
+            c.execute("DELETE FROM report_runs")
+            c.execute("DELETE FROM jobs WHERE task = 'reminders.report_run'")
+
+    try:
+        clear()
+        for n in range(reps):
+            run_id = request_run(rt.store, params, clock=rt.clock, source=current_source("cli"))
+            assert run_id is not None
+            cpu0, t = server_cpu(), time.perf_counter()
+            done = compute_run(rt.store, run_id, clock=rt.clock)
+            wall, cpu = time.perf_counter() - t, server_cpu() - cpu0
+            assert done is not None
+            with pg_connect(schema) as c:  # its job, never claimed here: finished by hand so the next may queue
+                c.execute("DELETE FROM jobs WHERE task = 'reminders.report_run'")
+            out["compute"].append({"rep": n + 1, "wall_ms": wall * 1000, "server_cpu_ms": cpu * 1000,
+                                   "load": load_avg()})
+            log(f"  run {n + 1}: computed and stored in {wall * 1000:.0f} ms, server CPU {cpu * 1000:.0f} ms "
+                f"(load {load_avg()})")
+        out["newest_read"] = _time(lambda: newest_run(rt.store, params), max(reps, 10))
+        log(f"  newest run read: median {out['newest_read']['median_ms']:.2f} ms")
+        cases: list[tuple[str, str, bool]] = [("budget 250 ms, no run stored (the live read runs into it)", "250",
+                                               True),
+                                              ("budget 250 ms, a run stored (computed in more than 250 ms)", "250",
+                                               False),
+                                              ("budget 0 (never live), a run stored", "0", False)]
+        out["pages"] = []
+        for label, budget, empty in cases:
+            if empty:
+                clear()
+            os.environ["ONCEBEAT_REPORTS_LIVE_MS"] = budget
+            for page in pages(schema, reps, ("reports",)):
+                if page["page"] in ("/reports (collection reports)", "/reports?kind=stages"):
+                    out["pages"].append({"case": label, **page})
+                    log(f"  {label}: {page['page']} median {page['median_ms']:.1f} ms")
+            if empty:  # the page asked for a run: compute it for the next case
+                with pg_connect(schema) as c:
+                    c.execute("DELETE FROM jobs WHERE task = 'reminders.report_run'")
+                    c.execute("DELETE FROM report_runs")
+                run_id = request_run(rt.store, params, clock=rt.clock, source=current_source("cli"))
+                assert run_id is not None and compute_run(rt.store, run_id, clock=rt.clock) is not None
+    finally:
+        os.environ.pop("ONCEBEAT_REPORTS_LIVE_MS", None)
+        rt.close()
+    out["load_after"] = load_avg()
+    return out
 
 
 _MOVES_TRIGGERS = ("receivable_moves_insert", "receivable_moves_update", "receivable_moves_delete")
@@ -360,7 +458,8 @@ def drain(finished: int, n_jobs: int, reps: int) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=("build", "scan", "pages", "compare", "triggers", "drain", "drop"))
+    p.add_argument("step", choices=("build", "scan", "pages", "compare", "triggers", "drain", "remind", "runs",
+                                     "drop"))
     p.add_argument("--only", default=",".join(PAGE_KINDS), help=f"pages: some of {','.join(PAGE_KINDS)}")
     p.add_argument("--before", type=Path, help="compare: an export of the tree to compare with")
     p.add_argument("--rounds", type=int, default=3)
@@ -396,6 +495,10 @@ def main(argv: list[str]) -> int:
         out = triggers(a.schema, a.rows, a.rounds)
     elif a.step == "drain":
         out = drain(a.finished, a.jobs, a.reps or 2)
+    elif a.step == "remind":
+        out = remind(a.schema)
+    elif a.step == "runs":
+        out = runs(a.schema, a.reps or 5)
     else:
         drop_schema(a.schema)
         return 0

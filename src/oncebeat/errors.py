@@ -31,6 +31,11 @@ class TransientStoreError(StoreError):
     """A store failure that may pass on retry (lock timeout, dropped connection)."""
 
 
+class QueryTimedOut(TransientStoreError):
+    """A statement ran past the time its transaction allowed it (PostgreSQL ``statement_timeout``, e.g. a read
+    under :meth:`oncebeat.store.Store.snapshot`'s ``timeout_ms``) and was cancelled; nothing it did is kept."""
+
+
 class UniqueConflict(StoreError):
     """A statement would break a unique rule the database enforces (a unique index or constraint).
 

@@ -31,7 +31,7 @@ ENGINE_TABLES = {"schema_migrations", "schedules", "schedule_sets", "occurrences
                  "rate_limits", "rate_permits", "paused_queues", "queue_limits"}
 DOMAIN_TABLES = {"customers", "invoices", "reminders", "stripe_events", "reminder_holds", "source_reads",
                  "payment_watermarks", "ladder_versions", "invoice_pins", "reminder_attachments", "notices",
-                 "reminder_fees", "invoice_open_totals", "receivable_moves"}
+                 "reminder_fees", "invoice_open_totals", "receivable_moves", "report_runs"}
 
 
 def created_objects(sql: str, earlier: frozenset[str] = frozenset()) -> list[str]:

@@ -8,6 +8,9 @@
   rows it groups (:mod:`.notices.grouping`).
 - ``reminders.notify_final`` — the internal notice of a sent final stage (``[reminders] notify_final``,
   :mod:`.notices.notify`), enqueued in the transaction that records that stage sent.
+- ``reminders.report_run`` — computes one stored run of the stage-effectiveness report over one snapshot
+  (:mod:`.reports.runs`); the scan asks for the default range's run when it has finished, the Reports page and its
+  Recompute button when theirs is missing or stale.
 - ``reminders.sync`` — with a ``[source]`` whose ``every`` is set: reads the team's own database on that interval
   (:mod:`.syncing`). The scan reads it too, first; a source that cannot be read is logged and recorded in
   ``source_reads`` and the scan goes on with the data it has.
@@ -15,19 +18,25 @@
 
 from __future__ import annotations
 
+import logging
+
 from ..app import App
-from ..errors import Discard
+from ..errors import Discard, StoreError
 from ..worker import JobContext
 from . import metrics as reminder_metrics
 from .names import SCAN_BACKFILL, backfill_folded_names
 from .notices import grouping
 from .notices.grouping import SEND_NOTICE_TASK
 from .notices.notify import NOTIFY_MAX_ATTEMPTS, NOTIFY_TASK, send_notification
+from .reports import default_range
+from .reports.runs import RUN_MAX_ATTEMPTS, RUN_TASK, RunParams, compute_run, request_run
 from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
 from .sources.database import SourceConfig, SourceRejected, SourceUnavailable
 from .syncing import SYNC_TASK, sync_source
 
 __all__ = ["build_app", "SCHEDULE_KEY"]
+
+log = logging.getLogger(__name__)
 
 SCHEDULE_KEY = "reminders"
 SYNC_SCHEDULE_KEY = "reminders.sync"
@@ -62,6 +71,16 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
         # Customers whose name has no stored fold yet (a book migrated to 0024, renamed ones): a bounded share
         # per scan, in transactions of their own after the scan's (oncebeat.reminders.names).
         backfill_folded_names(service.store, at_most=SCAN_BACKFILL)
+        # The morning's Reports page: the default range's stage-effectiveness run for this business date, asked for
+        # after the scan's transaction (a run only reads; the unique key keeps it to one at a time). Never fails the
+        # scan: a scan retried for it would redo its work, and the page asks again when it finds no run.
+        first, last = default_range(occurrence["business_date"], None, None)
+        try:
+            request_run(service.store, RunParams(first=first, last=last, as_of=occurrence["business_date"]),
+                        clock=ctx.clock, source=ctx.source)
+        except StoreError:
+            log.warning("scan for %s: the stage-effectiveness run was not asked for", occurrence["business_date"],
+                        exc_info=True, extra={"event": "reminders.report_run_not_requested"})
 
     @app.task(SEND_TASK, max_attempts=SEND_MAX_ATTEMPTS)
     def send(ctx: JobContext, reminder_id: int) -> None:
@@ -70,6 +89,10 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
     @app.task(SEND_NOTICE_TASK, max_attempts=SEND_MAX_ATTEMPTS)
     def send_notice(ctx: JobContext, notice_id: int) -> None:
         grouping.send_notice(service, ctx, notice_id)
+
+    @app.task(RUN_TASK, max_attempts=RUN_MAX_ATTEMPTS)
+    def report_run(ctx: JobContext, run_id: int) -> None:
+        compute_run(service.store, run_id, clock=ctx.clock)
 
     @app.task(NOTIFY_TASK, max_attempts=NOTIFY_MAX_ATTEMPTS)
     def notify_final(ctx: JobContext, reminder_id: int, to: str) -> None:  # [reminders] notify_final

@@ -191,6 +191,21 @@ class Store(ABC):
             StoreError: any other database failure.
         """
 
+    @abstractmethod
+    def snapshot(self, *, timeout_ms: int | None = None) -> AbstractContextManager[Tx]:
+        """Open a read-only transaction whose every statement reads one snapshot of the database.
+
+        PostgreSQL: ``REPEATABLE READ READ ONLY`` (the snapshot is taken by its first statement; a write raises
+        StoreError); ``timeout_ms`` sets ``statement_timeout`` for it (SET LOCAL, in the ``BEGIN``'s round trip).
+        SQLite: a deferred ``BEGIN`` on this thread's connection; in WAL mode its first read of a table fixes the
+        snapshot, it takes no write lock and no writer waits for it; ``timeout_ms`` is ignored (SQLite has no
+        statement timeout). Either way it ends with a rollback: nothing can have been written.
+
+        Raises:
+            QueryTimedOut: a statement ran past ``timeout_ms`` (PostgreSQL) and was cancelled.
+            TransientStoreError, StoreError: as :meth:`transaction`.
+        """
+
     def write_waited(self) -> bool:
         """True if this thread's last write transaction had to wait for another process's writer to finish.
 

@@ -58,7 +58,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
 
-from ..errors import MigrationError, StoreError, TransientStoreError, UniqueConflict
+from ..errors import MigrationError, QueryTimedOut, StoreError, TransientStoreError, UniqueConflict
 from ..redact import remember_secrets, unencoded_password
 from .base import Json, Store, Tx, clean_database_url, is_read_only, redact_url
 from .migrations import apply_lines, now_utc, versions_by_line
@@ -185,6 +185,8 @@ def _rollback(conn: psycopg.Connection[Any]) -> None:
 
 
 def _translate(exc: psycopg.Error, what: str, url: str) -> StoreError:
+    if isinstance(exc, psycopg.errors.QueryCanceled):  # an OperationalError: still transient, and named
+        return QueryTimedOut(redact_url(f"{what} on {url}: {type(exc).__name__}: {exc}"))
     if isinstance(exc, (psycopg.OperationalError, psycopg.errors.SerializationFailure,
                         psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable)):
         return TransientStoreError(redact_url(f"{what} on {url}: {type(exc).__name__}: {exc}"))
@@ -310,6 +312,23 @@ class PostgresStore(Store):
             _rollback(conn)
             raise
         finally:
+            self._pool.putconn(conn)
+
+    @contextmanager
+    def snapshot(self, *, timeout_ms: int | None = None) -> Iterator[Tx]:
+        begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        if timeout_ms is not None:  # an int written into the statement: one round trip with the BEGIN
+            begin += f"; SET LOCAL statement_timeout = {max(1, int(timeout_ms))}"
+        try:
+            conn = self._begin(begin)
+        except psycopg.Error as exc:
+            raise _translate(exc, "snapshot", self.url) from exc
+        try:
+            yield _PgTx(self, cast("psycopg.Connection[dict[str, Any]]", conn))
+        except psycopg.Error as exc:
+            raise _translate(exc, "snapshot", self.url) from exc
+        finally:
+            _rollback(conn)  # read only: nothing to commit
             self._pool.putconn(conn)
 
     def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:

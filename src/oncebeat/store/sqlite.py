@@ -341,6 +341,22 @@ class SqliteStore(Store):
         every = every * 2 if frames <= 0 else round(every * _CHECKPOINT_FRAMES / frames)
         self._checkpoint_every = min(max(every, _CHECKPOINT_EVERY[0]), _CHECKPOINT_EVERY[1])
 
+    @contextmanager
+    def snapshot(self, *, timeout_ms: int | None = None) -> Iterator[Tx]:
+        # timeout_ms: SQLite has no statement timeout (see Store.snapshot); its books are small
+        conn = self._connect()
+        if conn.in_transaction:
+            raise StoreError("snapshot inside this thread's open transaction: SQLite nests no BEGIN")
+        try:
+            conn.execute("BEGIN DEFERRED")  # no lock yet: the first read of a table fixes the WAL snapshot
+        except sqlite3.Error as exc:
+            raise _translate(exc, "begin snapshot") from exc
+        try:
+            yield _SqliteTx(self, conn)
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")  # read only: nothing to commit
+
     def read(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
         """Run one named query and return its rows; a read-only query takes no write lock.
 

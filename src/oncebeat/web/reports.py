@@ -7,23 +7,35 @@ Entry point only: reads ``?from=YYYY-MM&to=YYYY-MM&currency=EUR&kind=dso`` (all 
 :func:`oncebeat.reminders.reports.build_many` off the event loop and renders; a bad month, currency or kind is the
 library's error, shown as a 400 page naming the field (an unknown kind lists the kinds). A read: login needed (as
 every page), no action, no CSRF.
+
+Stage effectiveness (docs/reports.md, "Stored runs"): on PostgreSQL it is first computed live in a read-only
+snapshot under ``ONCEBEAT_REPORTS_LIVE_MS`` (default 250 ms; 0: never live); when that runs out the page shows the
+newest stored run of the same parameters with the instant it is exact for (business zone, minutes ago) and asks
+for a newer one (:func:`oncebeat.reminders.reports.runs.stage_report`), or, with none stored yet, says one is being
+computed. Never a stored number without its instant. SQLite is always live. ``POST /reports/stages/recompute``
+(an action: operator session and CSRF) asks for a run of the page's parameters.
 """
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
+from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import OncebeatError
-from ..reminders.reports import Month, Table, build_many, cell_text, default_range
+from ..reminders.reports import Month, Table, build_many, cell_text, check_currency, default_range, stages_table
 from ..reminders.reports.effectiveness import WINDOWS
+from ..reminders.reports.runs import RunParams, StageReport, request_run, stage_report
 from ..reminders.reports.tables import rounded
-from .app import dashboard, render, route
+from .app import action_form, dashboard, redirect_with, render, route
 from .charts import Chart, grouped_bars, stacked_bars
+from .schedules import operator_source
 
 __all__ = ["routes"]
 
@@ -36,6 +48,15 @@ SECTIONS = {"all": ("dso_cei", "stages", "holds", "fees", "aging"), "dso": ("dso
             "stages": ("stages",), "aging": ("aging",), "promises": ("holds",), "disputes": ("holds",),
             "holds": ("holds",), "fees": ("fees",)}
 OUTCOME_SERIES = ("kept", "broken", "pending", "unknown")
+#: Milliseconds the live stage-effectiveness query may run on PostgreSQL before the page shows the stored run.
+LIVE_MS_ENV = "ONCEBEAT_REPORTS_LIVE_MS"
+LIVE_MS_DEFAULT = 250
+
+
+def live_budget_ms() -> int:
+    """``ONCEBEAT_REPORTS_LIVE_MS`` as a whole number of milliseconds >= 0 (0: never live), else the default."""
+    text = os.environ.get(LIVE_MS_ENV, "").strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 8 else LIVE_MS_DEFAULT
 
 
 def _param(request: Request, name: str) -> str | None:
@@ -98,11 +119,19 @@ async def reports_page(request: Request) -> Response:
     last = Month.parse(last_text, "to") if last_text else None
     start, end = default_range(today, first, last)
     kinds = tuple(k for section in SECTIONS[kind] for k in SECTION_KINDS[section])
-    built = await run_in_threadpool(build_many, rt.store, kinds, first=start, last=end, as_of=today,
-                                    currency=currency)
+    # Stage effectiveness apart: live under a budget, else a stored run with its instant (module docstring).
+    built = await run_in_threadpool(build_many, rt.store, tuple(k for k in kinds if k != "stages"), first=start,
+                                    last=end, as_of=today, currency=currency)
     tables: dict[str, Table | None] = dict.fromkeys(("dso", "cei", "stages", "aging", "promises", "disputes",
                                                      "fees"))
     tables.update((t.name, t) for t in built)
+    params = RunParams(first=start, last=end, as_of=today, currency=currency)
+    stage_view: StageReport | None = None
+    if "stages" in kinds:
+        stage_view = await run_in_threadpool(stage_report, rt.store, params, budget_ms=live_budget_ms(),
+                                             clock=rt.clock, source=operator_source())
+        rows = stage_view.live if stage_view.live is not None else stage_view.run.rows if stage_view.run else None
+        tables["stages"] = stages_table(rows) if rows is not None else None
     dso, cei, stages, promises = tables["dso"], tables["cei"], tables["stages"], tables["promises"]
     locale = "en_US"
 
@@ -118,7 +147,38 @@ async def reports_page(request: Request) -> Response:
         "cell": cell, "windows": WINDOWS,
         "stage_charts": [_stages_chart(stages, n) for n in WINDOWS] if stages is not None and stages.rows else [],
         "promises_chart": _promises_chart(promises) if promises is not None and promises.rows else None,
+        "stage_view": stage_view, "stage_as_of": _as_of_line(stage_view, rt.clock.now(), rt.policy.zone),
+        "stage_query": urlencode({"from": str(start), "to": str(end), "currency": currency or ""}),
     })
 
 
-routes = [route("/reports", reports_page)]
+def _as_of_line(view: StageReport | None, now: datetime, zone: Any) -> str | None:
+    """"Stage effectiveness as of 2026-12-03 06:12 CST (25 minutes ago)" for a stored run; None when live."""
+    if view is None or view.run is None:
+        return None
+    at = view.run.snapshot_at
+    minutes = max(0, int((now - at).total_seconds() // 60))
+    ago = "less than a minute ago" if minutes == 0 else f"{minutes} minute{'s' if minutes != 1 else ''} ago"
+    return f"Stage effectiveness as of {at.astimezone(zone):%Y-%m-%d %H:%M %Z} ({ago})"
+
+
+async def recompute_stages(request: Request) -> Response:
+    """Ask for a stored run of the form's parameters (an action: operator session and CSRF)."""
+    form = await action_form(request)
+    rt = dashboard(request).runtime
+    today = rt.clock.now().astimezone(rt.policy.zone).date()
+    first_text, last_text = form.get("from", "").strip() or None, form.get("to", "").strip() or None
+    currency = form.get("currency", "").strip() or None
+    first = Month.parse(first_text, "from") if first_text else None
+    last = Month.parse(last_text, "to") if last_text else None
+    start, end = default_range(today, first, last)
+    params = RunParams(first=start, last=end, as_of=today, currency=check_currency(currency))
+    run_id = await run_in_threadpool(request_run, rt.store, params, clock=rt.clock, source=operator_source())
+    message = (f"stage effectiveness: run {run_id} queued; a worker computes it" if run_id is not None else
+               "stage effectiveness: a run of these parameters is already queued or running")
+    query = urlencode({k: v for k, v in (("from", first_text), ("to", last_text), ("currency", currency)) if v})
+    return redirect_with(request, message, "/reports" + (f"?{query}" if query else ""))
+
+
+routes = [route("/reports", reports_page),
+          route("/reports/stages/recompute", recompute_stages, methods=["POST"])]

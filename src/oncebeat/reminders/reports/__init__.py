@@ -34,7 +34,7 @@ from .tables import Column, Table, cell_text, csv_text, json_table, text_lines
 __all__ = ["EVERY", "KINDS", "WINDOWS", "Column", "DisputeRow", "Month", "MonthError", "MonthFigures", "PromiseRow",
            "ReportError", "StageGroup", "StageRow", "Table", "build", "build_many", "cell_text", "check_currency",
            "countback_dso", "csv_text", "default_range", "disputes", "json_table", "month_figures", "month_range",
-           "promises", "report_document", "stage_effectiveness", "text_lines"]
+           "promises", "report_document", "stage_effectiveness", "stages_table", "text_lines"]
 
 KINDS: tuple[str, ...] = ("dso", "cei", "stages", "aging", "promises", "disputes", "holds", "fees")
 #: What ``all`` means (``oncebeat report``, ``GET /api/v1/reports``): every table once, for a monthly review.
@@ -94,7 +94,8 @@ def build_many(store: Store, kinds: Sequence[str], *, first: Month, last: Month,
                 figures = month_figures(store, first=first, last=last, as_of=as_of, currency=currency)
             tables.append(_dso(figures) if kind == "dso" else _cei(figures))
         elif kind == "stages":
-            tables.append(_stages(stage_effectiveness(store, first=first, last=last, as_of=as_of, currency=currency)))
+            tables.append(stages_table(stage_effectiveness(store, first=first, last=last, as_of=as_of,
+                                                           currency=currency)))
         elif kind == "aging":
             tables.append(_aging(store, as_of, currency))
         elif kind == "fees":
@@ -143,7 +144,8 @@ def _cei(rows: list[MonthFigures]) -> Table:
     return t
 
 
-def _stages(rows: list[StageRow]) -> Table:
+def stages_table(rows: list[StageRow]) -> Table:
+    """The ``stages`` table of :func:`build` from its rows (live, or a stored run's: :mod:`.runs`)."""
     columns = [Column("stage", "stage (days)", "count"), Column("group", "group"),
                Column("unpaid", "unpaid at stage", "count"), Column("undated", "of which paid, no date", "count")]
     for n in WINDOWS:
