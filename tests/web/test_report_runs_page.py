@@ -151,3 +151,13 @@ def test_a_run_slower_than_the_budget_spares_the_page_its_live_read(
         tx.execute("UPDATE report_runs SET started_at = finished_at - INTERVAL '2 seconds'")
     section = _stages_section(client.get(PAGE).text)
     assert "Stage effectiveness as of" in section and NUMBER in section
+
+
+def test_a_malformed_budget_is_named_with_its_fix_not_taken_as_the_default(
+        runtime: Runtime, dashboard_client: Callable[..., TestClient], monkeypatch: pytest.MonkeyPatch) -> None:
+    _on_as_of(runtime)
+    monkeypatch.setenv("ONCEBEAT_REPORTS_LIVE_MS", "250ms")
+    page = dashboard_client().get(PAGE)
+    assert page.status_code == 400, page.status_code
+    assert "ONCEBEAT_REPORTS_LIVE_MS='250ms' is not a whole number of milliseconds" in page.text.replace("&#39;", "'")
+    assert "Traceback" not in page.text
