@@ -534,8 +534,11 @@ def test_rescued_send_whose_message_reached_the_maildir_twice_is_an_error(billin
     [only] = list((billing.maildir / "new").iterdir())
     shutil.copy(only, billing.maildir / "new" / ("1" + only.name))
 
-    [retry] = doctor(billing.store, billing.clock, maildir=billing.maildir).by_code("retry-side-effect")
-    assert retry.severity == "error" and "1 effect reached the Maildir more than once" in retry.summary
+    # the doomed worker's batch also held the scan's report run (reminders.report_run), rescued too: a retry with
+    # no effect, reported apart; the send's is the error
+    [retry] = [f for f in doctor(billing.store, billing.clock, maildir=billing.maildir).by_code("retry-side-effect")
+               if f.severity == "error"]
+    assert "1 effect reached the Maildir more than once" in retry.summary
     [effect] = evidence(retry, "effect")
     assert effect["state"] == "done" and "2 copies in the Maildir" in effect["text"]
 

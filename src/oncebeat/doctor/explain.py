@@ -22,6 +22,7 @@ from ..queue import job_row
 from ..schedules import Schedule
 from ..store import Store
 from . import registry
+from .checks.common import parse_iso
 from .dst import fates, transitions
 from .facts import source_text
 from .model import Timeface, duration_text
@@ -209,7 +210,7 @@ def job_entries(store: Store, story: Story, j: dict[str, Any], *, prefix: str) -
                                + (f" for occurrence {j['occurrence_id']}" if j["occurrence_id"] is not None else ""),
               CREATED)
     for e in j.get("errors") or []:
-        at = _iso(e.get("at"))
+        at = parse_iso(e.get("at"))
         style = RESCUED if e.get("kind") == "rescue" else FAILED
         story.add(at or j["created_at"], f"{prefix}attempt {e.get('attempt')} failed ({e.get('kind')}): "
                                          f"{_last_line(e.get('error'))}", style)
@@ -292,17 +293,6 @@ def _last_line(value: Any) -> str:
     if not lines:
         return "(no message)"
     return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:300]
-
-
-def _iso(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 registry.register_explain("occurrence", lambda store, ident: _occurrence(store, int(ident)), numeric=True,

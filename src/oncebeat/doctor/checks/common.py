@@ -86,7 +86,9 @@ def dup_evidence(facts: Facts, d: dict[str, Any]) -> Evidence:
 
 
 def parse_iso(value: Any) -> datetime | None:
-    """An ISO 8601 text from an event's detail as a datetime; None for anything else."""
+    """An ISO 8601 text from an event's detail (or a datetime, as is) as a datetime; None for anything else."""
+    if isinstance(value, datetime):
+        return value
     if not isinstance(value, str):
         return None
     try:
