@@ -178,6 +178,13 @@ def test_the_scan_asks_for_the_default_ranges_run_of_its_business_date(rt: Runti
     run = newest_run(rt.store, params)
     assert run is not None
     assert run.rows == stage_effectiveness(rt.store, first=first, last=last, as_of=today)
+    # A second scan of the same business date (a schedule every 15 minutes) asks for no second run.
+    rt.clock.advance(15 * 60)
+    assert clock.trigger("reminders").job_id is not None
+    Worker(rt.app, rt.store, clock=rt.clock).drain()
+    jobs = Queue(rt.store, clock=rt.clock, source=SOURCE).list_jobs(task=RUN_TASK)
+    assert len(jobs) == 1, jobs
+    assert newest_run(rt.store, params).id == run.id  # type: ignore[union-attr]
 
 
 def test_a_snapshot_is_read_only_and_its_timeout_cancels_a_long_statement(rt: Runtime) -> None:

@@ -29,7 +29,7 @@ from .notices import grouping
 from .notices.grouping import SEND_NOTICE_TASK
 from .notices.notify import NOTIFY_MAX_ATTEMPTS, NOTIFY_TASK, send_notification
 from .reports import default_range
-from .reports.runs import RUN_MAX_ATTEMPTS, RUN_TASK, RunParams, compute_run, request_run
+from .reports.runs import RUN_MAX_ATTEMPTS, RUN_TASK, RunParams, compute_run, newest_run, request_run
 from .service import SCAN_TASK, SEND_MAX_ATTEMPTS, SEND_TASK, ReminderService
 from .sources.database import SourceConfig, SourceRejected, SourceUnavailable
 from .syncing import SYNC_TASK, sync_source
@@ -72,12 +72,15 @@ def build_app(service: ReminderService, app: App | None = None) -> App:
         # per scan, in transactions of their own after the scan's (oncebeat.reminders.names).
         backfill_folded_names(service.store, at_most=SCAN_BACKFILL)
         # The morning's Reports page: the default range's stage-effectiveness run for this business date, asked for
-        # after the scan's transaction (a run only reads; the unique key keeps it to one at a time). Never fails the
-        # scan: a scan retried for it would redo its work, and the page asks again when it finds no run.
+        # after the scan's transaction (a run only reads; the unique key keeps it to one at a time), once per business
+        # date: a schedule scanning every 15 minutes would otherwise compute the report 96 times a day (the page asks
+        # for a fresher one when it is looked at). Never fails the scan: a scan retried for it would redo its work,
+        # and the page asks again when it finds no run.
         first, last = default_range(occurrence["business_date"], None, None)
+        params = RunParams(first=first, last=last, as_of=occurrence["business_date"])
         try:
-            request_run(service.store, RunParams(first=first, last=last, as_of=occurrence["business_date"]),
-                        clock=ctx.clock, source=ctx.source)
+            if newest_run(service.store, params) is None:
+                request_run(service.store, params, clock=ctx.clock, source=ctx.source)
         except StoreError:
             log.warning("scan for %s: the stage-effectiveness run was not asked for", occurrence["business_date"],
                         exc_info=True, extra={"event": "reminders.report_run_not_requested"})
